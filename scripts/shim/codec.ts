@@ -1,0 +1,53 @@
+/**
+ * Upstash REST ⇄ RESP2 values. Requests: JSON scalars → the exact text Redis should see.
+ * Replies: RESP2 values (Buffers from the client) → JSON, base64 at every depth when asked.
+ */
+
+export class BadRequest extends Error {
+  readonly status: number;
+  constructor(message: string, status = 400) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export type Command = [name: string, ...args: string[]];
+
+/**
+ * One command from JSON. Numbers become the text JavaScript prints for them (String(n)),
+ * booleans "true"/"false". null, arrays and objects are refused: Redis has no such values
+ * and guessing one (an empty string, say) would store something the caller did not send.
+ */
+export function toCommand(value: unknown, where: string): Command {
+  if (!Array.isArray(value)) throw new BadRequest(`ERR ${where} must be a JSON array like ["SET","key","value"]`);
+  if (value.length === 0) throw new BadRequest(`ERR ${where} is an empty command`);
+  const parts = value.map((v, i) => {
+    if (typeof v === "string") return v;
+    if (typeof v === "number" || typeof v === "boolean") return String(v);
+    const kind = v === null ? "null" : Array.isArray(v) ? "an array" : "an object";
+    throw new BadRequest(`ERR ${where}[${i}] is ${kind}; arguments must be strings, numbers or booleans`);
+  });
+  if (parts[0] === "") throw new BadRequest(`ERR ${where}[0] must name a command`);
+  return [parts[0]!.toUpperCase(), ...parts.slice(1)];
+}
+
+/** A body that must be a list of commands (/pipeline, /multi-exec). */
+export function toCommands(value: unknown): Command[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    throw new BadRequest('ERR body must be a non-empty JSON array of commands, like [["SET","a","1"],["GET","a"]]');
+  }
+  return value.map((c, i) => toCommand(c, `command ${i}`));
+}
+
+export type Json = string | number | null | Json[];
+
+/** A RESP2 reply as JSON: integers stay numbers, nil stays null, every string is text or base64. */
+export function encodeReply(reply: unknown, base64: boolean): Json {
+  if (Buffer.isBuffer(reply)) return base64 ? reply.toString("base64") : reply.toString("utf8");
+  if (typeof reply === "string") return base64 ? Buffer.from(reply).toString("base64") : reply;
+  if (typeof reply === "number" || reply === null) return reply;
+  if (Array.isArray(reply)) return reply.map((r) => encodeReply(r, base64));
+  // An error nested in an array reply (from a script) keeps its text, unencoded.
+  if (reply instanceof Error) return reply.message;
+  return String(reply);
+}

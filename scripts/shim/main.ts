@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+/**
+ * `npm run shim`: the Upstash REST API in front of a Redis, for local development and
+ * self-hosting. Environment: SHIM_TOKEN (required), REDIS_URL, SHIM_HOST, SHIM_PORT,
+ * SHIM_BODY_LIMIT (bytes).
+ */
+import { DEFAULT_REDIS_URL, startShim } from "./server.ts";
+
+function fail(message: string): never {
+  console.error(`slidegate shim: ${message}`);
+  process.exit(1);
+}
+
+function integerEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  if (!/^\d+$/.test(raw)) fail(`${name} must be a whole number, not "${raw}"`);
+  return Number(raw);
+}
+
+const token = process.env.SHIM_TOKEN;
+if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it, e.g. SHIM_TOKEN=$(openssl rand -hex 16) npm run shim");
+
+const shim = await startShim({
+  token,
+  redisUrl: process.env.REDIS_URL || DEFAULT_REDIS_URL,
+  host: process.env.SHIM_HOST || "127.0.0.1",
+  port: integerEnv("SHIM_PORT", 8079),
+  bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),
+}).catch((e: Error) => fail(`cannot start: ${e.message}`));
+
+console.log(`slidegate shim listening on ${shim.url} -> ${shim.redis}`);
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    void shim.close().then(() => process.exit(0));
+  });
+}

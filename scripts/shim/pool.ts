@@ -1,0 +1,77 @@
+import { Redis, type RedisOptions } from "ioredis";
+
+/**
+ * Connections to one Redis. Single commands and pipelines share a few multiplexed
+ * connections (a pipeline is written in one go, so it runs in order on one of them);
+ * a transaction leases a connection of its own from MULTI to EXEC.
+ *
+ * Commands fail at once while Redis is away (no offline queue, no retries): the shim
+ * answers 503 promptly, and the connections reconnect on their own when Redis is back.
+ */
+export interface RedisPool {
+  shared(): Redis;
+  lease<T>(use: (connection: Redis) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export interface PoolOptions {
+  size?: number;
+  commandTimeoutMs?: number;
+  onStatus?: (event: "lost" | "restored", detail: string) => void;
+}
+
+const MAX_IDLE_LEASES = 4;
+
+export async function createPool(url: string, options: PoolOptions = {}): Promise<RedisPool> {
+  const connectionOptions: RedisOptions = {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: options.commandTimeoutMs ?? 5000,
+    connectTimeout: 2000,
+    retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+  };
+  let healthy = true;
+  const open = async () => {
+    const connection = new Redis(url, connectionOptions);
+    connection.on("error", (e: Error) => {
+      if (healthy) options.onStatus?.("lost", e.message);
+      healthy = false;
+    });
+    connection.on("ready", () => {
+      if (!healthy) options.onStatus?.("restored", "");
+      healthy = true;
+    });
+    try {
+      await connection.connect();
+    } catch (e) {
+      connection.disconnect(); // or it would keep reconnecting in the background
+      throw e;
+    }
+    return connection;
+  };
+
+  const shared = await Promise.all(Array.from({ length: options.size ?? 4 }, open));
+  const idle: Redis[] = [];
+  let next = 0;
+
+  return {
+    shared: () => shared[next++ % shared.length]!,
+    async lease(use) {
+      const connection = idle.pop() ?? (await open());
+      let reusable = true;
+      try {
+        return await use(connection);
+      } catch (e) {
+        reusable = false; // a broken transaction may leave the connection mid-MULTI
+        throw e;
+      } finally {
+        if (reusable && idle.length < MAX_IDLE_LEASES && connection.status === "ready") idle.push(connection);
+        else connection.disconnect();
+      }
+    },
+    async close() {
+      for (const c of [...shared, ...idle]) c.disconnect();
+    },
+  };
+}

@@ -1,0 +1,38 @@
+/**
+ * Isolate-local memory of who is blocked until when, so a caller hammering through a 429
+ * costs no Redis round trip until their wait is over. Bounded: the least recently used
+ * entry goes first once `size` is reached (a Map keeps insertion order).
+ *
+ * @example
+ * const cache = createBlockCache<Decision>(10_000);
+ * cache.set("k…|free|minute", Date.now() + 30_000, decision);
+ * cache.get("k…|free|minute", Date.now()); // { until, value } while blocked, else undefined
+ */
+export interface BlockCache<T> {
+  get(key: string, now: number): { until: number; value: T } | undefined;
+  set(key: string, until: number, value: T): void;
+  readonly size: number;
+}
+
+export function createBlockCache<T>(size: number): BlockCache<T> {
+  const entries = new Map<string, { until: number; value: T }>();
+  return {
+    get(key, now) {
+      const hit = entries.get(key);
+      if (!hit) return undefined;
+      entries.delete(key);
+      if (hit.until <= now) return undefined;
+      entries.set(key, hit); // now the most recently used
+      return hit;
+    },
+    set(key, until, value) {
+      if (size === 0) return;
+      entries.delete(key);
+      if (entries.size >= size) entries.delete(entries.keys().next().value!);
+      entries.set(key, { until, value });
+    },
+    get size() {
+      return entries.size;
+    },
+  };
+}

@@ -1,0 +1,32 @@
+import type { Decision, LimitState } from "./limiter.ts";
+
+const seconds = (ms: number) => Math.ceil(Math.max(ms, 0) / 1000);
+
+/** The limit a client should watch: least remaining; on a tie, the one that resets last. */
+function tightest(limits: readonly LimitState[]): LimitState {
+  return limits.reduce((a, b) => (b.remaining < a.remaining || (b.remaining === a.remaining && b.resetMs > a.resetMs) ? b : a));
+}
+
+/**
+ * Rate-limit headers for a decision: the de-facto `X-RateLimit-*` trio for the tightest
+ * limit, and the IETF draft-11 structured fields with one item per limit.
+ *
+ * @example
+ * rateLimitHeaders(decision).get("RateLimit"); // '"minute";r=9;t=60'
+ */
+export function rateLimitHeaders(decision: Decision): Headers {
+  const headers = new Headers();
+  if (decision.limits.length === 0) return headers;
+  const t = tightest(decision.limits);
+  headers.set("X-RateLimit-Limit", String(t.limit));
+  headers.set("X-RateLimit-Remaining", String(t.remaining));
+  headers.set("X-RateLimit-Reset", String(seconds(t.resetMs)));
+  headers.set("RateLimit-Policy", decision.limits.map((l) => `"${l.name}";q=${l.limit};w=${seconds(l.windowMs)}`).join(", "));
+  headers.set("RateLimit", decision.limits.map((l) => `"${l.name}";r=${l.remaining};t=${seconds(l.resetMs)}`).join(", "));
+  return headers;
+}
+
+/** Whole seconds to wait, rounded up and never below 1 (a 0 invites an instant retry storm). */
+export function retryAfterSeconds(ms: number): string {
+  return String(Math.max(1, seconds(ms)));
+}

@@ -1,0 +1,47 @@
+import { parseRateLimits } from "./config.ts";
+import type { Env } from "./env.ts";
+import { createGate, type Gate } from "./gate.ts";
+import { problem } from "./problem.ts";
+
+export type { Env } from "./env.ts";
+
+/** Builds the gate from the environment, or the one error response a bad environment earns. */
+function build(env: Env): Gate {
+  const errors: string[] = [];
+  const parsed = parseRateLimits(env.RATE_LIMITS);
+  if (!parsed.ok) errors.push(...parsed.errors);
+  if (!env.UPSTASH_REDIS_REST_URL) errors.push("UPSTASH_REDIS_REST_URL: is not set");
+  if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
+  let origin: URL | undefined;
+  if (env.ORIGIN_URL) {
+    if (URL.canParse(env.ORIGIN_URL)) origin = new URL(env.ORIGIN_URL);
+    else errors.push(`ORIGIN_URL: "${env.ORIGIN_URL}" is not a URL`);
+  }
+  if (!parsed.ok || errors.length) {
+    console.error(JSON.stringify({ event: "slidegate.config_error", errors }));
+    const detail = `slidegate is misconfigured: ${errors.join("; ")}`;
+    return async () => problem(500, "configuration-error", "Gateway Misconfigured", detail);
+  }
+  return createGate({ config: parsed.config, origin, redisUrl: env.UPSTASH_REDIS_REST_URL!, redisToken: env.UPSTASH_REDIS_REST_TOKEN! });
+}
+
+// Validated once per isolate. `env` is normally the same object for every request;
+// the fingerprint catches a new object carrying the same values.
+const byEnv = new WeakMap<Env, Gate>();
+let last: { fingerprint: string; gate: Gate } | undefined;
+
+function gateFor(env: Env): Gate {
+  let gate = byEnv.get(env);
+  if (gate) return gate;
+  const fingerprint = JSON.stringify([env.RATE_LIMITS, env.ORIGIN_URL, env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN]);
+  if (last?.fingerprint !== fingerprint) last = { fingerprint, gate: build(env) };
+  gate = last.gate;
+  byEnv.set(env, gate);
+  return gate;
+}
+
+export default {
+  fetch(request: Request, env: Env): Promise<Response> {
+    return gateFor(env)(request);
+  },
+} satisfies ExportedHandler<Env>;
