@@ -49,7 +49,7 @@ const int = (min: number, max: number) =>
 const NAME = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,32}$/, "must be 1-32 characters of A-Z a-z 0-9 _ -"));
 const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 const TIMEOUT = int(1, 30_000);
-const fields = (entries: v.ObjectEntries) => v.strictObject(entries, (issue) =>
+const fields = <T extends v.ObjectEntries>(entries: T) => v.strictObject(entries, (issue) =>
   issue.expected === "never" ? `unknown field (allowed: ${Object.keys(entries).join(", ")})` : `must be an object, not ${issue.received}`);
 
 const window = v.union([

@@ -43,10 +43,13 @@ export type Json = string | number | null | Json[];
 
 /** A RESP2 reply as JSON: integers stay numbers, nil stays null, every string is text or base64. */
 export function encodeReply(reply: unknown, base64: boolean): Json {
-  if (Buffer.isBuffer(reply)) return base64 ? reply.toString("base64") : reply.toString("utf8");
+  if (reply instanceof Uint8Array) {
+    const bytes = Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength);
+    return bytes.toString(base64 ? "base64" : "utf8");
+  }
   if (typeof reply === "string") return base64 ? Buffer.from(reply).toString("base64") : reply;
   if (typeof reply === "number" || reply === null) return reply;
-  if (Array.isArray(reply)) return reply.map((r) => encodeReply(r, base64));
+  if (Array.isArray(reply)) return reply.map((r: unknown) => encodeReply(r, base64));
   // An error nested in an array reply (from a script) keeps its text, unencoded.
   if (reply instanceof Error) return reply.message;
   return String(reply);

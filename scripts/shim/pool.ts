@@ -1,4 +1,4 @@
-import { Redis, type RedisOptions } from "ioredis";
+import Redis, { type RedisOptions } from "ioredis";
 
 /**
  * Connections to one Redis. Single commands and pipelines share a few multiplexed
@@ -22,9 +22,14 @@ export interface PoolOptions {
 
 const MAX_IDLE_LEASES = 4;
 
+/** Redis could not be reached (down, restarting, too slow): the shim answers 503. */
+export class RedisUnavailable extends Error {}
+
 export async function createPool(url: string, options: PoolOptions = {}): Promise<RedisPool> {
   const connectionOptions: RedisOptions = {
     lazyConnect: true,
+    // The REST contract is RESP2 (ioredis 6 would speak RESP3 and pair up WITHSCORES replies).
+    protocol: 2,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs ?? 5000,
@@ -58,7 +63,9 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   return {
     shared: () => shared[next++ % shared.length]!,
     async lease(use) {
-      const connection = idle.pop() ?? (await open());
+      const connection = idle.pop() ?? (await open().catch((e: Error) => {
+        throw new RedisUnavailable(e.message);
+      }));
       let reusable = true;
       try {
         return await use(connection);

@@ -1,11 +1,11 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { ReplyError, type Redis } from "ioredis";
+import type Redis from "ioredis";
 import { BadRequest, encodeReply, toCommand, toCommands, type Command, type Json } from "./codec.ts";
 import { refusal } from "./commands.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
-import { createPool, type RedisPool } from "./pool.ts";
+import { createPool, RedisUnavailable, type RedisPool } from "./pool.ts";
 
 export interface ShimOptions {
   token: string;
@@ -42,12 +42,11 @@ export function redactUrl(url: string): string {
   }
 }
 
-class StoreDown extends Error {}
-
 /** A Redis reply error (wrong type, NOSCRIPT, …) keeps its text; anything else means Redis is unreachable. */
 function settle(error: unknown): { error: string } {
-  if (error instanceof ReplyError) return { error: (error as Error).message };
-  throw new StoreDown(error instanceof Error ? error.message : String(error));
+  // ioredis (through redis-errors) names Redis's own error replies "ReplyError".
+  if (error instanceof Error && error.name === "ReplyError") return { error: error.message };
+  throw new RedisUnavailable(error instanceof Error ? error.message : String(error));
 }
 
 /**
@@ -84,15 +83,16 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
+      // Past the cap the rest is read and dropped, so the client can finish sending and
+      // read the 413; only a body far past it has its connection cut.
       req.on("data", (chunk: Buffer) => {
         size += chunk.length;
-        if (size > bodyLimit) {
-          reject(new BadRequest(`ERR request body is larger than the limit of ${bodyLimit} bytes`, 413));
-          req.destroy();
-        } else chunks.push(chunk);
+        if (size <= bodyLimit) chunks.push(chunk);
+        else if (size > 16 * bodyLimit) req.destroy();
       });
       req.on("error", reject);
       req.on("end", () => {
+        if (size > bodyLimit) return reject(new BadRequest(`ERR request body is larger than the limit of ${bodyLimit} bytes`, 413));
         const text = Buffer.concat(chunks).toString("utf8");
         try {
           resolve(JSON.parse(text));
@@ -116,7 +116,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     try {
       return (await batch.exec()) ?? [];
     } catch (e) {
-      throw new StoreDown(e instanceof Error ? e.message : String(e));
+      throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
     }
   };
 
@@ -187,15 +187,14 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       const route = routes[path];
       if (!route) return send(404, { error: `ERR unknown path ${path}: use POST /, /pipeline or /multi-exec` });
       if (req.method !== "POST") return send(405, { error: `ERR method ${req.method} not allowed: use POST` });
-      const type = req.headers["content-type"];
-      if (type && !/^application\/json\s*(;|$)/i.test(type)) return send(415, { error: `ERR content-type must be application/json, not ${type}` });
+      // Like Upstash, any content type is read as JSON: `curl -d '["PING"]'` sends a form type.
       const body = await readJson(req);
       const base64 = req.headers["upstash-encoding"]?.toString().toLowerCase() === "base64";
       const answer = await route(body, base64);
       send(answer.status, answer.body);
     } catch (e) {
       if (e instanceof BadRequest) return send(e.status, { error: e.message });
-      if (e instanceof StoreDown) return send(503, { error: `ERR redis unavailable: ${e.message}` });
+      if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable: ${e.message}` });
       log(`slidegate shim: unexpected error: ${e instanceof Error ? e.stack : String(e)}`);
       send(500, { error: "ERR internal shim error" });
     }

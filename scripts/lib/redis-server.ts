@@ -1,0 +1,73 @@
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import Redis from "ioredis";
+import { freePort } from "./ports.ts";
+
+export interface LocalRedis {
+  url: string;
+  port: number;
+  /** stops the server (SIGTERM) and waits until it is gone */
+  stop(): Promise<void>;
+  /** starts it again on the same port, empty (nothing is persisted) */
+  start(): Promise<void>;
+}
+
+/** Whether redis-server is on PATH. */
+export function hasRedisServer(): boolean {
+  return spawnSync("redis-server", ["--version"], { stdio: "ignore" }).status === 0;
+}
+
+async function waitForPing(url: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      if ((await client.ping()) === "PONG") return;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`redis-server at ${url} did not answer PING within ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      client.disconnect();
+    }
+  }
+}
+
+/**
+ * A redis-server of our own on a free loopback port, keeping nothing on disk, so tests and
+ * the dev stack never touch the data of a Redis they did not start.
+ *
+ * @example
+ * const redis = await startRedis();
+ * // … redis.url is redis://127.0.0.1:<port>
+ * await redis.stop();
+ */
+export async function startRedis(options: { port?: number; args?: string[] } = {}): Promise<LocalRedis> {
+  const port = options.port ?? (await freePort());
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ChildProcess | undefined;
+
+  const start = async () => {
+    const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", ...(options.args ?? [])];
+    // Output is kept for an error message, never inherited: an inherited pipe would outlive the caller.
+    const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "ignore"] });
+    child = proc;
+    let output = "";
+    proc.stdout.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-2000)));
+    const exited = new Promise<never>((_, reject) =>
+      proc.once("exit", (code) => reject(new Error(`redis-server on port ${port} exited at start-up (code ${code}):\n${output}`))));
+    await Promise.race([waitForPing(url, 10_000), exited]);
+  };
+  const stop = async () => {
+    const proc = child;
+    child = undefined;
+    if (!proc || proc.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      proc.once("exit", () => resolve());
+      proc.kill("SIGTERM");
+    });
+  };
+
+  await start();
+  return { url, port, start, stop };
+}

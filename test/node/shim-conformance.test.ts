@@ -1,0 +1,233 @@
+import { createHash } from "node:crypto";
+import { Ratelimit } from "@upstash/ratelimit";
+import { describe, expect, it } from "vitest";
+import { key, raw, services, upstash } from "../helpers/shim.ts";
+
+const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
+
+// Every behaviour the client relies on, once with its defaults (base64 replies,
+// auto-pipelining) and once with plain-text replies.
+for (const [label, options] of [["base64 replies (client defaults)", {}], ["plain replies (responseEncoding: false)", { responseEncoding: false as const }]] as const) {
+  describe(`shim through @upstash/redis, ${label}`, () => {
+    const redis = upstash(options);
+
+    it("round-trips strings with + / = and non-ASCII text", async () => {
+      const k = key("text");
+      const value = "a+b/c==d ü 日本語 🚦";
+      expect(await redis.set(k, value)).toBe("OK");
+      expect(await redis.get(k)).toBe(value);
+    });
+
+    it("returns integers above 2^31 exactly", async () => {
+      const k = key("int");
+      expect(await redis.incrby(k, 2 ** 40)).toBe(2 ** 40);
+      expect(await redis.incrby(k, 2 ** 33 + 7)).toBe(2 ** 40 + 2 ** 33 + 7);
+    });
+
+    it("returns nil as null", async () => {
+      expect(await redis.get(key("missing"))).toBeNull();
+    });
+
+    it("returns nested arrays: ZRANGE WITHSCORES and SCAN", async () => {
+      const k = key("zset");
+      await redis.zadd(k, { score: 1.5, member: "one/+" }, { score: 2, member: "two" });
+      expect(await redis.zrange(k, 0, -1, { withScores: true })).toEqual(["one/+", 1.5, "two", 2]);
+      expect((await raw("/", JSON.stringify(["ZRANGE", k, 0, -1, "WITHSCORES"]))).json).toEqual({ result: ["one/+", "1.5", "two", "2"] });
+      // RESP2 nesting as it is: flat pairs inside, a cursor and a list for SCAN
+      expect((await raw("/", JSON.stringify(["ZRANGE", k, 0, -1, "WITHSCORES"]))).json).toEqual({ result: ["one/+", "1.5", "two", "2"] });
+      let cursor: string | number = 0;
+      const seen: string[] = [];
+      do {
+        const [next, keys]: [string | number, string[]] = await redis.scan(cursor, { match: k, count: 1000 });
+        seen.push(...keys);
+        cursor = next;
+      } while (String(cursor) !== "0");
+      expect(seen).toEqual([k]);
+    });
+
+    it('returns "OK" at top level, inside a pipeline and inside a transaction', async () => {
+      const k = key("ok");
+      expect(await redis.set(k, "1")).toBe("OK");
+      const p = redis.pipeline();
+      p.set(k, "2");
+      p.get(k);
+      expect(await p.exec()).toEqual(["OK", 2]);
+      const tx = redis.multi();
+      tx.set(k, "3");
+      tx.get(k);
+      expect(await tx.exec()).toEqual(["OK", 3]);
+    });
+
+    it("keeps a pipeline going past a failing command", async () => {
+      const k = key("pipe");
+      const p = redis.pipeline();
+      p.set(k, "text");
+      p.incr(k); // WRONGTYPE-like: not an integer
+      p.get(k);
+      const results = await p.exec({ keepErrors: true });
+      expect(results[0]).toEqual({ result: "OK", error: undefined });
+      expect(results[1]!.error).toMatch(/not an integer/);
+      expect(results[2]).toEqual({ result: "text", error: undefined });
+    });
+
+    it("reports a runtime error inside a transaction per command", async () => {
+      const k = key("tx");
+      const tx = redis.multi();
+      tx.set(k, "text");
+      tx.incr(k);
+      tx.get(k);
+      const results = await tx.exec({ keepErrors: true });
+      expect(results[0]!.result).toBe("OK");
+      expect(results[1]!.error).toMatch(/not an integer/);
+      expect(results[2]!.result).toBe("text");
+    });
+
+    it("runs EVAL, EVALSHA, SCRIPT LOAD and SCRIPT EXISTS", async () => {
+      const script = `return {KEYS[1], ARGV[1], tonumber(ARGV[2]) + 1, "${crypto.randomUUID()}"}`;
+      const k = key("eval");
+      const evaluated = (await redis.eval(script, [k], ["x/+=", 41])) as unknown[];
+      expect(evaluated.slice(0, 3)).toEqual([k, "x/+=", 42]);
+      const sha = await redis.scriptLoad(script);
+      expect(sha).toBe(sha1(script));
+      expect(await redis.evalsha(sha, [k], ["y", 1])).toEqual([k, "y", 2, evaluated[3]]);
+      expect(await redis.scriptExists(sha, "0".repeat(40))).toEqual([1, 0]);
+    });
+
+    it("runs a script with #!lua flags=allow-key-locking by the SHA1 of its original text", async () => {
+      const script = `#!lua flags=allow-key-locking\nreturn redis.call('INCRBY', KEYS[1], ARGV[1]) -- ${crypto.randomUUID()}`;
+      const k = key("flagged");
+      const sha = await redis.scriptLoad(script);
+      expect(sha).toBe(sha1(script));
+      expect(await redis.scriptExists(sha)).toEqual([1]);
+      expect(await redis.evalsha(sha, [k], [5])).toBe(5);
+      expect(await redis.eval(script, [k], [2])).toBe(7);
+    });
+  });
+}
+
+describe("shim scripts after SCRIPT FLUSH", () => {
+  it("answers NOSCRIPT, and the client's Script falls back to EVAL", async () => {
+    const redis = upstash();
+    const text = `#!lua flags=allow-key-locking\nreturn ARGV[1] .. "${crypto.randomUUID()}"`;
+    const sha = await redis.scriptLoad(text);
+    await redis.scriptFlush();
+    await expect(redis.evalsha(sha, [], ["x"])).rejects.toThrow(/NOSCRIPT No matching script/);
+    expect(await redis.scriptExists(sha)).toEqual([0]);
+    const script = redis.createScript<string>(text);
+    expect(await script.exec([], ["ok:"])).toMatch(/^ok:/);
+    expect(await redis.scriptExists(sha)).toEqual([1]);
+  });
+});
+
+describe("shim wire details", () => {
+  it("refuses a missing and a wrong token with a JSON 401", async () => {
+    const s = services();
+    for (const authorization of [undefined, "Bearer wrong", `Bearer ${s.shimToken}x`, s.shimToken]) {
+      const res = await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers: authorization ? { authorization } : {} });
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({ error: "Unauthorized" });
+    }
+    await expect(upstash({ token: "wrong" }).ping()).rejects.toThrow(/Unauthorized/);
+  });
+
+  it("sends a different upstash-sync-token on every response", async () => {
+    const tokens = new Set<string>();
+    for (let i = 0; i < 5; i++) tokens.add((await raw("/", '["PING"]')).headers.get("upstash-sync-token") ?? "");
+    expect(tokens.size).toBe(5);
+    expect(tokens.has("")).toBe(false);
+  });
+
+  it("base64-encodes every string at every depth, OK included, and leaves numbers and nil", async () => {
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    const k = key("depth");
+    const ok = await raw("/", JSON.stringify(["SET", k, "v"]), { "upstash-encoding": "base64" });
+    expect(ok.json).toEqual({ result: b64("OK") });
+    const nested = await raw("/", JSON.stringify(["EVAL", "return {1, 'a', {'OK', false}}", 0]), { "upstash-encoding": "base64" });
+    expect(nested.json).toEqual({ result: [1, b64("a"), [b64("OK"), null]] });
+  });
+
+  it("turns numbers and booleans into the text JavaScript prints", async () => {
+    const k = key("numbers");
+    const res = await raw("/pipeline", JSON.stringify([["RPUSH", k, 1, 1.5, 1712345678901, -0.25, 1e21, true, false], ["LRANGE", k, 0, -1]]));
+    expect((res.json as { result: unknown }[])[1]!.result).toEqual(["1", "1.5", "1712345678901", "-0.25", "1e+21", "true", "false"]);
+  });
+
+  it("answers HGETALL in the raw RESP2 shape (a flat array)", async () => {
+    const k = key("hash");
+    await raw("/", JSON.stringify(["HSET", k, "f", "v"]));
+    expect((await raw("/", JSON.stringify(["HGETALL", k]))).json).toEqual({ result: ["f", "v"] });
+  });
+
+  it("answers a discarded transaction with a non-2xx JSON error", async () => {
+    const res = await raw("/multi-exec", JSON.stringify([["SET", key("tx")], ["PING"]]));
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ error: expect.stringMatching(/^EXECABORT/) });
+  });
+
+  it("keeps Redis error text verbatim with a 400 for a single command", async () => {
+    const res = await raw("/", JSON.stringify(["EVALSHA", "f".repeat(40), 0]));
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ error: "NOSCRIPT No matching script. Please use EVAL." });
+  });
+
+  it("refuses connection-state and blocking commands, naming them", async () => {
+    for (const command of [["SELECT", 1], ["MULTI"], ["SUBSCRIBE", "c"], ["BLPOP", "k", 0], ["XREAD", "BLOCK", 0, "STREAMS", "s", "$"], ["CLIENT", "REPLY", "OFF"], ["WATCH", "k"], ["AUTH", "x"], ["HELLO", 3], ["QUIT"]]) {
+      const res = await raw("/", JSON.stringify(command));
+      expect(res.status, String(command[0])).toBe(400);
+      expect((res.json as { error: string }).error).toMatch(new RegExp(`${command[0]}.*not allowed`));
+    }
+    const piped = await raw("/pipeline", JSON.stringify([["PING"], ["SELECT", 2], ["PING"]]));
+    expect(piped.json).toEqual([{ result: "PONG" }, { error: expect.stringMatching(/SELECT.*not allowed/) }, { result: "PONG" }]);
+  });
+
+  it("answers 200 concurrent requests, each correctly", async () => {
+    const redis = upstash();
+    const prefix = key("concurrent");
+    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => redis.incrby(`${prefix}:${i % 10}`, i)));
+    results.forEach((r, i) => expect(r).toBeGreaterThanOrEqual(i));
+    const totals = await Promise.all(Array.from({ length: 10 }, (_, j) => redis.get<number>(`${prefix}:${j}`)));
+    totals.forEach((t, j) => expect(t).toBe(Array.from({ length: 20 }, (_, n) => n * 10 + j).reduce((a, b) => a + b)));
+  });
+});
+
+describe("shim bad input", () => {
+  const cases: [string, string, string | undefined, number, RegExp][] = [
+    ["non-JSON body", "/", "{nope", 400, /not valid JSON/],
+    ["an object instead of a command", "/", '{"cmd":"PING"}', 400, /must be a JSON array/],
+    ["an empty command", "/", "[]", 400, /empty command/],
+    ["a null argument", "/", '["SET","k",null]', 400, /body\[2\] is null/],
+    ["a nested array argument", "/", '["SET","k",["v"]]', 400, /body\[2\] is an array/],
+    ["an empty pipeline", "/pipeline", "[]", 400, /non-empty JSON array of commands/],
+    ["a pipeline of non-arrays", "/pipeline", '["PING"]', 400, /command 0 must be a JSON array/],
+    ["an unknown path", "/nowhere", '["PING"]', 404, /unknown path/],
+  ];
+  for (const [name, path, body, status, message] of cases) {
+    it(`answers ${name} with a JSON ${status}`, async () => {
+      const res = await raw(path, body);
+      expect(res.status).toBe(status);
+      expect((res.json as { error: string }).error).toMatch(message);
+    });
+  }
+
+  it("answers a wrong method with a JSON 405", async () => {
+    const res = await raw("/", undefined, {}, "GET");
+    expect(res.status).toBe(405);
+    expect((res.json as { error: string }).error).toMatch(/use POST/);
+  });
+
+  it("answers a body over the cap with a JSON 413 and keeps serving", async () => {
+    const res = await raw("/", JSON.stringify(["SET", key("big"), "x".repeat(1024 * 1024 + 10)]));
+    expect(res.status).toBe(413);
+    expect((res.json as { error: string }).error).toMatch(/larger than the limit of 1048576 bytes/);
+    expect((await raw("/", '["PING"]')).json).toEqual({ result: "PONG" });
+  });
+});
+
+describe("@upstash/ratelimit through the shim", () => {
+  it("limits 5 per 10 s unchanged: five admitted, the sixth denied", async () => {
+    const limiter = new Ratelimit({ redis: upstash(), limiter: Ratelimit.slidingWindow(5, "10 s"), prefix: key("ratelimit") });
+    const outcomes = [];
+    for (let i = 0; i < 6; i++) outcomes.push((await limiter.limit("caller")).success);
+    expect(outcomes).toEqual([true, true, true, true, true, false]);
+  });
+});

@@ -1,0 +1,53 @@
+import { Redis } from "@upstash/redis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
+import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+
+// A Redis and shim of this file's own: stopping them must not disturb other tests.
+let redis: LocalRedis;
+let shim: RunningShim;
+beforeAll(async () => {
+  redis = await startRedis();
+  shim = await startShim({ token: "down-test", redisUrl: redis.url, log: () => {} });
+});
+afterAll(async () => {
+  await shim?.close();
+  await redis?.stop();
+});
+
+const post = (path: string, body: unknown) =>
+  fetch(shim.url + path, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { authorization: "Bearer down-test" },
+    // a hang fails the test instead of stalling it
+    signal: AbortSignal.timeout(5000),
+  });
+
+describe("shim while Redis is down", () => {
+  it("answers a JSON 503 at once, and serves again once Redis is back, without a restart", async () => {
+    const client = new Redis({ url: shim.url, token: "down-test", enableTelemetry: false });
+    expect(await client.set("k", "before")).toBe("OK");
+
+    await redis.stop();
+    const down = await post("/", ["GET", "k"]);
+    expect(down.status).toBe(503);
+    expect(await down.json()).toEqual({ error: expect.stringMatching(/^ERR redis unavailable/) });
+    for (const path of ["/pipeline", "/multi-exec"]) {
+      const batch = await post(path, [["PING"]]);
+      expect(batch.status, path).toBe(503);
+      expect(await batch.json()).toEqual({ error: expect.stringMatching(/^ERR redis unavailable/) });
+    }
+    await expect(client.get("k")).rejects.toThrow(/redis unavailable/);
+
+    await redis.start();
+    let answer: unknown;
+    for (let attempt = 0; attempt < 50 && answer !== "PONG"; attempt++) {
+      answer = await client.ping().catch(() => undefined);
+      if (answer !== "PONG") await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(answer).toBe("PONG");
+    expect(await client.set("k", "after")).toBe("OK"); // a fresh, empty Redis
+    expect(await client.get("k")).toBe("after");
+  });
+});

@@ -1,0 +1,41 @@
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        // The shim, scripts and multi-isolate runs: Node, with real processes.
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts", "scripts/**/*.test.ts"],
+          environment: "node",
+          globalSetup: ["test/setup/services.ts"],
+          
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        // The Worker itself, inside workerd.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              // for the test runner's own modules; the gate itself needs no Node APIs
+              compatibilityFlags: ["nodejs_compat"],
+              bindings: { TEST_SERVICES: JSON.stringify(inject("services")) },
+            },
+          })),
+        ],
+        test: {
+          name: "worker",
+          include: ["test/worker/**/*.test.ts", "src/**/*.test.ts"],
+          globalSetup: ["test/setup/services.ts"],
+          
+          testTimeout: 30_000,
+        },
+      },
+    ],
+  },
+});
