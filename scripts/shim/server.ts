@@ -72,7 +72,9 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   });
   const scripts = createScriptRegistry();
   const session = randomBytes(6).toString("hex");
-  let served = 0;
+  let responses = 0;
+  // Served requests and Redis commands, for tests and benchmarks that count round trips.
+  let requests = 0;
   let commands = 0;
 
   // Hashing both sides first gives equal lengths, so the compare is constant-time.
@@ -177,17 +179,18 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const send = (status: number, body: unknown) => {
-      res.writeHead(status, { "content-type": "application/json", "upstash-sync-token": `${session}-${++served}` });
+      res.writeHead(status, { "content-type": "application/json", "upstash-sync-token": `${session}-${++responses}` });
       res.end(JSON.stringify(body));
     };
     try {
       const path = new URL(req.url ?? "/", "http://shim").pathname.replace(/(.)\/$/, "$1");
       if (!authorised(req)) return send(401, { error: "Unauthorized" });
-      if (path === "/__shim/stats" && req.method === "GET") return send(200, { result: { requests: served, commands } });
+      if (path === "/__shim/stats" && req.method === "GET") return send(200, { result: { requests, commands } });
       const route = routes[path];
       if (!route) return send(404, { error: `ERR unknown path ${path}: use POST /, /pipeline or /multi-exec` });
       if (req.method !== "POST") return send(405, { error: `ERR method ${req.method} not allowed: use POST` });
       // Like Upstash, any content type is read as JSON: `curl -d '["PING"]'` sends a form type.
+      requests++;
       const body = await readJson(req);
       const base64 = req.headers["upstash-encoding"]?.toString().toLowerCase() === "base64";
       const answer = await route(body, base64);

@@ -11,7 +11,11 @@ export interface Services {
   shimUrl: string;
   shimToken: string;
   originUrl: string;
-  /** POST /redis/stop and /redis/start: for Worker tests, which cannot run processes */
+  /** a second shim on the same Redis, for the one test file that counts requests at the shim */
+  countingShimUrl: string;
+  /** a shim in front of a Redis of its own, which tests may stop and start */
+  faultShimUrl: string;
+  /** POST /redis/stop and /redis/start act on the fault Redis (Worker tests cannot run processes) */
   controlUrl: string;
 }
 
@@ -22,34 +26,47 @@ declare module "vitest" {
 }
 
 /**
- * Global setup of each test project: a redis-server of its own on a free port, the shim in
- * front of it, a demo origin, and a small control endpoint. Stopped when the run ends.
+ * Global setup of each test project: redis-servers of its own on free ports, shims in front
+ * of them, a demo origin and a control endpoint. All stopped when the run ends.
  */
 export default async function setup(project: TestProject) {
-  const redis = await startRedis();
-  const shimToken = randomBytes(16).toString("hex");
-  const shim = await startShim({ token: shimToken, redisUrl: redis.url, log: () => {} });
-  const origin = await startOrigin();
-  const control = createServer((req, res) => {
-    const action = req.method === "POST" ? { "/redis/stop": redis.stop, "/redis/start": redis.start }[req.url ?? ""] : undefined;
-    if (!action) return res.writeHead(404).end();
-    action().then(() => res.writeHead(204).end(), (e: Error) => res.writeHead(500).end(e.message));
-  });
-  await new Promise<void>((resolve) => control.listen(0, "127.0.0.1", resolve));
-
-  project.provide("services", {
-    redisUrl: redis.url,
-    shimUrl: shim.url,
-    shimToken,
-    originUrl: origin.url,
-    controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
-  });
-
-  return async () => {
-    control.closeAllConnections();
-    control.close();
-    await origin.close();
-    await shim.close();
-    await redis.stop();
+  const stops: (() => Promise<void>)[] = [];
+  const keep = <T extends { close?: () => Promise<void>; stop?: () => Promise<void> }>(thing: T): T => {
+    stops.unshift(async () => void (await (thing.close ?? thing.stop)!.call(thing)));
+    return thing;
   };
+  const teardown = async () => {
+    for (const stop of stops) await stop().catch(() => {});
+  };
+  try {
+    const shimToken = randomBytes(16).toString("hex");
+    const quiet = { token: shimToken, log: () => {} };
+    const redis = keep(await startRedis());
+    const shim = keep(await startShim({ ...quiet, redisUrl: redis.url }));
+    const countingShim = keep(await startShim({ ...quiet, redisUrl: redis.url }));
+    const faultRedis = keep(await startRedis());
+    const faultShim = keep(await startShim({ ...quiet, redisUrl: faultRedis.url }));
+    const origin = keep(await startOrigin());
+    const control = createServer((req, res) => {
+      const action = req.method === "POST" ? { "/redis/stop": faultRedis.stop, "/redis/start": faultRedis.start }[req.url ?? ""] : undefined;
+      if (!action) return res.writeHead(404).end();
+      action().then(() => res.writeHead(204).end(), (e: Error) => res.writeHead(500).end(e.message));
+    });
+    await new Promise<void>((resolve) => control.listen(0, "127.0.0.1", resolve));
+    keep({ close: () => new Promise<void>((resolve) => (control.closeAllConnections(), control.close(() => resolve()))) });
+
+    project.provide("services", {
+      redisUrl: redis.url,
+      shimUrl: shim.url,
+      shimToken,
+      originUrl: origin.url,
+      countingShimUrl: countingShim.url,
+      faultShimUrl: faultShim.url,
+      controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
+    });
+  } catch (e) {
+    await teardown();
+    throw e;
+  }
+  return teardown;
 }
