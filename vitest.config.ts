@@ -3,6 +3,9 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
+    // One set of services for both projects, started in Node (the Worker project's own
+    // module runner bundles for workerd and cannot load Node-only packages).
+    globalSetup: ["test/setup/services.ts"],
     projects: [
       {
         // The shim, scripts and multi-isolate runs: Node, with real processes.
@@ -10,7 +13,6 @@ export default defineConfig({
           name: "node",
           include: ["test/node/**/*.test.ts", "scripts/**/*.test.ts"],
           environment: "node",
-          globalSetup: ["test/setup/services.ts"],
           
           testTimeout: 30_000,
           hookTimeout: 60_000,
@@ -31,7 +33,6 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts", "src/**/*.test.ts"],
-          globalSetup: ["test/setup/services.ts"],
           
           testTimeout: 30_000,
         },

@@ -2,7 +2,7 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /**
  * Bundles a Worker exactly as `npm run build` does (`wrangler deploy --dry-run`) into a
@@ -10,7 +10,8 @@ import { join } from "node:path";
  */
 export function buildWorker(options: { config?: string; entry?: string; name?: string } = {}): string {
   const outdir = mkdtempSync(join(tmpdir(), "slidegate-build-"));
-  const wrangler = createRequire(import.meta.url).resolve("wrangler/bin/wrangler.js");
+  // The package exports only package.json and its API; the CLI sits beside it.
+  const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
   const args = [wrangler, "deploy", "--dry-run", "--outdir", outdir];
   if (options.config) args.push("--config", options.config);
   if (options.name) args.push("--name", options.name);

@@ -48,6 +48,7 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
   let child: ChildProcess | undefined;
 
   const start = async () => {
+    if (child && child.exitCode === null) return; // already running
     const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", ...(options.args ?? [])];
     // Output is kept for an error message, never inherited: an inherited pipe would outlive the caller.
     const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "ignore"] });

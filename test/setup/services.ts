@@ -2,7 +2,9 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
+import { rmSync } from "node:fs";
 import { startOrigin } from "../../scripts/demo-origin.ts";
+import { buildWorker } from "../../scripts/lib/build-worker.ts";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
 
@@ -17,6 +19,8 @@ export interface Services {
   faultShimUrl: string;
   /** POST /redis/stop and /redis/start act on the fault Redis (Worker tests cannot run processes) */
   controlUrl: string;
+  /** the Worker as `npm run build` bundles it, for Miniflare instances run from Node */
+  workerDir: string;
 }
 
 declare module "vitest" {
@@ -47,6 +51,8 @@ export default async function setup(project: TestProject) {
     const faultRedis = keep(await startRedis());
     const faultShim = keep(await startShim({ ...quiet, redisUrl: faultRedis.url }));
     const origin = keep(await startOrigin());
+    const workerDir = buildWorker();
+    keep({ close: async () => rmSync(workerDir, { recursive: true, force: true }) });
     const control = createServer((req, res) => {
       const action = req.method === "POST" ? { "/redis/stop": faultRedis.stop, "/redis/start": faultRedis.start }[req.url ?? ""] : undefined;
       if (!action) return res.writeHead(404).end();
@@ -63,6 +69,7 @@ export default async function setup(project: TestProject) {
       countingShimUrl: countingShim.url,
       faultShimUrl: faultShim.url,
       controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
+      workerDir,
     });
   } catch (e) {
     await teardown();

@@ -85,7 +85,7 @@ describe("gate: the seed scenarios", () => {
 describe("gate: identity", () => {
   it("answers 401 problem+json when a required key is missing or blank", async () => {
     const gate = makeGate({ identity: { header: "x-api-key", required: true }, rules: [{ name: "m", limit: 5, window: "1m" }] });
-    for (const headers of [{}, { "x-api-key": "   " }]) {
+    for (const headers of [{}, { "x-api-key": "   " }] as Record<string, string>[]) {
       const res = await gate(request("/", { headers }));
       expect(res.status).toBe(401);
       expect(res.headers.get("Content-Type")).toBe("application/problem+json");

@@ -1,0 +1,68 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { FAIL_OPEN_HEADER } from "../../src/gate.ts";
+import { makeGate, request, services } from "./helpers.ts";
+
+const control = (action: "stop" | "start") => fetch(`${services.controlUrl}/redis/${action}`, { method: "POST" });
+const viaFaultShim = { redisUrl: services.faultShimUrl };
+
+afterEach(async () => {
+  await control("start");
+});
+
+describe("gate when Redis is stopped", () => {
+  it("fails open: admits, marks the response and logs a structured line, within the timeout", async () => {
+    const gate = makeGate({ fail: "open", timeout: 1000, rules: [{ name: "a", limit: 1, window: "1m" }] }, viaFaultShim);
+    await control("stop");
+    const started = Date.now();
+    const res = await gate(request("/status/200"));
+    expect(Date.now() - started).toBeLessThan(1000 + 500);
+    expect(res.status).toBe(200);
+    expect(res.headers.get(FAIL_OPEN_HEADER)).toBe("store-unavailable");
+    expect(res.headers.has("X-RateLimit-Limit")).toBe(false);
+    expect(gate.logs).toContainEqual({ level: "error", line: expect.objectContaining({ event: "slidegate.store_failure", fail: "open", rules: ["a"] }) });
+  });
+
+  it("fails closed: 503 problem+json with Retry-After, within the timeout", async () => {
+    const gate = makeGate({ fail: "closed", timeout: 1000, rules: [{ name: "a", limit: 1, window: "1m" }] }, viaFaultShim);
+    await control("stop");
+    const started = Date.now();
+    const res = await gate(request());
+    expect(Date.now() - started).toBeLessThan(1000 + 500);
+    expect(res.status).toBe(503);
+    expect(res.headers.get("Retry-After")).toBe("1");
+    expect(res.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(await res.json()).toMatchObject({ type: "urn:slidegate:store-unavailable", status: 503 });
+  });
+
+  it("a rule that fails closed wins over one that fails open", async () => {
+    const gate = makeGate({
+      fail: "open",
+      rules: [{ name: "soft", limit: 5, window: "1m" }, { name: "hard", limit: 5, window: "1m", fail: "closed" }],
+    }, viaFaultShim);
+    await control("stop");
+    expect((await gate(request())).status).toBe(503);
+  });
+
+  it("times out an unreachable store instead of hanging", async () => {
+    // 192.0.2.0/24 is never routed, but a closed local port answers at once; this URL
+    // points at a local port nothing listens on, so the failure is the refusal.
+    const gate = makeGate({ fail: "closed", timeout: 300, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: "http://127.0.0.1:9" });
+    const started = Date.now();
+    expect((await gate(request())).status).toBe(503);
+    expect(Date.now() - started).toBeLessThan(300 + 500);
+  });
+
+  it("limits exactly again once Redis is back", async () => {
+    const gate = makeGate({ fail: "open", rules: [{ name: "a", limit: 2, window: "1m" }] }, viaFaultShim);
+    await control("stop");
+    expect((await gate(request())).headers.get(FAIL_OPEN_HEADER)).toBe("store-unavailable");
+    await control("start");
+    const codes: number[] = [];
+    for (let i = 0; i < 40 && codes.length < 3; i++) {
+      const res = await gate(request());
+      if (res.headers.has(FAIL_OPEN_HEADER)) await new Promise((r) => setTimeout(r, 100));
+      else codes.push(res.status);
+    }
+    expect(codes).toEqual([200, 200, 429]);
+  });
+});

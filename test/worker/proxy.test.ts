@@ -1,0 +1,87 @@
+import { describe, expect, it } from "vitest";
+import worker from "../../src/index.ts";
+import { makeGate, request, services, sha256Hex } from "./helpers.ts";
+
+const generous = () => makeGate({ rules: [{ name: "a", limit: 1000, window: "1m" }] });
+
+describe("proxy to the origin", () => {
+  it("passes origin status codes and headers through unchanged", async () => {
+    const gate = generous();
+    for (const code of [200, 201, 204, 301, 404, 418, 500, 503]) {
+      const res = await gate(request(`/status/${code}`));
+      expect(res.status).toBe(code);
+      expect(res.headers.get("x-origin-status")).toBe(String(code));
+      expect(res.headers.get("X-RateLimit-Limit")).toBe("1000");
+      await res.body?.cancel();
+    }
+  });
+
+  it("passes a binary body through byte for byte", async () => {
+    const res = await generous()(request("/bytes/300000"));
+    const body = new Uint8Array(await res.arrayBuffer());
+    expect(body.length).toBe(300000);
+    expect(body[299999]).toBe((299999 * 7) & 0xff);
+    expect(await sha256Hex(body)).toBe(res.headers.get("x-origin-sha256"));
+  });
+
+  it("forwards method, path, query, headers and body, less hop-by-hop headers", async () => {
+    const payload = crypto.getRandomValues(new Uint8Array(50_000));
+    const res = await generous()(request("/v1/echo?q=1&r=%20x", {
+      method: "PUT",
+      body: payload,
+      headers: { "x-custom": "kept", "keep-alive": "timeout=5", "x-drop-me": "1", connection: "x-drop-me", "content-type": "application/octet-stream" },
+    }));
+    const echo = (await res.json()) as { method: string; path: string; query: string; headers: Record<string, string>; body: { sha256: string; bytes: number } };
+    expect(echo.method).toBe("PUT");
+    expect(echo.path).toBe("/v1/echo");
+    expect(echo.query).toBe("?q=1&r=%20x");
+    expect(echo.headers["x-custom"]).toBe("kept");
+    expect(echo.headers["keep-alive"]).toBeUndefined();
+    expect(echo.headers["x-drop-me"]).toBeUndefined();
+    expect(echo.body).toEqual({ sha256: await sha256Hex(payload), bytes: 50_000 });
+    expect(JSON.stringify(echo)).not.toContain(services.shimToken);
+  });
+
+  it("answers 502 problem+json when the origin cannot be reached", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 10, window: "1m" }] }, { origin: new URL("http://127.0.0.1:9") });
+    const res = await gate(request());
+    expect(res.status).toBe(502);
+    expect(await res.json()).toMatchObject({ type: "urn:slidegate:bad-gateway" });
+  });
+});
+
+describe("the Worker entry", () => {
+  const env = (overrides: Record<string, unknown>) => ({
+    ORIGIN_URL: services.originUrl,
+    UPSTASH_REDIS_REST_URL: services.shimUrl,
+    UPSTASH_REDIS_REST_TOKEN: services.shimToken,
+    RATE_LIMITS: JSON.stringify({ prefix: `t${crypto.randomUUID().slice(0, 8)}`, rules: [{ name: "default", limit: 2, window: "10s" }] }),
+    ...overrides,
+  });
+
+  it("builds the gate from its environment (RATE_LIMITS as a JSON string or a TOML table)", async () => {
+    const asString = env({});
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await worker.fetch(request(), asString)).status);
+    expect(codes).toEqual([200, 200, 429]);
+    const asTable = env({ RATE_LIMITS: { prefix: `t${crypto.randomUUID().slice(0, 8)}`, rules: [{ name: "default", limit: 1, window: "10s" }] } });
+    expect((await worker.fetch(request(), asTable)).status).toBe(200);
+    expect((await worker.fetch(request(), asTable)).status).toBe(429);
+  });
+
+  it("answers 500 problem+json naming the field when the configuration is invalid", async () => {
+    const res = await worker.fetch(request(), env({ RATE_LIMITS: '{"rules":[{"name":"default","limit":0,"window":"10s"}]}', UPSTASH_REDIS_REST_TOKEN: "" }));
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as { type: string; detail: string };
+    expect(body.type).toBe("urn:slidegate:configuration-error");
+    expect(body.detail).toContain("RATE_LIMITS.rules[0].limit: must be at least 1");
+    expect(body.detail).toContain("UPSTASH_REDIS_REST_TOKEN: is not set");
+  });
+
+  it("never puts the Upstash token in a response", async () => {
+    const res = await worker.fetch(request("/v1/echo"), env({}));
+    const text = await res.text();
+    expect(text).not.toContain(services.shimToken);
+    res.headers.forEach((value) => expect(value).not.toContain(services.shimToken));
+  });
+});

@@ -1,0 +1,54 @@
+import { Redis } from "@upstash/redis/cloudflare";
+import { describe, expect, it } from "vitest";
+import { makeGate, request, services, statuses } from "./helpers.ts";
+
+// The only file that uses the counting shim, so its counts are this file's alone.
+const viaCountingShim = { redisUrl: services.countingShimUrl };
+
+async function shimRequests(): Promise<number> {
+  const res = await fetch(`${services.countingShimUrl}/__shim/stats`, { headers: { authorization: `Bearer ${services.shimToken}` } });
+  return ((await res.json()) as { result: { requests: number } }).result.requests;
+}
+
+/** Shim requests made while `work` runs. */
+async function roundTrips(work: () => Promise<unknown>): Promise<number> {
+  const before = await shimRequests();
+  await work();
+  return (await shimRequests()) - before;
+}
+
+describe("round trips per decision", () => {
+  it("makes one REST round trip per decision in the steady state", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 50, window: "1m" }, { name: "b", limit: 100, window: "1h" }] }, viaCountingShim);
+    await statuses(gate, 1); // loads the script if this Redis lacks it
+    expect(await roundTrips(() => statuses(gate, 10))).toBe(10);
+  });
+
+  it("answers from the block cache while an identity is blocked: no Redis call", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 2, window: "1m" }] }, viaCountingShim);
+    expect(await roundTrips(() => statuses(gate, 3, "/", { ip: "192.0.2.50" }))).toBe(3);
+    let codes: number[] = [];
+    expect(await roundTrips(async () => (codes = await statuses(gate, 20, "/", { ip: "192.0.2.50" })))).toBe(0);
+    expect(codes.every((c) => c === 429)).toBe(true);
+    const cached = await gate(request("/", { ip: "192.0.2.50" }));
+    expect(cached.headers.get("Retry-After")).toMatch(/^\d+$/);
+    // another identity still goes to Redis
+    expect(await roundTrips(() => statuses(gate, 1, "/", { ip: "192.0.2.51" }))).toBe(1);
+  });
+
+  it("with blockCacheSize 0, every denial asks Redis", async () => {
+    const gate = makeGate({ blockCacheSize: 0, rules: [{ name: "a", limit: 1, window: "1m" }] }, viaCountingShim);
+    expect(await roundTrips(() => statuses(gate, 5))).toBe(5);
+  });
+
+  it("after SCRIPT FLUSH costs one EVAL, then EVALSHA again, with counts intact", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 4, window: "1m" }] }, viaCountingShim);
+    expect(await statuses(gate, 2)).toEqual([200, 200]);
+    await new Redis({ url: services.countingShimUrl, token: services.shimToken }).scriptFlush();
+    let codes: number[] = [];
+    // EVALSHA answered NOSCRIPT, then EVAL
+    expect(await roundTrips(async () => (codes = await statuses(gate, 1)))).toBe(2);
+    expect(await roundTrips(async () => (codes = codes.concat(await statuses(gate, 2))))).toBe(2);
+    expect(codes).toEqual([200, 200, 429]);
+  });
+});
