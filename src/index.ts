@@ -1,9 +1,6 @@
 import { parseRateLimits } from "./config.ts";
-import type { Env } from "./env.ts";
 import { createGate, type Gate } from "./gate.ts";
 import { problem } from "./problem.ts";
-
-export type { Env } from "./env.ts";
 
 /** Builds the gate from the environment, or the one error response a bad environment earns. */
 function build(env: Env): Gate {
@@ -25,6 +22,7 @@ function build(env: Env): Gate {
   return createGate({ config: parsed.config, origin, redisUrl: env.UPSTASH_REDIS_REST_URL!, redisToken: env.UPSTASH_REDIS_REST_TOKEN! });
 }
 
+// Env is generated from wrangler.toml by `npm run types` (src/worker-configuration.d.ts).
 // Validated once per isolate. `env` is normally the same object for every request;
 // the fingerprint catches a new object carrying the same values.
 const byEnv = new WeakMap<Env, Gate>();

@@ -9,6 +9,8 @@ export interface LocalRedis {
   stop(): Promise<void>;
   /** starts it again on the same port, empty (nothing is persisted) */
   start(): Promise<void>;
+  /** the running server's process id */
+  readonly pid: number | undefined;
 }
 
 /** Whether redis-server is on PATH. */
@@ -70,5 +72,10 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
   };
 
   await start();
-  return { url, port, start, stop };
+  return {
+    url, port, start, stop,
+    get pid() {
+      return child?.pid;
+    },
+  };
 }

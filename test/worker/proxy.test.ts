@@ -51,13 +51,14 @@ describe("proxy to the origin", () => {
 });
 
 describe("the Worker entry", () => {
+  // RATE_LIMITS may be a JSON string (a secret, a dashboard variable) as well as the TOML table Env types.
   const env = (overrides: Record<string, unknown>) => ({
     ORIGIN_URL: services.originUrl,
     UPSTASH_REDIS_REST_URL: services.shimUrl,
     UPSTASH_REDIS_REST_TOKEN: services.shimToken,
     RATE_LIMITS: JSON.stringify({ prefix: `t${crypto.randomUUID().slice(0, 8)}`, rules: [{ name: "default", limit: 2, window: "10s" }] }),
     ...overrides,
-  });
+  }) as unknown as Env;
 
   it("builds the gate from its environment (RATE_LIMITS as a JSON string or a TOML table)", async () => {
     const asString = env({});

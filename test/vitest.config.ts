@@ -1,7 +1,9 @@
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
     // One set of services for both projects, started in Node (the Worker project's own
     // module runner bundles for workerd and cannot load Node-only packages).

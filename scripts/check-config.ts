@@ -1,0 +1,35 @@
+#!/usr/bin/env node
+/**
+ * `npm run check-config [-- FILE | -]`: validates RATE_LIMITS offline with the validator the
+ * Worker itself uses. No argument: wrangler.toml's [vars]. FILE: a JSON file. "-": JSON on stdin.
+ * Exits 0 and lists the limits when valid; exits 1 and names each bad field otherwise.
+ */
+import { readFileSync } from "node:fs";
+import { parseRateLimits } from "../src/config.ts";
+import { describeLimits } from "./lib/describe-limits.ts";
+import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
+
+const source = process.argv[2];
+let raw: unknown;
+let from: string;
+try {
+  if (source === undefined) {
+    raw = rateLimitsFromWranglerToml();
+    from = "wrangler.toml [vars] RATE_LIMITS";
+  } else {
+    raw = readFileSync(source === "-" ? 0 : source, "utf8");
+    from = source === "-" ? "standard input" : source;
+  }
+} catch (e) {
+  console.error(`check-config: cannot read ${source ?? "wrangler.toml"}: ${(e as Error).message}`);
+  process.exit(1);
+}
+
+const result = parseRateLimits(raw);
+if (!result.ok) {
+  console.error(`✗ ${from} is invalid:`);
+  for (const error of result.errors) console.error(`  - ${error}`);
+  process.exit(1);
+}
+console.log(`✓ ${from} is valid:`);
+for (const line of describeLimits(result.config)) console.log(`  ${line}`);

@@ -1,0 +1,199 @@
+#!/usr/bin/env node
+/**
+ * `npm run dev`: the whole local stack in one command — Redis (yours, or one started here),
+ * the REST shim, a demo origin, and `wrangler dev` pointed at them — then a banner with a
+ * ready-to-paste demo. Ctrl-C stops everything it started.
+ *
+ * With Upstash credentials in .dev.vars (or the environment) it starts no Redis or shim.
+ * `--ready-json` (for tests and CI) prints progress to stderr and one line
+ * `SLIDEGATE_READY {json}` to stdout once the gate answers.
+ */
+import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { parseEnv } from "node:util";
+import Redis from "ioredis";
+import { parseRateLimits } from "../src/config.ts";
+import { startOrigin } from "./demo-origin.ts";
+import { describeLimits } from "./lib/describe-limits.ts";
+import { freePort, isListening } from "./lib/ports.ts";
+import { hasRedisServer, startRedis } from "./lib/redis-server.ts";
+import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
+import { redactUrl, startShim } from "./shim/server.ts";
+
+const readyJson = process.argv.includes("--ready-json");
+const say = (line: string) => (readyJson ? process.stderr : process.stdout).write(`${line}\n`);
+const stops: (() => Promise<void> | void)[] = [];
+let stopping = false;
+
+async function stopAll(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    for (const stop of stops.reverse()) await Promise.resolve(stop()).catch(() => {});
+  }
+  process.exit(code);
+}
+
+function fail(message: string): Promise<never> {
+  say(`\n✗ ${message}`);
+  return stopAll(1);
+}
+
+/** Signals a whole process group, false once no process is left in it. */
+function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM to wrangler and everything it started (workerd), SIGKILL after 3 s, until none is left. */
+async function stopGroup(pgid: number): Promise<void> {
+  signalGroup(pgid, "SIGTERM");
+  for (let waited = 0; signalGroup(pgid, 0); waited += 50) {
+    if (waited === 3000) signalGroup(pgid, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function redisAnswers(url: string): Promise<boolean> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 1000 });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    return (await client.ping()) === "PONG";
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal, () => void stopAll(0));
+
+// .dev.vars first, the environment over it: the same precedence wrangler uses for secrets.
+// DEV_VARS_FILE points elsewhere (tests set it to /dev/null so a developer's secrets stay out).
+const devVarsFile = process.env.DEV_VARS_FILE || ".dev.vars";
+const fileVars = existsSync(devVarsFile) ? parseEnv(readFileSync(devVarsFile, "utf8")) : {};
+const vars: Record<string, string | undefined> = { ...fileVars, ...process.env };
+const workerVars: Record<string, string> = {};
+// What this run started, for the ready line: tests check all of it is gone after Ctrl-C.
+const started: { ports: number[]; pids: number[] } = { ports: [], pids: [] };
+
+const limits = parseRateLimits(rateLimitsFromWranglerToml());
+if (!limits.ok) await fail(`wrangler.toml RATE_LIMITS is invalid:\n  - ${limits.errors.join("\n  - ")}`);
+
+let store: string;
+if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
+  store = `Upstash at ${vars.UPSTASH_REDIS_REST_URL} (credentials from ${fileVars.UPSTASH_REDIS_REST_URL ? ".dev.vars" : "the environment"})`;
+  say(`• Upstash mode: credentials found, starting no local Redis or shim`);
+  workerVars.UPSTASH_REDIS_REST_URL = vars.UPSTASH_REDIS_REST_URL;
+  workerVars.UPSTASH_REDIS_REST_TOKEN = vars.UPSTASH_REDIS_REST_TOKEN;
+} else {
+  say("• Local mode: no Upstash credentials in .dev.vars or the environment");
+  let redisUrl = vars.REDIS_URL;
+  if (redisUrl && (await redisAnswers(redisUrl))) {
+    say(`• Redis: using REDIS_URL ${redactUrl(redisUrl)}`);
+  } else {
+    if (redisUrl) say(`• Redis: REDIS_URL ${redactUrl(redisUrl)} does not answer; starting one instead`);
+    if (!hasRedisServer()) {
+      await fail("redis-server is not installed. Install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis), set REDIS_URL to a Redis that runs, or put Upstash credentials in .dev.vars.");
+    }
+    const redis = await startRedis();
+    stops.push(() => redis.stop());
+    started.ports.push(redis.port);
+    started.pids.push(redis.pid!);
+    redisUrl = redis.url;
+    say(`• Redis: started redis-server on ${redis.url} (nothing kept on disk)`);
+  }
+  const token = vars.SHIM_TOKEN || randomBytes(16).toString("hex");
+  const shim = await startShim({ token, redisUrl: redisUrl!, port: await freePort(), log: say });
+  stops.push(() => shim.close());
+  started.ports.push(Number(new URL(shim.url).port));
+  store = `shim ${shim.url} -> ${shim.redis}`;
+  say(`• Shim: ${shim.url} -> ${shim.redis}`);
+  workerVars.UPSTASH_REDIS_REST_URL = shim.url;
+  workerVars.UPSTASH_REDIS_REST_TOKEN = token;
+}
+
+let originLabel: string;
+if (vars.ORIGIN_URL) {
+  workerVars.ORIGIN_URL = vars.ORIGIN_URL;
+  originLabel = vars.ORIGIN_URL;
+  say(`• Origin: ${vars.ORIGIN_URL} (ORIGIN_URL)`);
+} else {
+  const origin = await startOrigin();
+  stops.push(() => origin.close());
+  started.ports.push(Number(new URL(origin.url).port));
+  workerVars.ORIGIN_URL = origin.url;
+  originLabel = `${origin.url} (demo echo API)`;
+  say(`• Origin: demo echo API on ${origin.url}`);
+}
+
+// Secrets reach wrangler through a private file, never the command line or its output.
+const envDir = mkdtempSync(join(tmpdir(), "slidegate-dev-"));
+stops.push(() => rmSync(envDir, { recursive: true, force: true }));
+const envFile = join(envDir, ".env");
+writeFileSync(envFile, Object.entries(workerVars).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n") + "\n", { mode: 0o600 });
+
+const wantedPort = Number(vars.GATE_PORT || 8787);
+const gatePort = (await isListening(wantedPort)) ? await freePort() : wantedPort;
+const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
+const inspectorPort = await freePort();
+say(`• Gate: starting wrangler dev on 127.0.0.1:${gatePort} …`);
+const child = spawn(process.execPath, [
+  wrangler, "dev", "--ip", "127.0.0.1", "--port", String(gatePort), "--inspector-port", String(inspectorPort),
+  "--env-file", envFile, "--show-interactive-dev-session=false",
+], {
+  // its own process group, so workerd and everything else it starts stop with it
+  detached: true,
+  stdio: ["ignore", "pipe", "pipe"],
+  // The gate reads no request.cf data, so wrangler need not fetch it from the network.
+  env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", UPSTASH_REDIS_REST_TOKEN: undefined },
+});
+started.ports.push(gatePort, inspectorPort);
+started.pids.push(child.pid!);
+stops.push(() => stopGroup(child.pid!));
+let wranglerLog = "";
+const ready = new Promise<void>((resolve, reject) => {
+  const watch = (chunk: Buffer) => {
+    const text = chunk.toString();
+    wranglerLog = (wranglerLog + text).slice(-4000);
+    if (/Ready on http/.test(wranglerLog)) resolve();
+    if (!readyJson) for (const line of text.split("\n")) if (/\[wrangler:|error|warn/i.test(line)) say(`  wrangler │ ${line.trim()}`);
+  };
+  child.stdout!.on("data", watch);
+  child.stderr!.on("data", watch);
+  child.once("exit", (code) => reject(new Error(`wrangler dev exited (code ${code}) before it was ready:\n${wranglerLog}`)));
+});
+await Promise.race([ready, new Promise((_, reject) => setTimeout(() => reject(new Error(`wrangler dev was not ready within 60 s:\n${wranglerLog}`)), 60_000))])
+  .catch((e: Error) => fail(e.message));
+child.once("exit", (code) => {
+  if (!stopping) void fail(`wrangler dev stopped unexpectedly (code ${code}):\n${wranglerLog}`);
+});
+
+const gate = `http://127.0.0.1:${gatePort}`;
+const mode = store.startsWith("Upstash") ? "upstash" : "local";
+if (readyJson) {
+  process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
+} else {
+  const rules = limits.ok ? describeLimits(limits.config) : [];
+  say([
+    "",
+    `slidegate is running (${mode === "upstash" ? "Upstash" : "local Redis"} mode)`,
+    `  gate     ${gate}   (wrangler dev)`,
+    `  origin   ${originLabel}`,
+    `  store    ${store}`,
+    ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
+    "",
+    "Try it (six requests against the limit above):",
+    `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} " ${gate}/; done; echo`,
+    "",
+    "Ctrl-C stops everything started here.",
+  ].join("\n"));
+}
