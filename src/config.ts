@@ -164,6 +164,7 @@ export function parseRateLimits(raw: unknown): ConfigResult {
       return { ok: false, errors: [`RATE_LIMITS: is not valid JSON (${(e as Error).message})`] };
     }
   }
+  if (Array.isArray(value)) return { ok: false, errors: ["RATE_LIMITS: must be an object, not an array"] };
   const parsed = v.safeParse(schema, value);
   if (!parsed.success) return { ok: false, errors: parsed.issues.map(describe) };
   const c = parsed.output;
