@@ -8,6 +8,7 @@ export default defineConfig({
     // One set of services for both projects, started in Node (the Worker project's own
     // module runner bundles for workerd and cannot load Node-only packages).
     globalSetup: ["test/setup/services.ts"],
+    reporters: ["default", "./test/summary-reporter.ts"],
     projects: [
       {
         // The shim, scripts and multi-isolate runs: Node, with real processes.
