@@ -80,7 +80,8 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(signal
 // DEV_VARS_FILE points elsewhere (tests set it to /dev/null so a developer's secrets stay out).
 const devVarsFile = process.env.DEV_VARS_FILE || ".dev.vars";
 const fileVars = existsSync(devVarsFile) ? parseEnv(readFileSync(devVarsFile, "utf8")) : {};
-const vars: Record<string, string | undefined> = { ...fileVars, ...process.env };
+const vars: Record<string, string | undefined> = { ...fileVars };
+for (const [name, value] of Object.entries(process.env)) if (value) vars[name] = value; // empty means unset
 const workerVars: Record<string, string> = {};
 // What this run started, for the ready line: tests check all of it is gone after Ctrl-C.
 const started: { ports: number[]; pids: number[] } = { ports: [], pids: [] };

@@ -1,6 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { afterAll, describe, expect, it } from "vitest";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
 import { freePort, isListening } from "../../scripts/lib/ports.ts";
+import { services } from "../helpers/shim.ts";
 
 interface Ready {
   gate: string;
@@ -11,7 +15,7 @@ interface Ready {
 }
 
 let dev: ChildProcess | undefined;
-afterAll(() => {
+afterEach(() => {
   if (dev && dev.exitCode === null) dev.kill("SIGKILL");
 });
 
@@ -24,49 +28,79 @@ const alive = (pid: number) => {
   }
 };
 
+/** `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so. */
+async function startDev(devVars = "/dev/null"): Promise<{ ready: Ready; output: () => string }> {
+  dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+    env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: devVars },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  const ready = await new Promise<Ready>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not ready in 90 s:\n${output}`)), 90_000);
+    dev!.stderr!.on("data", (c: Buffer) => (output += c.toString()));
+    dev!.stdout!.on("data", (c: Buffer) => {
+      output += c.toString();
+      const line = /^SLIDEGATE_READY (.*)$/m.exec(output);
+      if (line) {
+        clearTimeout(timer);
+        resolve(JSON.parse(line[1]!));
+      }
+    });
+    dev!.once("exit", (code) => reject(new Error(`exited with ${code}:\n${output}`)));
+  });
+  return { ready, output: () => output };
+}
+
+/** The seed demo: six requests against 5 per 10 s. */
+async function sixRequests(gate: string): Promise<{ codes: number[]; last: Response }> {
+  const codes: number[] = [];
+  let last: Response | undefined;
+  for (let i = 0; i < 6; i++) {
+    last = await fetch(`${gate}/`);
+    codes.push(last.status);
+    if (i < 5) await last.arrayBuffer();
+  }
+  return { codes, last: last! };
+}
+
+async function ctrlC(ready: Ready) {
+  const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+  dev!.kill("SIGINT");
+  expect(await exited).toBe(0);
+  for (const pid of [...ready.pids, dev!.pid!]) expect(alive(pid), `pid ${pid}`).toBe(false);
+  expect(alive(-ready.processGroup), "wrangler's process group").toBe(false);
+  for (const port of ready.ports) expect(await isListening(port), `port ${port}`).toBe(false);
+}
+
 describe("npm run dev", () => {
-  it("brings the stack up, serves the six-request demo, and leaves nothing behind on Ctrl-C", async () => {
-    dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-      // a fresh Redis of its own; no developer .dev.vars (and no Upstash secrets) in play
-      env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", DEV_VARS_FILE: "/dev/null" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    const ready = await new Promise<Ready>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`not ready in 90 s:\n${output}`)), 90_000);
-      dev!.stderr!.on("data", (c: Buffer) => (output += c.toString()));
-      dev!.stdout!.on("data", (c: Buffer) => {
-        output += c.toString();
-        const line = /^SLIDEGATE_READY (.*)$/m.exec(output);
-        if (line) {
-          clearTimeout(timer);
-          resolve(JSON.parse(line[1]!));
-        }
-      });
-      dev!.once("exit", (code) => reject(new Error(`exited with ${code}:\n${output}`)));
-    });
+  it("brings the local stack up, serves the six-request demo, and leaves nothing behind on Ctrl-C", async () => {
+    const { ready, output } = await startDev();
     expect(ready.mode).toBe("local");
-    expect(output).toMatch(/Local mode/);
-
-    const codes: number[] = [];
-    let last: Response | undefined;
-    for (let i = 0; i < 6; i++) {
-      last = await fetch(`${ready.gate}/`);
-      codes.push(last.status);
-      if (i < 5) await last.arrayBuffer();
-    }
+    expect(output()).toMatch(/Local mode/);
+    expect(output()).toMatch(/Redis: started redis-server/);
+    const { codes, last } = await sixRequests(ready.gate);
     expect(codes).toEqual([200, 200, 200, 200, 200, 429]);
-    expect(last!.headers.get("Retry-After")).toMatch(/^(9|10)$/);
-    expect(last!.headers.get("X-RateLimit-Limit")).toBe("5");
-    expect(last!.headers.get("X-RateLimit-Remaining")).toBe("0");
-    expect(last!.headers.get("RateLimit-Policy")).toBe('"default";q=5;w=10');
-    expect(last!.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(last.headers.get("Retry-After")).toMatch(/^(9|10)$/);
+    expect(last.headers.get("X-RateLimit-Limit")).toBe("5");
+    expect(last.headers.get("X-RateLimit-Remaining")).toBe("0");
+    expect(last.headers.get("RateLimit-Policy")).toBe('"default";q=5;w=10');
+    expect(last.headers.get("Content-Type")).toBe("application/problem+json");
+    await ctrlC(ready);
+    // and a second run can start at once
+  }, 120_000);
 
-    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
-    dev.kill("SIGINT");
-    expect(await exited).toBe(0);
-    for (const pid of [...ready.pids, dev.pid!]) expect(alive(pid), `pid ${pid}`).toBe(false);
-    expect(alive(-ready.processGroup), "wrangler's process group").toBe(false);
-    for (const port of ready.ports) expect(await isListening(port), `port ${port}`).toBe(false);
+  it("uses Upstash credentials from .dev.vars and starts no Redis or shim", async () => {
+    // The test shim stands in for Upstash: same REST API, same credentials shape.
+    const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+    const file = join(dir, ".dev.vars");
+    writeFileSync(file, `UPSTASH_REDIS_REST_URL=${services().shimUrl}\nUPSTASH_REDIS_REST_TOKEN=${services().shimToken}\n`);
+    const { ready, output } = await startDev(file);
+    expect(ready.mode).toBe("upstash");
+    expect(output()).toMatch(/Upstash mode: credentials found, starting no local Redis or shim/);
+    expect(output()).not.toMatch(/Redis: started|Shim:/);
+    expect(output()).not.toContain(services().shimToken);
+    expect(ready.pids).toEqual([ready.processGroup]); // wrangler only
+    expect((await sixRequests(ready.gate)).codes).toEqual([200, 200, 200, 200, 200, 429]);
+    await ctrlC(ready);
   }, 120_000);
 });

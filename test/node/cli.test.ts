@@ -1,0 +1,65 @@
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { freePort } from "../../scripts/lib/ports.ts";
+import { services } from "../helpers/shim.ts";
+
+const run = (script: string, args: string[], input?: string, env: Record<string, string> = {}) =>
+  spawnSync(process.execPath, [script, ...args], { input, encoding: "utf8", env: { ...process.env, ...env } });
+
+describe("npm run check-config", () => {
+  it("accepts wrangler.toml's RATE_LIMITS and lists the limits", () => {
+    const r = run("scripts/check-config.ts", []);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain("✓ wrangler.toml [vars] RATE_LIMITS is valid");
+    expect(r.stdout).toContain("default: 5 per 10s per client IP");
+  });
+
+  it("reads a JSON file or standard input and names every bad field", () => {
+    const dir = mkdtempSync(join(tmpdir(), "check-config-"));
+    const file = join(dir, "limits.json");
+    writeFileSync(file, JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }] }));
+    const good = run("scripts/check-config.ts", [file]);
+    expect(good.status).toBe(0);
+    expect(good.stdout).toContain("minute: 100 per 1m per x-api-key, else per client IP");
+    const bad = run("scripts/check-config.ts", ["-"], '{"rules":[{"name":"m","limit":-1,"window":"1y"}]}');
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toContain("RATE_LIMITS.rules[0].limit: must be at least 1");
+    expect(bad.stderr).toContain("RATE_LIMITS.rules[0].window: must be a duration");
+    const missing = run("scripts/check-config.ts", [join(dir, "nope.json")]);
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/cannot read .*nope\.json/);
+  });
+});
+
+describe("npm run shim", () => {
+  it("refuses to start without SHIM_TOKEN, saying why", () => {
+    const r = run("scripts/shim/main.ts", [], undefined, { SHIM_TOKEN: "" });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/SHIM_TOKEN is not set/);
+  });
+
+  it("prints exactly one ready line without the Redis password, serves, and stops on SIGTERM", async () => {
+    const port = await freePort();
+    const child = spawn(process.execPath, ["scripts/shim/main.ts"], {
+      env: { ...process.env, SHIM_TOKEN: "cli-token", SHIM_PORT: String(port), REDIS_URL: services().redisUrl },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (c: Buffer) => {
+        out += c.toString();
+        if (out.includes("\n")) resolve();
+      });
+      child.once("exit", (code) => reject(new Error(`exited ${code}`)));
+    });
+    expect(out).toBe(`slidegate shim listening on http://127.0.0.1:${port} -> ${services().redisUrl}\n`);
+    const res = await fetch(`http://127.0.0.1:${port}/`, { method: "POST", body: '["PING"]', headers: { authorization: "Bearer cli-token" } });
+    expect(await res.json()).toEqual({ result: "PONG" });
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  });
+});
