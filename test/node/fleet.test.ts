@@ -1,23 +1,18 @@
-import type { Miniflare } from "miniflare";
 import { afterAll, describe, expect, it } from "vitest";
-import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import type { Fleet } from "../../scripts/lib/fleet.ts";
+import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
-const started: Miniflare[] = [];
+const started: Fleet[] = [];
 afterAll(async () => {
-  await Promise.all(started.map((mf) => mf.dispose()));
+  await Promise.all(started.map((f) => f.dispose()));
 });
 
 describe("a fleet of two Worker instances", () => {
   it("shares one limit: under concurrent load exactly the limit is admitted", async () => {
-    const RATE_LIMITS = rateLimits({ rules: [{ name: "default", limit: 50, window: "1m" }] });
-    const fleet = await Promise.all([startGateIsolate({ RATE_LIMITS }), startGateIsolate({ RATE_LIMITS })]);
-    started.push(...fleet);
-    const responses = await Promise.all(Array.from({ length: 300 }, (_, i) =>
-      fleet[i % 2]!.dispatchFetch("http://gate.example/", { headers: { "cf-connecting-ip": "198.51.100.77" } }).then(async (r) => {
-        await r.arrayBuffer();
-        return r.status;
-      })));
-    expect(responses.filter((s) => s === 200)).toHaveLength(50);
-    expect(responses.filter((s) => s === 429)).toHaveLength(250);
+    const fleet = await startGateFleet(2, { RATE_LIMITS: rateLimits({ rules: [{ name: "default", limit: 50, window: "1m" }] }) });
+    started.push(fleet);
+    const codes = await fleet.burst(300, { "cf-connecting-ip": "198.51.100.77" });
+    expect(codes.filter((s) => s === 200)).toHaveLength(50);
+    expect(codes.filter((s) => s === 429)).toHaveLength(250);
   });
 });
