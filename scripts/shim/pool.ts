@@ -34,7 +34,8 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs ?? 5000,
     connectTimeout: 2000,
-    retryStrategy: (attempt) => Math.min(attempt * 100, 1000),
+    // Retry soon and often: a Redis that comes back should serve again within a fraction of a second.
+    retryStrategy: (attempt) => Math.min(attempt * 50, 200),
   };
   let healthy = true;
   const open = async () => {

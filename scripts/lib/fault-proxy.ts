@@ -1,0 +1,63 @@
+import { createServer, type IncomingMessage } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/**
+ * An HTTP proxy to place between the Worker and the shim that breaks the exchange on
+ * command, so tests see what the gate does when its store misbehaves in each way.
+ */
+export type Fault =
+  | { kind: "none" }
+  | { kind: "status"; status: number } // the shim answers an error status
+  | { kind: "slow"; ms: number } // the shim answers, late
+  | { kind: "malformed" } // 200 with a body that is not JSON
+  | { kind: "wrong-shape" } // 200 with JSON the script never returns
+  | { kind: "drop" }; // the connection is cut
+
+export interface FaultProxy {
+  url: string;
+  set(fault: Fault): void;
+  close(): Promise<void>;
+}
+
+async function body(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+export async function startFaultProxy(target: string): Promise<FaultProxy> {
+  let fault: Fault = { kind: "none" };
+  const server = createServer(async (req, res) => {
+    const payload = await body(req);
+    const current = fault;
+    switch (current.kind) {
+      case "status":
+        return res.writeHead(current.status, { "content-type": "application/json" }).end('{"error":"injected fault"}');
+      case "malformed":
+        return res.writeHead(200, { "content-type": "application/json" }).end('{"result": [1, 2');
+      case "wrong-shape":
+        return res.writeHead(200, { "content-type": "application/json" }).end('{"result":"surprise"}');
+      case "drop":
+        return req.socket.destroy();
+      case "slow":
+        await new Promise((r) => setTimeout(r, current.ms));
+    }
+    try {
+      const upstream = await fetch(target + (req.url ?? "/"), {
+        method: req.method,
+        headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>,
+        body: req.method === "GET" ? undefined : payload,
+      });
+      res.writeHead(upstream.status, Object.fromEntries(upstream.headers));
+      res.end(Buffer.from(await upstream.arrayBuffer()));
+    } catch {
+      if (!res.headersSent) res.writeHead(502).end();
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    set: (next) => (fault = next),
+    close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+  };
+}

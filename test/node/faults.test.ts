@@ -1,0 +1,136 @@
+import { randomBytes } from "node:crypto";
+import Redis from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFaultProxy, type Fault, type FaultProxy } from "../../scripts/lib/fault-proxy.ts";
+import type { Fleet } from "../../scripts/lib/fleet.ts";
+import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
+import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
+
+// A store of this file's own, with the fault proxy between the Worker and the shim:
+// Worker → fault proxy → shim → redis-server. Two fleets of two isolates, one per fail mode.
+const TIMEOUT = 500;
+const MARGIN = 700; // workerd, the proxy and a loaded CI machine on top of the budget
+const LIMIT = 5;
+
+let redis: LocalRedis;
+let shim: RunningShim;
+let proxy: FaultProxy;
+let open: Fleet;
+let closed: Fleet;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  const token = randomBytes(16).toString("hex");
+  redis = await startRedis();
+  shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
+  proxy = await startFaultProxy(shim.url);
+  const fleet = (fail: "open" | "closed") => startGateFleet(2, {
+    UPSTASH_REDIS_REST_URL: proxy.url,
+    UPSTASH_REDIS_REST_TOKEN: token,
+    RATE_LIMITS: rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] }),
+  }, (line) => logs.push(line));
+  [open, closed] = await Promise.all([fleet("open"), fleet("closed")]);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all([open?.dispose(), closed?.dispose()]);
+  await proxy?.close();
+  await shim?.close();
+  await redis?.stop();
+});
+
+let identity = 0;
+const fresh = () => ({ "cf-connecting-ip": `2001:db8:fa::${(++identity).toString(16)}` });
+
+interface Answer {
+  status: number;
+  failOpen: boolean;
+  ms: number;
+}
+
+async function ask(fleet: Fleet, headers: Record<string, string>, i = 0): Promise<Answer> {
+  const started = performance.now();
+  const res = await fleet.isolates[i % fleet.isolates.length]!.dispatchFetch("http://gate.example/", { headers });
+  await res.arrayBuffer();
+  return { status: res.status, failOpen: res.headers.has("X-Slidegate-Fail-Open"), ms: performance.now() - started };
+}
+
+/** While the fault holds: each fleet follows its fail mode, within the budget, never a 500. */
+async function expectFailPolicy() {
+  const [opened, refused] = await Promise.all([
+    Promise.all(Array.from({ length: 8 }, (_, i) => ask(open, fresh(), i))),
+    Promise.all(Array.from({ length: 8 }, (_, i) => ask(closed, fresh(), i))),
+  ]);
+  for (const a of opened) expect(a).toMatchObject({ status: 200, failOpen: true });
+  for (const a of refused) expect(a).toMatchObject({ status: 503, failOpen: false });
+  for (const a of [...opened, ...refused]) expect(a.ms).toBeLessThan(TIMEOUT + MARGIN);
+}
+
+/** Within 1 s of the fault's end the first undegraded answer arrives, and limiting is exact again. */
+async function expectExactWithinASecond(faultEnded: number) {
+  for (const fleet of [open, closed]) {
+    let answer: Answer;
+    do answer = await ask(fleet, fresh());
+    while ((answer.failOpen || answer.status === 503) && performance.now() - faultEnded < 1000);
+    expect(answer.status, "undegraded within 1 s").toBe(200);
+    expect(answer.failOpen).toBe(false);
+    const codes = await fleet.burst(60, fresh());
+    expect(codes.filter((c) => c === 200)).toHaveLength(LIMIT);
+    expect(codes.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+  }
+}
+
+async function withFault(fault: Fault) {
+  proxy.set(fault);
+  await expectFailPolicy();
+  proxy.set({ kind: "none" });
+  await expectExactWithinASecond(performance.now());
+}
+
+describe("faults between the Worker and Redis", () => {
+  it("the shim answers 5xx", () => withFault({ kind: "status", status: 503 }));
+  it("the shim is slower than the timeout", () => withFault({ kind: "slow", ms: TIMEOUT * 3 }));
+  it("the shim answers malformed JSON", () => withFault({ kind: "malformed" }));
+  it("the shim answers JSON of the wrong shape", () => withFault({ kind: "wrong-shape" }));
+  it("the connection to the shim is cut", () => withFault({ kind: "drop" }));
+
+  it("Redis is stopped under traffic, then comes back", async () => {
+    const answers: Answer[] = [];
+    let flowing = true;
+    const traffic = (async () => {
+      for (let i = 0; flowing; i++) answers.push(await ask(i % 2 ? open : closed, fresh(), i));
+    })();
+    await new Promise((r) => setTimeout(r, 200));
+    await redis.stop();
+    await expectFailPolicy();
+    await new Promise((r) => setTimeout(r, 300));
+    await redis.start(); // empty: the restarted Redis has no script cache either
+    const back = performance.now();
+    flowing = false;
+    await traffic;
+    for (const a of answers) expect([200, 503]).toContain(a.status);
+    for (const a of answers) expect(a.ms).toBeLessThan(TIMEOUT + MARGIN);
+    await expectExactWithinASecond(back);
+  });
+
+  it("Redis restarts (empty script cache): the next decision reloads the script and stays exact", async () => {
+    await redis.stop();
+    await redis.start();
+    await expectExactWithinASecond(performance.now());
+  });
+
+  it("SCRIPT FLUSH mid-window: counts survive, the script reloads, limiting stays exact", async () => {
+    const who = fresh();
+    expect((await open.burst(3, who)).filter((c) => c === 200)).toHaveLength(3);
+    const admin = new Redis(redis.url);
+    await admin.script("FLUSH");
+    admin.disconnect();
+    const codes = await open.burst(40, who);
+    expect(codes.filter((c) => c === 200)).toHaveLength(LIMIT - 3);
+  });
+
+  it("no isolate ever logged an unhandled error", () => {
+    expect(logs.filter((l) => /uncaught|unhandled/i.test(l))).toEqual([]);
+  });
+});
