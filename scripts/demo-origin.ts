@@ -37,10 +37,12 @@ async function digestBody(req: IncomingMessage): Promise<{ sha256: string; bytes
 
 export async function startOrigin(options: { port?: number; host?: string } = {}): Promise<RunningOrigin> {
   const counts = new Map<string, number>();
-  const server = createServer(async (req, res) => {
+  // Large headers welcome (Node's default cap is 16 KB): the gate forwards what clients send.
+  const server = createServer({ maxHeaderSize: 1 << 20 }, async (req, res) => {
     const id = req.headers["x-request-id"];
     if (typeof id === "string") counts.set(id, (counts.get(id) ?? 0) + 1);
-    const url = new URL(req.url ?? "/", "http://origin");
+    // Concatenated, not resolved: a path like "//x" is a path here, not a host.
+    const url = new URL(`http://origin${req.url ?? "/"}`);
     const status = /^\/status\/(\d{3})$/.exec(url.pathname);
     const bytes = /^\/bytes\/(\d+)$/.exec(url.pathname);
     if (status) {
