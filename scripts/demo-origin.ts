@@ -8,6 +8,7 @@ import type { AddressInfo } from "node:net";
  *   GET  /status/<code>  answers that status, with an `x-origin-status` header
  *   GET  /bytes/<n>      n bytes of a fixed binary pattern (byte i = i * 7 mod 256)
  *   POST /upload         the SHA-256 and length of the body it received
+ *   GET  /__origin/hits/<id>  how many requests carried x-request-id <id>
  *   *    anything else   a JSON echo of method, path, query and headers
  *
  * Every request is counted by its `x-request-id` header (see `hits`).
@@ -45,6 +46,11 @@ export async function startOrigin(options: { port?: number; host?: string } = {}
     const url = new URL(`http://origin${req.url ?? "/"}`);
     const status = /^\/status\/(\d{3})$/.exec(url.pathname);
     const bytes = /^\/bytes\/(\d+)$/.exec(url.pathname);
+    const hits = /^\/__origin\/hits\/(.+)$/.exec(url.pathname);
+    if (hits) {
+      res.writeHead(200, { "content-type": "application/json" });
+      return res.end(JSON.stringify({ hits: counts.get(decodeURIComponent(hits[1]!)) ?? 0 }));
+    }
     if (status) {
       const code = Number(status[1]);
       res.writeHead(code, { "x-origin-status": String(code), "content-type": "text/plain" });

@@ -22,7 +22,7 @@ function lines(sink: LogSink) {
 /** One isolate of a built Worker (a `buildWorker()` folder) in a Miniflare instance of its own. */
 export async function startIsolate(workerDir: string, bindings: Record<string, string>, log: LogSink = () => {}): Promise<Miniflare> {
   const mf = new Miniflare({
-    handleRuntimeStdio: (stdout, stderr) => [stdout, stderr].forEach(lines(log)),
+    handleRuntimeStdio: (stdout: Readable, stderr: Readable) => [stdout, stderr].forEach(lines(log)),
     modules: true,
     scriptPath: join(workerDir, "index.js"),
     modulesRoot: workerDir,

@@ -62,7 +62,15 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   let next = 0;
 
   return {
-    shared: () => shared[next++ % shared.length]!,
+    // Round robin over the connections that are up: after an outage they reconnect one by
+    // one, and a request should not fail on one still down while another already serves.
+    shared: () => {
+      for (let tried = 0; tried < shared.length; tried++) {
+        const connection = shared[next++ % shared.length]!;
+        if (connection.status === "ready") return connection;
+      }
+      return shared[next++ % shared.length]!;
+    },
     async lease(use) {
       const connection = idle.pop() ?? (await open().catch((e: Error) => {
         throw new RedisUnavailable(e.message);
