@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Readable } from "node:stream";
 import { Miniflare } from "miniflare";
@@ -24,7 +24,8 @@ export async function startIsolate(workerDir: string, bindings: Record<string, s
   const mf = new Miniflare({
     handleRuntimeStdio: (stdout: Readable, stderr: Readable) => [stdout, stderr].forEach(lines(log)),
     modules: true,
-    scriptPath: join(workerDir, "index.js"),
+    // wrangler names the bundle after the entry file: the one .js in the folder
+    scriptPath: join(workerDir, readdirSync(workerDir).find((f) => f.endsWith(".js"))!),
     modulesRoot: workerDir,
     modulesRules: [{ type: "Text", include: ["**/*.lua"] }],
     compatibilityDate,

@@ -1,0 +1,66 @@
+#!/usr/bin/env node
+/**
+ * `npm run bench [-- --quick] [-- --out DIR]`: every measurement in one go, against processes
+ * started fresh — a redis-server, the shim, the demo origin and Workers in workerd. Writes
+ * results.json (with machine and versions) and chart.svg to docs/benchmarks/ (or DIR).
+ * `--quick` runs each measurement for a moment, as a smoke check: its numbers mean little.
+ * Timings are reported, never asserted.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpus, totalmem, type as osType, release } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { startLocalStack } from "../lib/stack.ts";
+import { renderChart } from "./chart.ts";
+import { measureGateway } from "./gateway.ts";
+import { measureMemory, measureScriptCost } from "./redis-ops.ts";
+import { measureShimOverhead } from "./shim-latency.ts";
+
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, out: { type: "string" } } });
+const quick = values.quick!;
+const out = values.out ?? (quick ? join("dist", "bench-quick") : join("docs", "benchmarks"));
+const started = Date.now();
+const step = (name: string) => (detail: string) => console.log(`  [${((Date.now() - started) / 1000).toFixed(0).padStart(3)} s] ${name}: ${detail}`);
+
+const version = (pkg: string) => (JSON.parse(readFileSync(join("node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
+const machine = {
+  cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), os: `${osType()} ${release()}`,
+  node: process.version,
+  redis: execFileSync("redis-server", ["--version"], { encoding: "utf8" }).trim(),
+  packages: Object.fromEntries(["wrangler", "miniflare", "@upstash/redis", "@upstash/ratelimit", "ioredis", "autocannon"].map((p) => [p, version(p)])),
+};
+
+console.log(`slidegate benchmark${quick ? " (quick: a smoke check, not a measurement)" : ""}`);
+// The shim in a process of its own, as it runs in front of a real Redis, not sharing a CPU with the load generators.
+const stack = await startLocalStack({ shimProcess: true });
+try {
+  const scriptCost = await measureScriptCost(stack.redis.url, quick ? 200 : 3000, step("a. script cost"));
+  step("b. memory")("MEMORY USAGE at 100, 128, 1,000, 10,000 entries");
+  const memory = await measureMemory(stack.redis.url, [100, 128, 1000, 10_000]);
+  step("c. shim overhead")("EVALSHA through @upstash/redis + shim vs ioredis direct");
+  const shim = await measureShimOverhead(stack.redis.url, stack.shim.url, stack.token, quick ? 200 : 3000, quick ? 200 : 3000);
+  const gateway = await measureGateway(stack, quick ? 1 : 8, step("d–f. gateway"));
+
+  const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, shim, gateway };
+  mkdirSync(out, { recursive: true });
+  writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2) + "\n");
+  const svg = await renderChart([
+    ...scriptCost.map((r) => ({ panel: "ops", series: r.label.startsWith("slidegate") ? "slidegate" : r.label, label: r.label, value: r.opsPerSec })),
+    ...memory.flatMap((m) => [
+      { panel: "memory", series: "slidegate", label: `${m.entries} entries`, value: m.slidegateBytesPerEntry },
+      { panel: "memory", series: "seed <ms>-<uuid>", label: `${m.entries} entries`, value: m.seedBytesPerEntry },
+    ]),
+    ...Object.entries(gateway.addedLatency).flatMap(([gate, a]) => [
+      { panel: "latency", series: gate, label: "admitted p50", value: a.admitted.p50 },
+      { panel: "latency", series: gate, label: "admitted p99", value: a.admitted.p99 },
+      { panel: "latency", series: gate, label: "denied p50", value: a.denied.p50 },
+      { panel: "latency", series: gate, label: "denied p99", value: a.denied.p99 },
+    ]),
+  ]);
+  writeFileSync(join(out, "chart.svg"), svg);
+  console.log(JSON.stringify({ scriptCost, memory, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, load: undefined } }, null, 1));
+  console.log(`\nwrote ${join(out, "results.json")} and ${join(out, "chart.svg")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
+} finally {
+  await stack.close();
+}
