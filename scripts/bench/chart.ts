@@ -13,7 +13,8 @@ interface Bar {
  * bytes per in-window request, and latency added by each gate.
  */
 export async function renderChart(bars: Bar[]): Promise<string> {
-  const panel = (name: string, title: string, axis: string) => ({
+  // grouped: one bar per series for each label; otherwise each label is one series' bar
+  const panel = (name: string, title: string, axis: string, grouped = true) => ({
     title,
     transform: [{ filter: `datum.panel === '${name}'` }],
     width: 360,
@@ -22,14 +23,14 @@ export async function renderChart(bars: Bar[]): Promise<string> {
       y: { field: "label", type: "nominal", sort: null, title: null, axis: { labelLimit: 260 } },
       x: { field: "value", type: "quantitative", title: axis },
       color: { field: "series", type: "nominal", title: null },
-      yOffset: { field: "series" },
+      ...(grouped && { yOffset: { field: "series" } }),
     },
   });
   const spec = {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     data: { values: bars },
     vconcat: [
-      panel("ops", "Script throughput in Redis (ops/s, higher is better)", "ops/s"),
+      panel("ops", "Script throughput in Redis (ops/s, higher is better)", "ops/s", false),
       panel("memory", "Memory per in-window request (bytes, lower is better)", "bytes"),
       panel("latency", "Latency added over the origin (ms, lower is better)", "ms"),
     ],

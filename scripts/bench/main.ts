@@ -4,6 +4,7 @@
  * started fresh — a redis-server, the shim, the demo origin and Workers in workerd. Writes
  * results.json (with machine and versions) and chart.svg to docs/benchmarks/ (or DIR).
  * `--quick` runs each measurement for a moment, as a smoke check: its numbers mean little.
+ * `--render` redraws chart.svg from an existing results.json.
  * Timings are reported, never asserted.
  */
 import { execFileSync } from "node:child_process";
@@ -17,7 +18,7 @@ import { measureGateway } from "./gateway.ts";
 import { measureMemory, measureScriptCost } from "./redis-ops.ts";
 import { measureShimOverhead } from "./shim-latency.ts";
 
-const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, out: { type: "string" } } });
+const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, render: { type: "boolean", default: false }, out: { type: "string" } } });
 const quick = values.quick!;
 const out = values.out ?? (quick ? join("dist", "bench-quick") : join("docs", "benchmarks"));
 const started = Date.now();
@@ -30,6 +31,38 @@ const machine = {
   redis: execFileSync("redis-server", ["--version"], { encoding: "utf8" }).trim(),
   packages: Object.fromEntries(["wrangler", "miniflare", "@upstash/redis", "@upstash/ratelimit", "ioredis", "autocannon"].map((p) => [p, version(p)])),
 };
+
+type Results = {
+  scriptCost: Awaited<ReturnType<typeof measureScriptCost>>;
+  memory: Awaited<ReturnType<typeof measureMemory>>;
+  gateway: Awaited<ReturnType<typeof measureGateway>>;
+};
+
+const seriesOf = (label: string) => (label.startsWith("slidegate") ? "slidegate" : label.startsWith("@upstash") ? "@upstash/ratelimit" : "Redis SET");
+
+function chart({ scriptCost, memory, gateway }: Results): Promise<string> {
+  return renderChart([
+    ...scriptCost.map((r) => ({ panel: "ops", series: seriesOf(r.label), label: r.label, value: r.opsPerSec })),
+    ...memory.flatMap((m) => [
+      { panel: "memory", series: "slidegate", label: `${m.entries} entries`, value: m.slidegateBytesPerEntry },
+      { panel: "memory", series: "seeds' <ms>-<uuid>", label: `${m.entries} entries`, value: m.seedBytesPerEntry },
+    ]),
+    ...Object.entries(gateway.addedLatency).flatMap(([gate, a]) => [
+      { panel: "latency", series: gate, label: "admitted p50", value: a.admitted.p50 },
+      { panel: "latency", series: gate, label: "admitted p99", value: a.admitted.p99 },
+      { panel: "latency", series: gate, label: "denied p50", value: a.denied.p50 },
+      { panel: "latency", series: gate, label: "denied p99", value: a.denied.p99 },
+    ]),
+  ]);
+}
+
+if (values.render) {
+  // Redraw the chart from results already measured (no measurement runs).
+  const results = JSON.parse(readFileSync(join(out, "results.json"), "utf8")) as Results;
+  writeFileSync(join(out, "chart.svg"), await chart(results));
+  console.log(`redrew ${join(out, "chart.svg")} from ${join(out, "results.json")}`);
+  process.exit(0);
+}
 
 console.log(`slidegate benchmark${quick ? " (quick: a smoke check, not a measurement)" : ""}`);
 // The shim in a process of its own, as it runs in front of a real Redis, not sharing a CPU with the load generators.
@@ -45,20 +78,7 @@ try {
   const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, shim, gateway };
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2) + "\n");
-  const svg = await renderChart([
-    ...scriptCost.map((r) => ({ panel: "ops", series: r.label.startsWith("slidegate") ? "slidegate" : r.label, label: r.label, value: r.opsPerSec })),
-    ...memory.flatMap((m) => [
-      { panel: "memory", series: "slidegate", label: `${m.entries} entries`, value: m.slidegateBytesPerEntry },
-      { panel: "memory", series: "seed <ms>-<uuid>", label: `${m.entries} entries`, value: m.seedBytesPerEntry },
-    ]),
-    ...Object.entries(gateway.addedLatency).flatMap(([gate, a]) => [
-      { panel: "latency", series: gate, label: "admitted p50", value: a.admitted.p50 },
-      { panel: "latency", series: gate, label: "admitted p99", value: a.admitted.p99 },
-      { panel: "latency", series: gate, label: "denied p50", value: a.denied.p50 },
-      { panel: "latency", series: gate, label: "denied p99", value: a.denied.p99 },
-    ]),
-  ]);
-  writeFileSync(join(out, "chart.svg"), svg);
+  writeFileSync(join(out, "chart.svg"), await chart(results));
   console.log(JSON.stringify({ scriptCost, memory, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, load: undefined } }, null, 1));
   console.log(`\nwrote ${join(out, "results.json")} and ${join(out, "chart.svg")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 } finally {
