@@ -1,4 +1,5 @@
 import * as v from "valibot";
+import { compileAccess, parseRange, type AccessCheck } from "./access.ts";
 
 /**
  * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
@@ -22,6 +23,8 @@ export interface Rule {
   methods?: ReadonlySet<string>;
   fail: FailMode;
   timeoutMs: number;
+  /** decided and reported, never enforced */
+  shadow: boolean;
 }
 
 export interface GateConfig {
@@ -35,6 +38,8 @@ export interface GateConfig {
   keyTiers: ReadonlyMap<string, string>;
   blockCacheSize: number;
   clock: "redis" | "edge";
+  /** the allow and deny lists, for a client IP and an API key's SHA-256 hex */
+  access: AccessCheck;
 }
 
 export type ConfigResult = { ok: true; config: GateConfig } | { ok: false; errors: string[] };
@@ -75,9 +80,16 @@ const rule = fields({
   methods: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z]+$/, "must be an HTTP method name"))), v.minLength(1, "needs at least one method"))),
   fail: v.optional(FAIL),
   timeout: v.optional(TIMEOUT),
+  shadow: v.optional(v.boolean()),
 });
 
 const rules = v.pipe(v.array(rule), v.minLength(1, "needs at least one rule"));
+
+const KEY_HASH = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "must be the SHA-256 of an API key, as 64 lowercase hex digits"));
+const accessList = v.optional(fields({
+  keys: v.optional(v.array(KEY_HASH)),
+  ips: v.optional(v.array(v.string())),
+}));
 
 const schema = fields({
   prefix: v.optional(NAME),
@@ -88,7 +100,10 @@ const schema = fields({
   rules: v.optional(rules),
   tiers: v.optional(v.record(NAME, fields({ rules }))),
   defaultTier: v.optional(NAME),
-  keys: v.optional(v.record(v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "must be the SHA-256 of an API key, as 64 lowercase hex digits")), NAME)),
+  keys: v.optional(v.record(KEY_HASH, NAME)),
+  allow: accessList,
+  deny: accessList,
+  shadow: v.optional(v.boolean()),
   fail: v.optional(FAIL),
   timeout: v.optional(TIMEOUT),
   blockCacheSize: v.optional(int(0, 1_000_000)),
@@ -112,6 +127,11 @@ function crossCheck(c: Raw): string[] {
   for (const [hash, tier] of Object.entries(c.keys ?? {})) {
     if (!c.tiers || !(tier in c.tiers)) issue(`.keys.${hash}`, `"${tier}" is not a tier`);
   }
+  for (const side of ["allow", "deny"] as const) {
+    c[side]?.ips?.forEach((entry, i) => {
+      if (!parseRange(entry)) issue(`.${side}.ips[${i}]`, `"${entry}" is not an IP address or CIDR range`);
+    });
+  }
   const lists: [string, RawRule[]][] = c.tiers ? Object.entries(c.tiers).map(([t, { rules }]) => [`.tiers.${t}.rules`, rules]) : [[".rules", c.rules ?? []]];
   for (const [path, list] of lists) {
     const seen = new Set<string>();
@@ -132,7 +152,7 @@ function pathPattern(glob: string): RegExp {
   return new RegExp(`^${body}$`);
 }
 
-function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number): Rule {
+function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean): Rule {
   return {
     name: r.name,
     limit: r.limit,
@@ -142,6 +162,7 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number): Rule {
     methods: r.methods && new Set(r.methods.map((m) => m.toUpperCase())),
     fail: r.fail ?? fail,
     timeoutMs: r.timeout ?? timeoutMs,
+    shadow: r.shadow ?? shadow,
   };
 }
 
@@ -179,11 +200,12 @@ export function parseRateLimits(raw: unknown): ConfigResult {
       prefix: c.prefix ?? DEFAULTS.prefix,
       keyHeader: c.identity?.header?.toLowerCase(),
       keyRequired: c.identity?.required ?? false,
-      tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs))])),
+      tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false))])),
       defaultTier: c.defaultTier ?? "default",
       keyTiers: new Map(Object.entries(c.keys ?? {})),
       blockCacheSize: c.blockCacheSize ?? DEFAULTS.blockCacheSize,
       clock: c.clock ?? DEFAULTS.clock,
+      access: compileAccess({ allow: c.allow, deny: c.deny }),
     },
   };
 }

@@ -7,22 +7,29 @@ function tightest(limits: readonly LimitState[]): LimitState {
   return limits.reduce((a, b) => (b.remaining < a.remaining || (b.remaining === a.remaining && b.resetMs > a.resetMs) ? b : a));
 }
 
+const items = (limits: readonly LimitState[]) => limits.map((l) => `"${l.name}";r=${l.remaining};t=${seconds(l.resetMs)}`).join(", ");
+
 /**
  * Rate-limit headers for a decision: the de-facto `X-RateLimit-*` trio for the tightest
- * limit, and the IETF draft-11 structured fields with one item per limit.
+ * enforced limit, and the IETF draft-11 structured fields with one item per enforced limit.
+ * Shadow limits are reported apart, in `X-Slidegate-Shadow`, so clients never throttle on them.
  *
  * @example
  * rateLimitHeaders(decision).get("RateLimit"); // '"minute";r=9;t=60'
  */
 export function rateLimitHeaders(decision: Decision): Headers {
   const headers = new Headers();
-  if (decision.limits.length === 0) return headers;
-  const t = tightest(decision.limits);
+  const enforced = decision.limits.filter((l) => !l.shadow);
+  const shadow = decision.limits.filter((l) => l.shadow);
+  if (shadow.length) headers.set("X-Slidegate-Shadow", items(shadow));
+  if (decision.wouldDeny.length) headers.set("X-Slidegate-Shadow-Denied", decision.wouldDeny.join(", "));
+  if (enforced.length === 0) return headers;
+  const t = tightest(enforced);
   headers.set("X-RateLimit-Limit", String(t.limit));
   headers.set("X-RateLimit-Remaining", String(t.remaining));
   headers.set("X-RateLimit-Reset", String(seconds(t.resetMs)));
-  headers.set("RateLimit-Policy", decision.limits.map((l) => `"${l.name}";q=${l.limit};w=${seconds(l.windowMs)}`).join(", "));
-  headers.set("RateLimit", decision.limits.map((l) => `"${l.name}";r=${l.remaining};t=${seconds(l.resetMs)}`).join(", "));
+  headers.set("RateLimit-Policy", enforced.map((l) => `"${l.name}";q=${l.limit};w=${seconds(l.windowMs)}`).join(", "));
+  headers.set("RateLimit", items(enforced));
   return headers;
 }
 

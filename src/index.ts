@@ -19,7 +19,11 @@ function build(env: Env): Gate {
     const detail = `slidegate is misconfigured: ${errors.join("; ")}`;
     return async () => problem(500, "configuration-error", "Gateway Misconfigured", detail);
   }
-  return createGate({ config: parsed.config, origin, redisUrl: env.UPSTASH_REDIS_REST_URL!, redisToken: env.UPSTASH_REDIS_REST_TOKEN! });
+  return createGate({
+    config: parsed.config, origin,
+    redisUrl: env.UPSTASH_REDIS_REST_URL!, redisToken: env.UPSTASH_REDIS_REST_TOKEN!,
+    adminToken: env.ADMIN_TOKEN || undefined, metrics: env.SLIDEGATE_METRICS,
+  });
 }
 
 // Env is generated from wrangler.toml by `npm run types` (src/worker-configuration.d.ts).
@@ -31,7 +35,7 @@ let last: { fingerprint: string; gate: Gate } | undefined;
 function gateFor(env: Env): Gate {
   let gate = byEnv.get(env);
   if (gate) return gate;
-  const fingerprint = JSON.stringify([env.RATE_LIMITS, env.ORIGIN_URL, env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN]);
+  const fingerprint = JSON.stringify([env.RATE_LIMITS, env.ORIGIN_URL, env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN, env.ADMIN_TOKEN, Boolean(env.SLIDEGATE_METRICS)]);
   if (last?.fingerprint !== fingerprint) last = { fingerprint, gate: build(env) };
   gate = last.gate;
   byEnv.set(env, gate);

@@ -8,12 +8,15 @@ export interface Limit {
   windowMs: number;
   /** what this request weighs against the limit (default 1) */
   cost?: number;
+  /** decided and reported, never enforced */
+  shadow?: boolean;
 }
 
 export interface LimitState {
   name: string;
   limit: number;
   windowMs: number;
+  shadow: boolean;
   remaining: number;
   /** ms until the oldest entry leaves the window */
   resetMs: number;
@@ -24,10 +27,14 @@ export interface LimitState {
 export interface Decision {
   admitted: boolean;
   limits: LimitState[];
-  /** the longest wait among the limits that denied; 0 when admitted */
+  /** the longest wait among the enforced limits that denied; 0 when admitted */
   retryAfterMs: number;
-  /** the request's cost exceeds a limit outright: no wait will make it fit */
+  /** the request's cost exceeds an enforced limit outright: no wait will make it fit */
   neverFits: boolean;
+  /** shadow limits that would have denied this request */
+  wouldDeny: string[];
+  /** ms left of an operator's block of this identity; 0 when not blocked */
+  blockedMs: number;
 }
 
 export interface LimiterOptions {
@@ -46,6 +53,13 @@ export class LimiterError extends Error {
 }
 
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number) => Promise<Decision>;
+
+/** The Redis keys of one identity: its operator block, and per scope and limit a log and a weight. */
+export const redisKeys = {
+  block: (prefix: string, tag: string) => `${prefix}:{${tag}}:block`,
+  log: (prefix: string, tag: string, scope: string, limit: string) => `${prefix}:{${tag}}:${scope}:${limit}`,
+  weight: (prefix: string, tag: string, scope: string, limit: string) => `${prefix}:{${tag}}:${scope}:${limit}:w`,
+};
 
 function requestId(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(6));
@@ -84,12 +98,11 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
   const edgeNow = options.clock === "edge" ? (options.now ?? Date.now) : undefined;
 
   return async (tag, scope, limits, timeoutMs) => {
-    const keys: string[] = [];
+    const keys: string[] = [redisKeys.block(options.prefix, tag)];
     const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", requestId()];
     for (const l of limits) {
-      const log = `${options.prefix}:{${tag}}:${scope}:${l.name}`;
-      keys.push(log, `${log}:w`);
-      args.push(l.limit, l.windowMs, l.cost ?? 1);
+      keys.push(redisKeys.log(options.prefix, tag, scope, l.name), redisKeys.weight(options.prefix, tag, scope, l.name));
+      args.push(l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);
     let reply: unknown;
@@ -106,21 +119,30 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
 }
 
 function toDecision(reply: unknown, limits: readonly Limit[]): Decision {
-  if (!Array.isArray(reply) || reply.length !== 1 + 3 * limits.length || !reply.every(Number.isInteger)) {
-    throw new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
+  const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
+  if (!Array.isArray(reply) || !reply.every(Number.isInteger)) throw malformed();
+  if (reply[0] === 2 && reply.length === 2) {
+    // blocked by an operator: -1 means a block without expiry
+    const blockedMs = reply[1] < 0 ? Number.POSITIVE_INFINITY : reply[1];
+    return { admitted: false, limits: [], retryAfterMs: blockedMs, neverFits: false, wouldDeny: [], blockedMs };
   }
+  if (reply.length !== 2 + 3 * limits.length) throw malformed();
   const states = limits.map((l, i): LimitState => ({
     name: l.name,
     limit: l.limit,
     windowMs: l.windowMs,
-    remaining: reply[1 + 3 * i],
-    resetMs: reply[2 + 3 * i],
-    retryMs: reply[3 + 3 * i],
+    shadow: l.shadow ?? false,
+    remaining: reply[2 + 3 * i],
+    resetMs: reply[3 + 3 * i],
+    retryMs: reply[4 + 3 * i],
   }));
+  const enforced = states.filter((s) => !s.shadow);
   return {
     admitted: reply[0] === 1,
     limits: states,
-    retryAfterMs: Math.max(0, ...states.map((s) => s.retryMs)),
-    neverFits: states.some((s) => s.retryMs < 0),
+    retryAfterMs: Math.max(0, ...enforced.map((s) => s.retryMs)),
+    neverFits: enforced.some((s) => s.retryMs < 0),
+    wouldDeny: states.filter((s) => s.shadow && s.retryMs !== 0).map((s) => s.name),
+    blockedMs: 0,
   };
 }

@@ -5,18 +5,26 @@
   Atomic by construction: Redis runs the whole script before any other command, so
   "evict, count, record" cannot interleave across the fleet.
 
-  KEYS, two per rule i (all of one identity share a {hash tag}, so this stays cluster-safe):
-    KEYS[2i-1]  the log: a sorted set, member = request id, score = arrival time in µs
-    KEYS[2i]    the extra weight: sum of (cost - 1) over the log's weighted members;
+  KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
+    KEYS[1]     the operator's block: present (with a TTL) while the identity is blocked
+    then two per rule i:
+    KEYS[2i]    the log: a sorted set, member = request id, score = arrival time in µs
+    KEYS[2i+1]  the extra weight: sum of (cost - 1) over the log's weighted members;
                 absent while every member costs 1, so plain traffic never pays for weights
   ARGV:
     [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
     [2]  request id, unique per request
-    then for each rule i: [3i] limit, [3i+1] window in ms, [3i+2] cost of this request
-  Returns { admitted (1|0), then per rule: remaining, reset ms, retry ms }
-    reset ms: until the oldest entry leaves the window (one unit of quota returns)
-    retry ms: until this request would fit (0 when it fits now, -1 when cost > limit)
+    then four per rule i, from j = 4i - 1: [j] limit, [j+1] window in ms, [j+2] cost of
+    this request, [j+3] "1" for a shadow rule (decided and reported, never enforced)
+  Returns
+    { 2, block ms left }  while an operator block holds (nothing is read or recorded)
+    { admitted (1|0), 0, then per rule: remaining, reset ms, retry ms }
+      reset ms: until the oldest entry leaves the window (one unit of quota returns)
+      retry ms: until this request would fit (0 when it fits now, -1 when cost > limit)
 ]]
+
+local block = redis.call('PTTL', KEYS[1])
+if block ~= -2 then return { 2, block } end
 
 local function clock()
   if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
@@ -34,14 +42,16 @@ end
 local now = clock()
 local request_id = ARGV[2]
 local rules = {}
+-- whether every enforced rule fits: shadow rules never decide
 local fits = true
 
 -- Pass 1: evict what has left each window and measure what is still in it.
-for i = 1, #KEYS / 2 do
+for i = 1, (#KEYS - 1) / 2 do
+  local a = 4 * i - 1
   local r = {
-    log = KEYS[2 * i - 1], weight = KEYS[2 * i],
-    limit = tonumber(ARGV[3 * i]), window_ms = tonumber(ARGV[3 * i + 1]),
-    cost = tonumber(ARGV[3 * i + 2]),
+    log = KEYS[2 * i], weight = KEYS[2 * i + 1],
+    limit = tonumber(ARGV[a]), window_ms = tonumber(ARGV[a + 1]),
+    cost = tonumber(ARGV[a + 2]), shadow = ARGV[a + 3] == '1',
   }
   r.window = r.window_ms * 1000
   local cutoff = now - r.window
@@ -59,21 +69,25 @@ for i = 1, #KEYS / 2 do
   end
   redis.call('ZREMRANGEBYSCORE', r.log, '-inf', cutoff)
   r.used = redis.call('ZCARD', r.log) + r.extra
-  if r.used + r.cost > r.limit then fits = false end
+  r.fit = r.used + r.cost <= r.limit
+  if not r.fit and not r.shadow then fits = false end
   rules[i] = r
 end
 
--- Pass 2: all or nothing. A denied request records nothing, so a throttled caller
--- cannot push its own window forward.
+-- Pass 2: all or nothing over the enforced rules. A denied request records nothing, so a
+-- throttled caller cannot push its own window forward. A shadow rule records what it
+-- would have admitted, so its would-deny count stays what enforcing it would give.
 if fits then
   for _, r in ipairs(rules) do
-    local member = r.cost > 1 and (r.cost .. '.' .. request_id) or request_id
-    -- Ids are random; should one ever repeat inside a window, keep both requests.
-    while redis.call('ZADD', r.log, 'NX', now, member) == 0 do member = member .. '~' end
-    redis.call('PEXPIRE', r.log, r.window_ms)
-    if r.cost > 1 then redis.call('INCRBY', r.weight, r.cost - 1) end
-    if r.cost > 1 or r.extra > 0 then redis.call('PEXPIRE', r.weight, r.window_ms) end
-    r.used = r.used + r.cost
+    if r.fit then
+      local member = r.cost > 1 and (r.cost .. '.' .. request_id) or request_id
+      -- Ids are random; should one ever repeat inside a window, keep both requests.
+      while redis.call('ZADD', r.log, 'NX', now, member) == 0 do member = member .. '~' end
+      redis.call('PEXPIRE', r.log, r.window_ms)
+      if r.cost > 1 then redis.call('INCRBY', r.weight, r.cost - 1) end
+      if r.cost > 1 or r.extra > 0 then redis.call('PEXPIRE', r.weight, r.window_ms) end
+      r.used = r.used + r.cost
+    end
   end
 end
 
@@ -97,12 +111,12 @@ local function retry_after(r)
   end
 end
 
-local out = { fits and 1 or 0 }
+local out = { fits and 1 or 0, 0 }
 for _, r in ipairs(rules) do
   local oldest = redis.call('ZRANGE', r.log, 0, 0, 'WITHSCORES')
   local reset = oldest[2] and (tonumber(oldest[2]) + r.window - now) or 0
   local retry = 0
-  if r.used + r.cost > r.limit and not fits then retry = retry_after(r) end
+  if not r.fit then retry = retry_after(r) end
   if retry > 0 then retry = math.ceil(retry / 1000) end
   out[#out + 1] = math.max(r.limit - r.used, 0)
   out[#out + 1] = math.ceil(reset / 1000)

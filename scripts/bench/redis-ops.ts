@@ -48,8 +48,9 @@ function ourDecisions(sha: string, entries: number, rules: number, tag: string) 
   const step = (windowMs * 1000) / entries;
   const t0 = 1_700_000_000_000_000;
   let n = 0;
-  const keys = Array.from({ length: rules }, (_, r) => [`bench:{${tag}}:t:r${r}`, `bench:{${tag}}:t:r${r}:w`]).flat();
-  const ruleArgs = Array.from({ length: rules }, () => [entries + 1000, windowMs, 1]).flat();
+  // the layout of src/limiter.ts: the identity's block key, then a log and a weight key per rule
+  const keys = [`bench:{${tag}}:block`, ...Array.from({ length: rules }, (_, r) => [`bench:{${tag}}:t:r${r}`, `bench:{${tag}}:t:r${r}:w`]).flat()];
+  const ruleArgs = Array.from({ length: rules }, () => [entries + 1000, windowMs, 1, 0]).flat();
   return (): Command => {
     const id = (n++).toString(36).padStart(8, "0");
     return ["EVALSHA", sha, keys.length, ...keys, Math.round(t0 + n * step), id, ...ruleArgs];

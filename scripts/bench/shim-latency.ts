@@ -35,9 +35,10 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
   const sha = (await direct.script("LOAD", script.replace(/^#!lua flags=allow-key-locking/, "#!lua"))) as string;
   const rest = new Upstash({ url: shimUrl, token, enableTelemetry: false, enableAutoPipelining: false });
   const restSha = await rest.scriptLoad(script); // the client's SHA1; the shim maps it
-  const args = (i: number) => ["", `r${i.toString(36).padStart(7, "0")}`, 1e6, 3_600_000, 1];
-  const viaDirect = (i: number) => direct.evalsha(sha, 2, "bench:{lat}:t:d", "bench:{lat}:t:d:w", ...args(i));
-  const viaShim = (i: number) => rest.evalsha(restSha, ["bench:{lat}:t:s", "bench:{lat}:t:s:w"], args(i + 1e7));
+  // KEYS and ARGV as src/limiter.ts sends them: block key, log, weight; now, id, limit, window, cost, shadow
+  const args = (i: number) => ["", `r${i.toString(36).padStart(7, "0")}`, 1e6, 3_600_000, 1, 0];
+  const viaDirect = (i: number) => direct.evalsha(sha, 3, "bench:{lat}:block", "bench:{lat}:t:d", "bench:{lat}:t:d:w", ...args(i));
+  const viaShim = (i: number) => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:t:s", "bench:{lat}:t:s:w"], args(i + 1e7));
 
   await sequential(viaDirect, 200); // warm both paths
   await sequential(viaShim, 200);
@@ -53,7 +54,7 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
       method: "POST",
       headers: { authorization: `Bearer ${token}` },
       // a request id of its own per call, as the Worker sends
-      setupRequest: (req) => ({ ...req, body: JSON.stringify(["EVALSHA", restSha, 2, "bench:{lat}:t:a", "bench:{lat}:t:a:w", "", `a${(call++).toString(36).padStart(7, "0")}`, 1e9, 3_600_000, 1]) }),
+      setupRequest: (req) => ({ ...req, body: JSON.stringify(["EVALSHA", restSha, 3, "bench:{lat}:block", "bench:{lat}:t:a", "bench:{lat}:t:a:w", "", `a${(call++).toString(36).padStart(7, "0")}`, 1e9, 3_600_000, 1, 0]) }),
     }],
   });
   direct.disconnect();

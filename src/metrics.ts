@@ -1,0 +1,31 @@
+/**
+ * One Workers Analytics Engine data point per decision, when a dataset is bound
+ * (`SLIDEGATE_METRICS`). writeDataPoint queues the point and returns at once, so the
+ * response is never held up by it.
+ *
+ * Columns: blob1 outcome, blob2 tier, blob3 rules (comma-separated), blob4 identity kind
+ * ("key" | "ip"); double1 Redis latency in ms (0 without a Redis call), double2 Retry-After
+ * in ms; index1 the identity's hashed tag (never the raw key or IP).
+ */
+export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | "denylisted";
+
+export interface DataPoint {
+  outcome: Outcome;
+  tier: string;
+  rules: readonly string[];
+  tag: string;
+  redisMs?: number;
+  retryAfterMs?: number;
+}
+
+export type Record = (point: DataPoint) => void;
+
+export function createMetrics(dataset: AnalyticsEngineDataset | undefined): Record {
+  if (!dataset) return () => {};
+  return (p) =>
+    dataset.writeDataPoint({
+      blobs: [p.outcome, p.tier, p.rules.join(","), p.tag.startsWith("k") ? "key" : "ip"],
+      doubles: [p.redisMs ?? 0, p.retryAfterMs ?? 0],
+      indexes: [p.tag],
+    });
+}
