@@ -22,7 +22,8 @@ export function rateLimitHeaders(decision: Decision): Headers {
   const enforced = decision.limits.filter((l) => !l.shadow);
   const shadow = decision.limits.filter((l) => l.shadow);
   if (shadow.length) headers.set("X-Slidegate-Shadow", items(shadow));
-  if (decision.wouldDeny.length) headers.set("X-Slidegate-Shadow-Denied", decision.wouldDeny.join(", "));
+  // "would have been denied" only means something on a request that was admitted
+  if (decision.admitted && decision.wouldDeny.length) headers.set("X-Slidegate-Shadow-Denied", decision.wouldDeny.join(", "));
   if (enforced.length === 0) return headers;
   const t = tightest(enforced);
   headers.set("X-RateLimit-Limit", String(t.limit));

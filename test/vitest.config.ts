@@ -30,6 +30,8 @@ export default defineConfig({
               // for the test runner's own modules; the gate itself needs no Node APIs
               compatibilityFlags: ["nodejs_compat"],
               bindings: { TEST_SERVICES: JSON.stringify(inject("services")) },
+              // the runtime's local dataset (it keeps nothing; tests read points back from their own)
+              analyticsEngineDatasets: { SLIDEGATE_METRICS: { dataset: "slidegate-test" } },
             },
           })),
         ],

@@ -51,4 +51,17 @@ describe("round trips per decision", () => {
     expect(await roundTrips(async () => (codes = codes.concat(await statuses(gate, 2))))).toBe(2);
     expect(codes).toEqual([200, 200, 429]);
   });
+
+  it("keeps one round trip per decision with shadow rules and the operator's block checked in the same call", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 50, window: "1m" }, { name: "b", limit: 2, window: "1m", shadow: true }] }, viaCountingShim);
+    await statuses(gate, 1);
+    expect(await roundTrips(() => statuses(gate, 6))).toBe(6);
+  });
+
+  it("answers allow- and deny-listed callers with no Redis call", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 1, window: "1m" }], allow: { ips: ["192.0.2.0/24"] }, deny: { ips: ["198.51.100.0/24"] } }, viaCountingShim);
+    let codes: number[] = [];
+    expect(await roundTrips(async () => (codes = [...(await statuses(gate, 5, "/", { ip: "192.0.2.9" })), ...(await statuses(gate, 5, "/", { ip: "198.51.100.9" }))]))).toBe(0);
+    expect(codes).toEqual([200, 200, 200, 200, 200, 403, 403, 403, 403, 403]);
+  });
 });

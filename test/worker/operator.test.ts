@@ -1,0 +1,193 @@
+import { describe, expect, it } from "vitest";
+import type { GateOptions } from "../../src/gate.ts";
+import { makeGate, request, services, sleep, statuses } from "./helpers.ts";
+
+const sha256Hex = async (text: string) =>
+  [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+/** An Analytics Engine dataset that keeps what is written, to read it back. */
+function recordingDataset() {
+  const points: AnalyticsEngineDataPoint[] = [];
+  return { points, dataset: { writeDataPoint: (p?: AnalyticsEngineDataPoint) => void points.push(p!) } as AnalyticsEngineDataset };
+}
+const outcomes = (points: AnalyticsEngineDataPoint[]) => points.map((p) => p.blobs![0]);
+
+describe("shadow mode", () => {
+  it("a shadow rule never blocks, and its would-deny count is exact", async () => {
+    const { points, dataset } = recordingDataset();
+    const gate = makeGate({ rules: [{ name: "trial", limit: 3, window: "1m", shadow: true }] }, { metrics: dataset });
+    const marked: boolean[] = [];
+    for (let i = 0; i < 10; i++) {
+      const res = await gate(request());
+      expect(res.status).toBe(200);
+      await res.body?.cancel();
+      marked.push(res.headers.get("X-Slidegate-Shadow-Denied") === "trial");
+    }
+    expect(marked).toEqual([false, false, false, true, true, true, true, true, true, true]);
+    expect(outcomes(points)).toEqual([...Array(3).fill("admitted"), ...Array(7).fill("shadow-denied")]);
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.shadow_denied")).toHaveLength(7);
+  });
+
+  it("global shadow turns every rule into a report; enforced rules beside a shadow one still hold", async () => {
+    const everything = makeGate({ shadow: true, rules: [{ name: "a", limit: 1, window: "1m" }] });
+    expect(await statuses(everything, 4)).toEqual([200, 200, 200, 200]);
+
+    const mixed = makeGate({ rules: [{ name: "enforced", limit: 5, window: "1m" }, { name: "candidate", limit: 2, window: "1m", shadow: true }] });
+    const codes: number[] = [];
+    let wouldDeny = 0;
+    for (let i = 0; i < 7; i++) {
+      const res = await mixed(request());
+      await res.body?.cancel();
+      codes.push(res.status);
+      if (res.headers.has("X-Slidegate-Shadow-Denied")) wouldDeny++;
+      if (i === 0) {
+        expect(res.headers.get("RateLimit")).toBe('"enforced";r=4;t=60');
+        expect(res.headers.get("X-Slidegate-Shadow")).toBe('"candidate";r=1;t=60');
+      }
+    }
+    expect(codes).toEqual([200, 200, 200, 200, 200, 429, 429]);
+    expect(wouldDeny).toBe(3); // admitted requests 3, 4 and 5 exceed the candidate's 2
+  });
+});
+
+describe("allow and deny lists", () => {
+  it("denies listed IPs and CIDR ranges (IPv4, IPv6) and key hashes with 403, allows listed ones past every limit", async () => {
+    const gate = makeGate({
+      identity: { header: "x-api-key" },
+      rules: [{ name: "tight", limit: 1, window: "1m" }],
+      deny: { ips: ["198.51.100.0/24", "2001:db8:bad::/48"], keys: [await sha256Hex("stolen-key")] },
+      allow: { ips: ["192.0.2.10", "2001:db8:600d::/48"], keys: [await sha256Hex("partner-key")] },
+    });
+    for (const call of [{ ip: "198.51.100.77" }, { ip: "2001:db8:bad::1" }, { ip: "::ffff:198.51.100.5" }, { ip: "203.0.113.1", key: "stolen-key" }]) {
+      const res = await gate(request("/", call));
+      expect(res.status, JSON.stringify(call)).toBe(403);
+      expect(await res.json()).toMatchObject({ type: "urn:slidegate:forbidden" });
+    }
+    for (const call of [{ ip: "192.0.2.10" }, { ip: "2001:db8:600d::42" }, { ip: "203.0.113.2", key: "partner-key" }]) {
+      expect(await statuses(gate, 5, "/", call), JSON.stringify(call)).toEqual([200, 200, 200, 200, 200]);
+    }
+    expect(await statuses(gate, 2, "/", { ip: "203.0.113.3" })).toEqual([200, 429]);
+  });
+
+  it("refuses list entries that are not addresses, naming the field", async () => {
+    expect(() => makeGate({ rules: [{ name: "a", limit: 1, window: "1s" }], deny: { ips: ["10.0.0.0/8", "not-an-ip"] } }))
+      .toThrow('RATE_LIMITS.deny.ips[1]: "not-an-ip" is not an IP address or CIDR range');
+  });
+});
+
+const ADMIN = "admin-secret-for-tests";
+const admin = (gate: (r: Request) => Promise<Response>, route: string, body: unknown, token: string | null = ADMIN) =>
+  gate(new Request(`https://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "cf-connecting-ip": "203.0.113.250", "x-request-id": `admin-${route}-${crypto.randomUUID()}` },
+  }));
+const originHits = async (id: string) => ((await (await fetch(`${services.originUrl}/__origin/hits/${id}`)).json()) as { hits: number }).hits;
+const withAdmin = (extra: Partial<GateOptions> = {}) =>
+  makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 3, window: "1m" }, { name: "hour", limit: 10, window: "1h" }] }, { adminToken: ADMIN, ...extra });
+
+describe("admin API", () => {
+  it("refuses a missing or wrong token with 401, and never forwards to the origin", async () => {
+    const gate = withAdmin();
+    for (const token of [null, "wrong", `${ADMIN}x`]) {
+      const id = crypto.randomUUID();
+      const res = await gate(new Request("https://gate.example/__slidegate/usage", {
+        method: "POST", body: '{"ip":"203.0.113.9"}', headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "x-request-id": id },
+      }));
+      expect(res.status).toBe(401);
+      expect(res.headers.get("content-type")).toBe("application/problem+json");
+      expect(await originHits(id)).toBe(0);
+    }
+  });
+
+  it("answers 404 for unknown routes, and for every route when ADMIN_TOKEN is not set", async () => {
+    const res = await admin(withAdmin(), "explode", { ip: "203.0.113.9" });
+    expect(res.status).toBe(404);
+    const off = makeGate({ rules: [{ name: "m", limit: 3, window: "1m" }] });
+    const id = crypto.randomUUID();
+    const disabled = await off(new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { authorization: `Bearer ${ADMIN}`, "x-request-id": id } }));
+    expect(disabled.status).toBe(404);
+    expect(await originHits(id)).toBe(0);
+  });
+
+  it("answers a bad body with 400 naming what to send", async () => {
+    const gate = withAdmin();
+    for (const body of ["nope", {}, { key: "a", ip: "b" }, { key: "" }]) {
+      const res = await admin(gate, "usage", body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(((await res.json()) as { detail: string }).detail).toMatch(/JSON|exactly one of "key"/);
+    }
+    expect((await admin(gate, "block", { key: "k", seconds: 0 })).status).toBe(400);
+  });
+
+  it("reads an identity's usage per rule, then resets it", async () => {
+    const gate = withAdmin();
+    expect(await statuses(gate, 2, "/", { key: "customer-7" })).toEqual([200, 200]);
+    const usage = (await (await admin(gate, "usage", { key: "customer-7" })).json()) as {
+      tier: string; blockedForMs: number; identity: { kind: string };
+      rules: { name: string; used: number; remaining: number; resetMs: number; oldestEntryAt: string }[];
+    };
+    expect(usage).toMatchObject({ tier: "default", blockedForMs: 0, identity: { kind: "key" } });
+    expect(usage.rules.map((r) => [r.name, r.used, r.remaining])).toEqual([["minute", 2, 1], ["hour", 2, 8]]);
+    expect(usage.rules[0]!.resetMs).toBeGreaterThan(55_000);
+    expect(Date.now() - Date.parse(usage.rules[0]!.oldestEntryAt)).toBeLessThan(10_000);
+    expect(JSON.stringify(usage)).not.toContain("customer-7");
+
+    expect(await (await admin(gate, "reset", { key: "customer-7" })).json()).toMatchObject({ reset: true });
+    const after = (await (await admin(gate, "usage", { key: "customer-7" })).json()) as { rules: { used: number }[] };
+    expect(after.rules.map((r) => r.used)).toEqual([0, 0]);
+    expect(await statuses(gate, 4, "/", { key: "customer-7" })).toEqual([200, 200, 200, 429]);
+  });
+
+  it("a dynamic block takes effect on the next request, shows in usage, and ends on time", async () => {
+    const gate = withAdmin();
+    expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([200]);
+    expect(await (await admin(gate, "block", { ip: "203.0.113.66", seconds: 1 })).json()).toEqual({ blocked: true, seconds: 1 });
+    const res = await gate(request("/", { ip: "203.0.113.66" }));
+    expect(res.status).toBe(403);
+    expect(res.headers.get("Retry-After")).toBe("1");
+    expect(await res.json()).toMatchObject({ type: "urn:slidegate:blocked" });
+    const usage = (await (await admin(gate, "usage", { ip: "203.0.113.66" })).json()) as { blockedForMs: number };
+    expect(usage.blockedForMs).toBeGreaterThan(0);
+    expect(await statuses(gate, 1, "/", { ip: "203.0.113.67" })).toEqual([200]); // others unaffected
+    await sleep(1100);
+    expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([200]);
+  });
+
+  it("unblock lifts a block at once", async () => {
+    const gate = withAdmin();
+    await admin(gate, "block", { key: "abuser", seconds: 600 });
+    expect(await statuses(gate, 1, "/", { key: "abuser" })).toEqual([403]);
+    expect(await (await admin(gate, "unblock", { key: "abuser" })).json()).toEqual({ unblocked: true });
+    expect(await statuses(gate, 1, "/", { key: "abuser" })).toEqual([200]);
+  });
+});
+
+describe("metrics", () => {
+  it("writes one data point per decision, with outcome, tier, rules and latency", async () => {
+    const { points, dataset } = recordingDataset();
+    const gate = makeGate({ rules: [{ name: "m", limit: 2, window: "1m" }], deny: { ips: ["198.51.100.1"] }, allow: { ips: ["192.0.2.1"] } }, { metrics: dataset });
+    await statuses(gate, 3, "/", { ip: "203.0.113.80" });
+    await statuses(gate, 1, "/", { ip: "198.51.100.1" });
+    await statuses(gate, 1, "/", { ip: "192.0.2.1" });
+    expect(outcomes(points)).toEqual(["admitted", "admitted", "denied", "denylisted", "allowlisted"]);
+    expect(points[0]).toMatchObject({ blobs: ["admitted", "default", "m", "ip"], indexes: [expect.stringMatching(/^i[A-Za-z0-9_-]{22}$/)] });
+    expect(points[0]!.doubles![0]).toBeGreaterThan(0); // Redis latency, ms
+    expect(points[2]!.doubles![1]).toBeGreaterThan(0); // Retry-After, ms
+  });
+
+  it("records failures as failed-open and failed-closed", async () => {
+    const { points, dataset } = recordingDataset();
+    const broken = { redisUrl: "http://127.0.0.1:9", metrics: dataset };
+    await statuses(makeGate({ fail: "open", timeout: 300, rules: [{ name: "m", limit: 2, window: "1m" }] }, broken), 1);
+    await statuses(makeGate({ fail: "closed", timeout: 300, rules: [{ name: "m", limit: 2, window: "1m" }] }, broken), 1);
+    expect(outcomes(points)).toEqual(["failed-open", "failed-closed"]);
+  });
+
+  it("works with the runtime's own Analytics Engine binding", async () => {
+    const { env } = await import("cloudflare:workers");
+    const gate = makeGate({ rules: [{ name: "m", limit: 2, window: "1m" }] }, { metrics: (env as unknown as Env).SLIDEGATE_METRICS });
+    expect((env as unknown as Env).SLIDEGATE_METRICS).toBeDefined();
+    expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
+  });
+});
