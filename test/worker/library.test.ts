@@ -1,0 +1,92 @@
+import { Hono } from "hono";
+import { describe, expect, it } from "vitest";
+import { rateLimit } from "../../src/hono.ts";
+import { createRateLimiter } from "../../src/lib.ts";
+import { request, services } from "./helpers.ts";
+
+const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+
+describe("Hono middleware", () => {
+  it("limits a Hono app 5 per 10 s: 200 ×5 then 429, with the rate-limit headers", async () => {
+    type Bindings = { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string };
+    const app = new Hono<{ Bindings: Bindings }>();
+    app.use("/api/*", rateLimit({ prefix: prefix(), rules: [{ name: "default", limit: 5, window: "10s" }] }));
+    app.get("/api/hello", (c) => c.json({ hello: "world" }));
+    app.get("/health", (c) => c.text("ok"));
+    const env = { UPSTASH_REDIS_REST_URL: services.shimUrl, UPSTASH_REDIS_REST_TOKEN: services.shimToken };
+
+    const responses = [];
+    for (let i = 0; i < 6; i++) responses.push(await app.fetch(request("/api/hello", { ip: "198.51.100.30" }), env));
+    expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 200, 200, 429]);
+    expect(await responses[0]!.json()).toEqual({ hello: "world" });
+    expect(responses[0]!.headers.get("RateLimit")).toBe('"default";r=4;t=10');
+    expect(responses[4]!.headers.get("X-RateLimit-Remaining")).toBe("0");
+    expect(responses[5]!.headers.get("Retry-After")).toMatch(/^(9|10)$/);
+    expect(responses[5]!.headers.get("Content-Type")).toBe("application/problem+json");
+    // routes outside the middleware are untouched
+    expect((await app.fetch(request("/health", { ip: "198.51.100.30" }), env)).status).toBe(200);
+  });
+
+  it("takes an identity and a cost of the app's choosing", async () => {
+    const app = new Hono();
+    app.use(rateLimit({
+      url: services.shimUrl, token: services.shimToken, prefix: prefix(),
+      rules: [{ name: "tokens", limit: 10, window: "1m" }],
+      identify: (c) => c.req.header("x-user"),
+      cost: (c) => Number(c.req.query("tokens") ?? 1),
+    }));
+    app.post("/complete", (c) => c.text("done"));
+    const call = (user: string, tokens: number) => app.fetch(request(`/complete?tokens=${tokens}`, { method: "POST", headers: { "x-user": user } }));
+    expect((await call("ada", 6)).status).toBe(200);
+    expect((await call("ada", 6)).status).toBe(429);
+    expect((await call("ada", 4)).status).toBe(200);
+    expect((await call("grace", 10)).status).toBe(200);
+  });
+});
+
+describe("createRateLimiter", () => {
+  const limiter = (rules: Record<string, unknown>[], extra = {}) =>
+    createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules, ...extra });
+
+  it("decides for an identity of your own, by cost, with headers and Retry-After ready", async () => {
+    const l = limiter([{ name: "credits", limit: 10, window: "1m" }]);
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push(await l.limit("user-42", { cost: 3 }));
+    expect(results.map((r) => r.reason)).toEqual(["admitted", "admitted", "admitted", "rate-limited"]);
+    expect(results[2]!.headers.get("X-RateLimit-Remaining")).toBe("1");
+    expect(results[3]!.success).toBe(false);
+    expect(results[3]!.retryAfter).toBeGreaterThanOrEqual(59);
+    expect(results[3]!.headers.get("Retry-After")).toBe(String(results[3]!.retryAfter));
+    const denied = results[3]!.response();
+    expect(denied.status).toBe(429);
+    expect((await l.limit("user-43", { cost: 1 })).success).toBe(true);
+  });
+
+  it("answers a cost over the limit distinctly", async () => {
+    const result = await limiter([{ name: "credits", limit: 10, window: "1m" }]).limit("user-1", { cost: 11 });
+    expect(result).toMatchObject({ success: false, reason: "cost-exceeds-limit", retryAfter: undefined });
+    expect(await result.response().json()).toMatchObject({ type: "urn:slidegate:cost-exceeds-limit" });
+  });
+
+  it("takes a Request: identity from the key header or IP, rules by path and method", async () => {
+    const l = limiter([{ name: "writes", limit: 1, window: "1m", methods: ["POST"] }], { keyHeader: "x-api-key" });
+    expect((await l.limit(request("/x", { method: "GET" }))).reason).toBe("no-rule");
+    expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(true);
+    expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(false);
+    expect((await l.limit(request("/x", { method: "POST", key: "k2" }))).success).toBe(true);
+  });
+
+  it("fails as configured when the store is unreachable", async () => {
+    const rules = [{ name: "a", limit: 1, window: "1m" }];
+    const open = await createRateLimiter({ url: "http://127.0.0.1:9", token: "t", rules, timeout: 300 }).limit("u");
+    expect(open).toMatchObject({ success: true, reason: "failed-open" });
+    const closed = await createRateLimiter({ url: "http://127.0.0.1:9", token: "t", rules, timeout: 300, fail: "closed" }).limit("u");
+    expect(closed).toMatchObject({ success: false, reason: "failed-closed" });
+    expect(closed.response().status).toBe(503);
+  });
+
+  it("refuses bad options at once, naming the field", () => {
+    expect(() => limiter([{ name: "a", limit: 0, window: "1m" }])).toThrow("options.rules[0].limit: must be at least 1");
+    expect(() => createRateLimiter({ url: "", token: "", rules: [] })).toThrow(/options.url and options.token are required/);
+  });
+});
