@@ -44,13 +44,16 @@ async function waitForPing(url: string, timeoutMs: number): Promise<void> {
  * // … redis.url is redis://127.0.0.1:<port>
  * await redis.stop();
  */
+/** Not yet exited, by its own hand or by a signal (a killed process has no exit code). */
+const running = (proc: ChildProcess) => proc.exitCode === null && proc.signalCode === null;
+
 export async function startRedis(options: { port?: number; args?: string[] } = {}): Promise<LocalRedis> {
   const port = options.port ?? (await freePort());
   const url = `redis://127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
 
   const start = async () => {
-    if (child && child.exitCode === null) return; // already running
+    if (child && running(child)) return; // already running
     const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", ...(options.args ?? [])];
     // Output is kept for an error message, never inherited: an inherited pipe would outlive the caller.
     const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "ignore"] });
@@ -64,7 +67,7 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
   const stop = async () => {
     const proc = child;
     child = undefined;
-    if (!proc || proc.exitCode !== null) return;
+    if (!proc || !running(proc)) return;
     await new Promise<void>((resolve) => {
       proc.once("exit", () => resolve());
       proc.kill("SIGTERM");

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run shim`: the Upstash REST API in front of a Redis, for local development and
- * self-hosting. Environment: SHIM_TOKEN (required), REDIS_URL, SHIM_HOST, SHIM_PORT,
- * SHIM_BODY_LIMIT (bytes).
+ * self-hosting. Environment: SHIM_TOKEN (required), REDIS_URL, or REDIS_CLUSTER_NODES
+ * (host:port,host:port,… for a Redis Cluster), SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes).
  */
 import { DEFAULT_REDIS_URL, startShim } from "./server.ts";
 
@@ -18,12 +18,17 @@ function integerEnv(name: string, fallback: number): number {
   return Number(raw);
 }
 
+const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(",").map((n) => n.trim()).filter(Boolean);
+const badNode = clusterNodes?.find((n) => !/^[^\s:]+:\d{1,5}$/.test(n));
+if (badNode !== undefined) fail(`REDIS_CLUSTER_NODES: "${badNode}" is not host:port (give a comma-separated list like 10.0.0.1:7000,10.0.0.2:7000)`);
+
 const token = process.env.SHIM_TOKEN;
 if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it, e.g. SHIM_TOKEN=$(openssl rand -hex 16) npm run shim");
 
 const shim = await startShim({
   token,
   redisUrl: process.env.REDIS_URL || DEFAULT_REDIS_URL,
+  clusterNodes,
   host: process.env.SHIM_HOST || "127.0.0.1",
   port: integerEnv("SHIM_PORT", 8079),
   bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),

@@ -1,15 +1,16 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import type Redis from "ioredis";
 import { BadRequest, encodeReply, toCommand, toCommands, type Command, type Json } from "./codec.ts";
 import { refusal } from "./commands.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
-import { createPool, RedisUnavailable, type RedisPool } from "./pool.ts";
+import { createClusterPool, createPool, RedisUnavailable, type RedisPool, type Replies } from "./pool.ts";
 
 export interface ShimOptions {
   token: string;
   redisUrl?: string;
+  /** host:port of Redis Cluster nodes: cluster mode, instead of redisUrl */
+  clusterNodes?: string[];
   /** default 127.0.0.1: the shim is for this machine unless told otherwise */
   host?: string;
   /** default 0: any free port */
@@ -65,11 +66,12 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const log = options.log ?? ((line) => console.error(line));
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
   const expected = createHash("sha256").update(`Bearer ${options.token}`).digest();
-  const pool: RedisPool = await createPool(redisUrl, {
+  const poolOptions = {
     size: options.poolSize,
     commandTimeoutMs: options.commandTimeoutMs,
-    onStatus: (event, detail) => log(`slidegate shim: redis connection ${event}${detail ? `: ${detail}` : ""}`),
-  });
+    onStatus: (event: string, detail: string) => log(`slidegate shim: redis connection ${event}${detail ? `: ${detail}` : ""}`),
+  };
+  const pool: RedisPool = options.clusterNodes?.length ? await createClusterPool(options.clusterNodes, poolOptions) : await createPool(redisUrl, poolOptions);
   const scripts = createScriptRegistry();
   const session = randomBytes(6).toString("hex");
   let responses = 0;
@@ -108,18 +110,11 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const outcome = (t: Translation, reply: unknown, base64: boolean): Outcome =>
     reply instanceof Error ? settle(reply) : { result: encodeReply(t.reply ? t.reply(reply) : reply, base64) };
 
-  /** Raw [error, reply] pairs, in order, from one connection. */
-  const run = async (connection: Redis, translated: Translation[]) => {
-    const batch = connection.pipeline();
-    // Upper-case names: ioredis reshapes some replies (HGETALL into an object), but only
-    // for its lower-case command names; Upstash clients expect the raw RESP2 shape.
-    for (const t of translated) batch.callBuffer(t.command[0], t.command.slice(1));
+  /** Raw [error, reply] pairs, in order. */
+  const run = (translated: Translation[], transaction = false): Promise<Replies> => {
     commands += translated.length;
-    try {
-      return (await batch.exec()) ?? [];
-    } catch (e) {
-      throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
-    }
+    const list = translated.map((t) => t.command);
+    return transaction ? pool.transaction(list) : pool.exec(list);
   };
 
   const translate = (command: Command): Translation => {
@@ -130,7 +125,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function single(body: unknown, base64: boolean) {
     const t = translate(toCommand(body, "body"));
-    const [[error, reply]] = (await run(pool.shared(), [t])) as [[Error | null, unknown]];
+    const [[error, reply]] = (await run([t])) as [[Error | null, unknown]];
     const entry = outcome(t, error ?? reply, base64);
     return { status: "error" in entry ? 400 : 200, body: entry };
   }
@@ -146,7 +141,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       }
     });
     const runnable = prepared.filter((p): p is Translation => !(p instanceof BadRequest));
-    const results = runnable.length ? await run(pool.shared(), runnable) : [];
+    const results = runnable.length ? await run(runnable) : [];
     let next = 0;
     return {
       status: 200,
@@ -160,15 +155,13 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function multiExec(body: unknown, base64: boolean) {
     const translated = toCommands(body).map(translate);
-    return pool.lease(async (connection) => {
-      const results = await run(connection, [{ command: ["MULTI"] }, ...translated, { command: ["EXEC"] }]);
-      const [execError, replies] = results[results.length - 1]!;
-      // Discarded as a whole (EXECABORT after a queue-time error): a non-2xx answer, never
-      // a 200 whose body is not the per-command array the client maps over.
-      if (execError) return { status: 400, body: settle(execError) };
-      // Runtime errors arrive as elements of EXEC's array and answer for their command only.
-      return { status: 200, body: (replies as unknown[]).map((r, i) => outcome(translated[i]!, r, base64)) };
-    });
+    const results = await run(translated, true);
+    const [execError, replies] = results[results.length - 1]!;
+    // Discarded as a whole (EXECABORT after a queue-time error): a non-2xx answer, never
+    // a 200 whose body is not the per-command array the client maps over.
+    if (execError) return { status: 400, body: settle(execError) };
+    // Runtime errors arrive as elements of EXEC's array and answer for their command only.
+    return { status: 200, body: (replies as unknown[]).map((r, i) => outcome(translated[i]!, r, base64)) };
   }
 
   const routes: Record<string, (body: unknown, base64: boolean) => Promise<{ status: number; body: unknown }>> = {
@@ -213,7 +206,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
     url: `http://${host}:${address.port}`,
-    redis: redactUrl(redisUrl),
+    redis: options.clusterNodes?.length ? `cluster ${options.clusterNodes.join(",")}` : redactUrl(redisUrl),
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
