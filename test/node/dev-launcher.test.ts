@@ -1,9 +1,10 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, isListening } from "../../scripts/lib/ports.ts";
+import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { services } from "../helpers/shim.ts";
 
 interface Ready {
@@ -29,9 +30,9 @@ const alive = (pid: number) => {
 };
 
 /** `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so. */
-async function startDev(devVars = "/dev/null"): Promise<{ ready: Ready; output: () => string }> {
+async function startDev(devVars = "/dev/null", env: Record<string, string> = {}): Promise<{ ready: Ready; output: () => string }> {
   dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-    env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: devVars },
+    env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: devVars, ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -103,4 +104,30 @@ describe("npm run dev", () => {
     expect((await sixRequests(ready.gate)).codes).toEqual([200, 200, 200, 200, 200, 429]);
     await ctrlC(ready);
   }, 120_000);
+
+  it("uses a Redis at REDIS_URL that answers, and starts none of its own", async () => {
+    const redis = await startRedis(); // empty, so the demo's window is this test's alone
+    try {
+      const { ready, output } = await startDev("/dev/null", { REDIS_URL: redis.url });
+      expect(output()).toContain(`Redis: using REDIS_URL ${redis.url}`);
+      expect(output()).not.toMatch(/started redis-server/);
+      expect((await sixRequests(ready.gate)).codes).toEqual([200, 200, 200, 200, 200, 429]);
+      await ctrlC(ready);
+      expect(await isListening(redis.port), "the Redis it did not start is left running").toBe(true);
+    } finally {
+      await redis.stop();
+    }
+  }, 120_000);
+
+  it("stops with install instructions when there is no Redis to use and no redis-server", async () => {
+    const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+      env: { ...process.env, PATH: "/nonexistent", REDIS_URL: "redis://127.0.0.1:9", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: "/dev/null" },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/REDIS_URL redis:\/\/127\.0\.0\.1:9 does not answer/);
+    expect(run.stderr).toMatch(/redis-server is not installed.*apt-get install redis-server.*brew install redis/s);
+    expect(run.stdout).not.toContain("SLIDEGATE_READY");
+  });
 });
