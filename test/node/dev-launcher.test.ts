@@ -16,9 +16,14 @@ interface Ready {
 }
 
 let dev: ChildProcess | undefined;
-afterEach(() => {
-  if (dev && dev.exitCode === null) dev.kill("SIGKILL");
-});
+afterEach(async () => {
+  // After a failed test: stop it as a user would, so it takes its children with it.
+  if (!dev || dev.exitCode !== null || dev.signalCode !== null) return;
+  const exited = new Promise((resolve) => dev!.once("exit", resolve));
+  dev.kill("SIGINT");
+  await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+  if (dev.exitCode === null && dev.signalCode === null) dev.kill("SIGKILL");
+}, 15_000);
 
 const alive = (pid: number) => {
   try {
