@@ -1,0 +1,33 @@
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join, relative } from "node:path";
+import { describe, expect, it } from "vitest";
+
+// The README's Worker examples import "slidegate" and "slidegate/hono" as a user would; inside
+// this package those names resolve to its own exports, so the examples type-check as written.
+describe("README TypeScript examples", () => {
+  it("type-check against the package's exports", () => {
+    const blocks = [...readFileSync("README.md", "utf8").matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    expect(blocks.length).toBeGreaterThanOrEqual(2);
+    const dir = mkdtempSync(join("test", ".readme-"));
+    try {
+      const files = blocks.map((code, i) => {
+        const file = join(dir, `example-${i}.ts`);
+        writeFileSync(file, code);
+        return file;
+      });
+      writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
+        extends: relative(dir, "tsconfig.json"),
+        compilerOptions: { noUnusedLocals: false },
+        include: [...files.map((f) => relative(dir, f)), relative(dir, "src")],
+      }));
+      const tsc = join(createRequire(import.meta.url).resolve("typescript/package.json"), "..", "bin", "tsc");
+      const run = spawnSync(process.execPath, [tsc, "--noEmit", "-p", join(dir, "tsconfig.json")], { encoding: "utf8" });
+      expect(run.stdout + run.stderr).toBe("");
+      expect(run.status).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
