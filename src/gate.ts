@@ -29,6 +29,28 @@ export type Gate = (request: Request) => Promise<Response>;
 /** Marks a response admitted only because the store failed and the rules fail open. */
 export const FAIL_OPEN_HEADER = "X-Slidegate-Fail-Open";
 
+/** The most of an unread upload the gate reads (and drops) before answering on its own. */
+const DRAIN_LIMIT = 1 << 20;
+
+/**
+ * An answer of the gate's own (401, 403, 429, 503) leaves the upload unread. Reading what is
+ * still arriving, up to a limit, lets the client finish sending and read that answer, where an
+ * unread upload can end in a connection reset; past the limit the rest is refused.
+ */
+async function discard(body: ReadableStream<Uint8Array>): Promise<void> {
+  const reader = body.getReader();
+  try {
+    for (let read = 0; read <= DRAIN_LIMIT; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // a client that went away: nothing left to answer
+  }
+}
+
 const defaultLog: NonNullable<GateOptions["log"]> = (level, line) => console[level](JSON.stringify(line));
 const names = (rules: readonly { name: string }[]) => rules.map((r) => r.name);
 
@@ -50,6 +72,12 @@ export function createGate(options: GateOptions): Gate {
   const decide = createDecider({ config, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
 
   return async (request) => {
+    const response = await handle(request);
+    if (request.body && !request.bodyUsed) await discard(request.body);
+    return response;
+  };
+
+  async function handle(request: Request): Promise<Response> {
     try {
       const path = new URL(request.url).pathname;
       if (path.startsWith(ADMIN_PREFIX)) return await admin(request);
@@ -102,5 +130,5 @@ export function createGate(options: GateOptions): Gate {
       log("error", { event: "slidegate.upstream_error", error: error instanceof Error ? error.message : String(error) });
       return badGateway();
     }
-  };
+  }
 }

@@ -68,4 +68,14 @@ describe("security", () => {
     const hits = await Promise.all(ids.map(async (id) => ((await (await fetch(`${services().originUrl}/__origin/hits/${id}`)).json()) as { hits: number }).hits));
     expect(hits).toEqual(statuses.map((s) => (s === 200 ? 1 : 0)));
   });
+
+  it("answers a denied 1 MB upload with its 429, not a connection reset", async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 25; i++) {
+      const res = await gate.dispatchFetch("http://gate.example/upload", { method: "POST", body: new Uint8Array(1 << 20), headers: { "cf-connecting-ip": "198.51.100.12" } });
+      await res.arrayBuffer();
+      statuses.push(res.status);
+    }
+    expect(statuses).toEqual([...Array(20).fill(200), ...Array(5).fill(429)]);
+  }, 60_000);
 });
