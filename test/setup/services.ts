@@ -7,6 +7,7 @@ import { startOrigin } from "../../scripts/demo-origin.ts";
 import { buildWorker } from "../../scripts/lib/build-worker.ts";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
+import { startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 
 export interface Services {
   redisUrl: string;
@@ -17,6 +18,10 @@ export interface Services {
   countingShimUrl: string;
   /** a shim in front of a Redis of its own, which tests may stop and start */
   faultShimUrl: string;
+  /** the shared shim behind a proxy that answers every call slowShimMs late, so a test can
+   * assert measured Redis latency against a known floor (workerd's clock only moves on I/O) */
+  slowShimUrl: string;
+  slowShimMs: number;
   /** POST /redis/stop and /redis/start act on the fault Redis (Worker tests cannot run processes) */
   controlUrl: string;
   /** the Worker as `npm run build` bundles it, for Miniflare instances run from Node */
@@ -48,6 +53,9 @@ export default async function setup(project: TestProject) {
     const redis = keep(await startRedis());
     const shim = keep(await startShim({ ...quiet, redisUrl: redis.url }));
     const countingShim = keep(await startShim({ ...quiet, redisUrl: redis.url }));
+    const slowShimMs = 40;
+    const slowShim = keep(await startFaultProxy(shim.url));
+    slowShim.set({ kind: "slow", ms: slowShimMs });
     const faultRedis = keep(await startRedis());
     const faultShim = keep(await startShim({ ...quiet, redisUrl: faultRedis.url }));
     const origin = keep(await startOrigin());
@@ -68,6 +76,8 @@ export default async function setup(project: TestProject) {
       originUrl: origin.url,
       countingShimUrl: countingShim.url,
       faultShimUrl: faultShim.url,
+      slowShimUrl: slowShim.url,
+      slowShimMs,
       controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
       workerDir,
     });

@@ -166,13 +166,18 @@ describe("admin API", () => {
 describe("metrics", () => {
   it("writes one data point per decision, with outcome, tier, rules and latency", async () => {
     const { points, dataset } = recordingDataset();
-    const gate = makeGate({ rules: [{ name: "m", limit: 2, window: "1m" }], deny: { ips: ["198.51.100.1"] }, allow: { ips: ["192.0.2.1"] } }, { metrics: dataset });
+    const gate = makeGate(
+      { rules: [{ name: "m", limit: 2, window: "1m" }], deny: { ips: ["198.51.100.1"] }, allow: { ips: ["192.0.2.1"] } },
+      { metrics: dataset, redisUrl: services.slowShimUrl },
+    );
     await statuses(gate, 3, "/", { ip: "203.0.113.80" });
     await statuses(gate, 1, "/", { ip: "198.51.100.1" });
     await statuses(gate, 1, "/", { ip: "192.0.2.1" });
     expect(outcomes(points)).toEqual(["admitted", "admitted", "denied", "denylisted", "allowlisted"]);
     expect(points[0]).toMatchObject({ blobs: ["admitted", "default", "m", "ip"], indexes: [expect.stringMatching(/^i[A-Za-z0-9_-]{22}$/)] });
-    expect(points[0]!.doubles![0]).toBeGreaterThan(0); // Redis latency, ms
+    // Redis latency, ms: the slow shim holds every call slowShimMs, so that is a floor
+    expect(points[0]!.doubles![0]).toBeGreaterThanOrEqual(services.slowShimMs);
+    expect(points[3]!.doubles![0]).toBe(0); // a denylisted request never reaches Redis
     expect(points[2]!.doubles![1]).toBeGreaterThan(0); // Retry-After, ms
   });
 
