@@ -15,6 +15,8 @@ export interface AdminOptions {
   adminToken?: string;
   redisUrl: string;
   redisToken: string;
+  /** the edge clock (ms), used only with `clock: "edge"` */
+  now?: () => number;
 }
 
 const json = (body: unknown, status = 200) =>
@@ -22,8 +24,20 @@ const json = (body: unknown, status = 200) =>
 const notFound = () => problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock.`);
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
 
-/** A member is "<cost>.<id>" when its request weighed more than 1 (see sliding-window.lua). */
-const memberCost = (member: string) => Number(/^(\d+)\./.exec(member)?.[1] ?? 1);
+/** A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua). */
+const memberCost = (member: string) => Number(/^\d+:(\d+)$/.exec(member)?.[1] ?? 1);
+
+/**
+ * ms an operator block has left, as the script reads it: the key holds when the block ends
+ * (µs, the script's clock); a value it cannot read is a hand-made block that lasts its TTL.
+ * null: a block without end.
+ */
+function blockLeft(value: string | null, ttlMs: number, nowUs: number): number | null {
+  if (value === null) return 0;
+  const ends = Number(value);
+  if (value.trim() !== "" && Number.isFinite(ends)) return ends > nowUs ? Math.ceil((ends - nowUs) / 1000) : 0;
+  return ttlMs === -1 ? null : Math.max(ttlMs, 0);
+}
 
 /**
  * The operator's API: read an identity's usage per rule, reset it, block and unblock it. The
@@ -45,23 +59,30 @@ export function createAdmin(options: AdminOptions): (request: Request) => Promis
   const authorised = async (request: Request) =>
     crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
 
-  /** Every key of one identity: its block, and the log and weight of every rule of every tier. */
-  const keysOf = (tag: string) => [...config.tiers].flatMap(([tier, rules]) =>
-    rules.flatMap((r) => [redisKeys.log(config.prefix, tag, tier, r.name), redisKeys.weight(config.prefix, tag, tier, r.name)]));
+  /** Every log of one identity: every rule of every tier. */
+  const logsOf = (tag: string) => [...config.tiers].flatMap(([tier, rules]) => rules.map((r) => redisKeys.log(config.prefix, tag, tier, r.name)));
+
+  /** Now in µs on the clock the script decides by. */
+  const clock = async () => {
+    if (config.clock === "edge") return Math.round((options.now ?? Date.now)() * 1000);
+    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
+    return seconds * 1_000_000 + micros;
+  };
 
   async function usage(identity: Identity) {
     const tier = tierOf(config, identity.keyHash);
     const rules = config.tiers.get(tier) ?? [];
-    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
-    const now = seconds * 1_000_000 + micros;
+    const now = await clock();
+    const block = redisKeys.block(config.prefix, identity.tag);
     const p = redis.pipeline();
-    p.pttl(redisKeys.block(config.prefix, identity.tag));
+    p.get(block);
+    p.pttl(block);
     for (const r of rules) p.zrange(redisKeys.log(config.prefix, identity.tag, tier, r.name), 0, -1, { withScores: true });
-    const [blockTtl, ...logs] = (await p.exec()) as [number, ...string[][]];
+    const [blockValue, blockTtl, ...logs] = (await p.exec()) as [string | null, number, ...string[][]];
     return {
       identity: { kind: identity.kind === "k" ? "key" : "ip", tag: identity.tag },
       tier,
-      blockedForMs: blockTtl === -2 ? 0 : blockTtl === -1 ? null : blockTtl,
+      blockedForMs: blockLeft(blockValue, blockTtl, now),
       rules: rules.map((r, i) => {
         const entries = logs[i] ?? [];
         let used = 0;
@@ -85,13 +106,15 @@ export function createAdmin(options: AdminOptions): (request: Request) => Promis
 
   const routes: Record<string, (identity: Identity, body: Record<string, unknown>) => Promise<Response>> = {
     usage: async (identity) => json(await usage(identity)),
-    reset: async (identity) => json({ reset: true, keysDeleted: await redis.del(...keysOf(identity.tag)) }),
+    reset: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }),
     block: async (identity, body) => {
       const seconds = body.seconds;
       if (typeof seconds !== "number" || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_BLOCK_SECONDS) {
         return badRequest(`"seconds" must be a whole number from 1 to ${MAX_BLOCK_SECONDS}`);
       }
-      await redis.set(redisKeys.block(config.prefix, identity.tag), "1", { px: seconds * 1000 });
+      // The value (when it ends, on the script's clock) decides; the TTL, a second longer, only collects it.
+      const ends = (await clock()) + seconds * 1_000_000;
+      await redis.set(redisKeys.block(config.prefix, identity.tag), String(ends), { px: seconds * 1000 + 1000 });
       return json({ blocked: true, seconds });
     },
     unblock: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }),

@@ -51,7 +51,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const redisMs = performance.now() - asked;
     if (decision.blockedMs > 0) return { kind: "blocked", ms: decision.blockedMs, redisMs };
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
-    if (!decision.neverFits) blocked.set(cacheKey, now + decision.retryAfterMs, { decision, at: now });
+    if (decision.retryAfterMs > 0) blocked.set(cacheKey, now + decision.retryAfterMs, { decision, at: now });
     return { kind: "denied", decision, redisMs, elapsedMs: 0 };
   };
 }

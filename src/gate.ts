@@ -68,7 +68,7 @@ export function createGate(options: GateOptions): Gate {
   const { config, origin } = options;
   const log = options.log ?? defaultLog;
   const record = createMetrics(options.metrics);
-  const admin = createAdmin({ config, adminToken: options.adminToken, redisUrl: options.redisUrl, redisToken: options.redisToken });
+  const admin = createAdmin({ config, adminToken: options.adminToken, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
   const decide = createDecider({ config, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
 
   return async (request) => {

@@ -9,7 +9,8 @@
  * app.use("/api/*", rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }] }));
  */
 import type { Context, MiddlewareHandler } from "hono";
-import { createRateLimiter, type RateLimiter, type RateLimiterOptions } from "./lib.ts";
+import { CostError, createRateLimiter, type RateLimiter, type RateLimiterOptions } from "./lib.ts";
+import { problem } from "./problem.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -18,7 +19,7 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
   token?: string;
   /** an identity of your own (a user id, say); default: the API key or client IP of the request */
   identify?: (c: Context) => string | undefined;
-  /** what a request weighs; default: each rule's own cost */
+  /** what a request weighs, a whole number from 1 to the rules' limits (else the request gets 400); default: each rule's own cost */
   cost?: (c: Context) => number | undefined;
 }
 
@@ -28,7 +29,14 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   return async (c, next) => {
     const env = (c.env ?? {}) as Record<string, string | undefined>;
     limiter ??= createRateLimiter({ ...options, url: options.url ?? env.UPSTASH_REDIS_REST_URL ?? "", token: options.token ?? env.UPSTASH_REDIS_REST_TOKEN ?? "" });
-    const result = await limiter.limit(options.identify?.(c) ?? c.req.raw, { cost: options.cost?.(c) });
+    let result;
+    try {
+      result = await limiter.limit(options.identify?.(c) ?? c.req.raw, { cost: options.cost?.(c) });
+    } catch (e) {
+      // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
+      if (e instanceof CostError) return problem(400, "invalid-cost", "Bad Request", e.message.replace(/^slidegate: /, "This request's "));
+      throw e;
+    }
     if (!result.success) return result.response();
     await next();
     result.headers.forEach((value, name) => c.res.headers.set(name, value));

@@ -14,10 +14,11 @@ import { parseRateLimits, type GateConfig, type Rule } from "./config.ts";
 import { createDecider, type Verdict } from "./decide.ts";
 import { rateLimitHeaders, retryAfterSeconds } from "./headers.ts";
 import { apiKey, clientIp, identify } from "./identity.ts";
-import type { Decision } from "./limiter.ts";
+import { assertCost, type Decision } from "./limiter.ts";
 import { blocked, rateLimited, storeUnavailable } from "./responses.ts";
 import { matchRules, tierOf } from "./rules.ts";
 
+export { CostError } from "./limiter.ts";
 export type { Decision, LimitState } from "./limiter.ts";
 
 export interface RateLimiterOptions {
@@ -34,7 +35,7 @@ export interface RateLimiterOptions {
   blockCacheSize?: number;
 }
 
-export type Reason = "admitted" | "rate-limited" | "cost-exceeds-limit" | "blocked" | "failed-open" | "failed-closed" | "no-rule";
+export type Reason = "admitted" | "rate-limited" | "blocked" | "failed-open" | "failed-closed" | "no-rule";
 
 export interface LimitResult {
   /** go ahead: admitted, failed open, or no rule applied */
@@ -50,7 +51,11 @@ export interface LimitResult {
 }
 
 export interface LimitOptions {
-  /** what this call weighs against every rule (default: each rule's own cost) */
+  /**
+   * What this call weighs against every rule it is checked against: a whole number from 1 to
+   * the smallest of their limits (default: each rule's own cost). Anything else throws a
+   * {@link CostError} (a TypeError) before Redis is asked.
+   */
   cost?: number;
 }
 
@@ -81,8 +86,8 @@ function toResult(verdict: Verdict): LimitResult {
       const headers = response().headers;
       headers.delete("Content-Type");
       headers.delete("Cache-Control");
-      const retryAfter = verdict.decision.neverFits ? undefined : Number(retryAfterSeconds(verdict.decision.retryAfterMs - verdict.elapsedMs));
-      return { success: false, reason: verdict.decision.neverFits ? "cost-exceeds-limit" : "rate-limited", decision: verdict.decision, headers, retryAfter, response };
+      const retryAfter = Number(retryAfterSeconds(verdict.decision.retryAfterMs - verdict.elapsedMs));
+      return { success: false, reason: "rate-limited", decision: verdict.decision, headers, retryAfter, response };
     }
     case "blocked":
       return { success: false, reason: "blocked", headers: new Headers(), retryAfter: Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined, response: () => blocked(verdict.ms) };
@@ -103,6 +108,9 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const allRules: readonly Rule[] = config.tiers.get(config.defaultTier) ?? [];
   return {
     async limit(input, limitOptions = {}) {
+      const { cost } = limitOptions;
+      // the shape first, whatever rules match: a bad cost is a bug even where no rule applies
+      if (cost !== undefined) assertCost(cost);
       let identity;
       let rules = allRules;
       if (typeof input === "string") {
@@ -113,7 +121,8 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
         rules = matchRules(config, tierOf(config, undefined), input.method, new URL(input.url).pathname);
       }
       if (rules.length === 0) return { success: true, reason: "no-rule", headers: new Headers(), response: () => new Response(null, { status: 204 }) };
-      return toResult(await decide(identity, config.defaultTier, rules, limitOptions.cost));
+      if (cost !== undefined) for (const rule of rules) assertCost(cost, rule);
+      return toResult(await decide(identity, config.defaultTier, rules, cost));
     },
   };
 }

@@ -6,7 +6,7 @@ export interface Limit {
   name: string;
   limit: number;
   windowMs: number;
-  /** what this request weighs against the limit (default 1) */
+  /** what this request weighs against the limit: a whole number from 1 to `limit` (default 1) */
   cost?: number;
   /** decided and reported, never enforced */
   shadow?: boolean;
@@ -20,7 +20,7 @@ export interface LimitState {
   remaining: number;
   /** ms until the oldest entry leaves the window */
   resetMs: number;
-  /** ms until this request would fit; 0 when it fits, -1 when its cost exceeds the limit */
+  /** ms until this request would fit; 0 when it fits */
   retryMs: number;
 }
 
@@ -29,8 +29,6 @@ export interface Decision {
   limits: LimitState[];
   /** the longest wait among the enforced limits that denied; 0 when admitted */
   retryAfterMs: number;
-  /** the request's cost exceeds an enforced limit outright: no wait will make it fit */
-  neverFits: boolean;
   /** shadow limits that would have denied this request */
   wouldDeny: string[];
   /** ms left of an operator's block of this identity; 0 when not blocked */
@@ -54,16 +52,27 @@ export class LimiterError extends Error {
 
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number) => Promise<Decision>;
 
-/** The Redis keys of one identity: its operator block, and per scope and limit a log and a weight. */
+/** The Redis keys of one identity: its operator block, and per scope and limit a log. */
 export const redisKeys = {
   block: (prefix: string, tag: string) => `${prefix}:{${tag}}:block`,
   log: (prefix: string, tag: string, scope: string, limit: string) => `${prefix}:{${tag}}:${scope}:${limit}`,
-  weight: (prefix: string, tag: string, scope: string, limit: string) => `${prefix}:{${tag}}:${scope}:${limit}:w`,
 };
 
-function requestId(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(6));
-  return btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_");
+/**
+ * Checked before anything reaches Redis: a cost outside 1..limit (0, negative, fractional,
+ * NaN, more than the whole limit) is the caller's mistake, reported as such — never a store
+ * failure, so it can neither fail open nor write half a decision.
+ */
+export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">): asserts cost is number {
+  if (typeof cost !== "number" || !Number.isInteger(cost) || cost < 1 || cost > (limit?.limit ?? Number.MAX_SAFE_INTEGER)) {
+    const range = limit ? `from 1 to ${limit.limit} (the limit of "${limit.name}")` : "of at least 1";
+    throw new CostError(`slidegate: cost must be a whole number ${range}, not ${String(cost)}`);
+  }
+}
+
+/** A cost the caller should not have asked for: see {@link assertCost}. */
+export class CostError extends TypeError {
+  override name = "CostError";
 }
 
 /**
@@ -99,9 +108,10 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
 
   return async (tag, scope, limits, timeoutMs) => {
     const keys: string[] = [redisKeys.block(options.prefix, tag)];
-    const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", requestId()];
+    const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : ""];
     for (const l of limits) {
-      keys.push(redisKeys.log(options.prefix, tag, scope, l.name), redisKeys.weight(options.prefix, tag, scope, l.name));
+      assertCost(l.cost ?? 1, l);
+      keys.push(redisKeys.log(options.prefix, tag, scope, l.name));
       args.push(l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);
@@ -122,26 +132,25 @@ function toDecision(reply: unknown, limits: readonly Limit[]): Decision {
   const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
   if (!Array.isArray(reply) || !reply.every(Number.isInteger)) throw malformed();
   if (reply[0] === 2 && reply.length === 2) {
-    // blocked by an operator: -1 means a block without expiry
-    const blockedMs = reply[1] < 0 ? Number.POSITIVE_INFINITY : reply[1];
-    return { admitted: false, limits: [], retryAfterMs: blockedMs, neverFits: false, wouldDeny: [], blockedMs };
+    // blocked by an operator: -1 means a block without end; never 0, so "blocked" never reads as "not blocked"
+    const blockedMs = reply[1] < 0 ? Number.POSITIVE_INFINITY : Math.max(1, reply[1]);
+    return { admitted: false, limits: [], retryAfterMs: blockedMs, wouldDeny: [], blockedMs };
   }
-  if (reply.length !== 2 + 3 * limits.length) throw malformed();
+  if (reply.length !== 1 + 3 * limits.length || (reply[0] !== 0 && reply[0] !== 1)) throw malformed();
   const states = limits.map((l, i): LimitState => ({
     name: l.name,
     limit: l.limit,
     windowMs: l.windowMs,
     shadow: l.shadow ?? false,
-    remaining: reply[2 + 3 * i],
-    resetMs: reply[3 + 3 * i],
-    retryMs: reply[4 + 3 * i],
+    remaining: reply[1 + 3 * i],
+    resetMs: reply[2 + 3 * i],
+    retryMs: reply[3 + 3 * i],
   }));
   const enforced = states.filter((s) => !s.shadow);
   return {
     admitted: reply[0] === 1,
     limits: states,
     retryAfterMs: Math.max(0, ...enforced.map((s) => s.retryMs)),
-    neverFits: enforced.some((s) => s.retryMs < 0),
     wouldDeny: states.filter((s) => s.shadow && s.retryMs !== 0).map((s) => s.name),
     blockedMs: 0,
   };

@@ -22,10 +22,6 @@ export function rateLimited(decision: Decision, elapsedMs = 0): Response {
   const limits = decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) }));
   const headers = rateLimitHeaders({ ...decision, limits });
   const enforced = decision.limits.filter((l) => !l.shadow);
-  if (decision.neverFits) {
-    const over = enforced.filter((l) => l.retryMs < 0).map((l) => `"${l.name}" (${l.limit})`).join(", ");
-    return problem(429, "cost-exceeds-limit", "Request Exceeds Limit", `This request costs more than limit ${over} allows in a whole window; waiting will not help.`, headers);
-  }
   const wait = retryAfterSeconds(decision.retryAfterMs - elapsedMs);
   headers.set("Retry-After", wait);
   const names = enforced.filter((l) => l.retryMs > 0).map((l) => `"${l.name}"`).join(", ");

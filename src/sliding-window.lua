@@ -3,123 +3,188 @@
   slidegate: one exact sliding-window-log decision for every rule a request matches.
 
   Atomic by construction: Redis runs the whole script before any other command, so
-  "evict, count, record" cannot interleave across the fleet.
+  "count, decide, record" cannot interleave across the fleet.
+
+  Total by construction: whatever subset of its keys was deleted, evicted or expired between
+  calls, the keys that are left are each a consistent log, so every reply is well formed. The
+  work per call is at most, per rule, 2 reads and 3 writes, plus (only for a rule that denies
+  with more than one unit to wait for) 1 + ceil(log2(units to wait for)) <= 22 reads, and a
+  bounded loop of at most 64 steps; the one O(n) command, ZREMRANGEBYSCORE, removes entries
+  that earlier calls recorded, each once.
 
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
-    KEYS[1]     the operator's block: present (with a TTL) while the identity is blocked
-    then two per rule i:
-    KEYS[2i]    the log: a sorted set, member = request id, score = arrival time in µs
-    KEYS[2i+1]  the extra weight: sum of (cost - 1) over the log's weighted members;
-                absent while every member costs 1, so plain traffic never pays for weights
+    KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
+                 clock); its TTL only collects it
+    KEYS[1 + i]  the log of rule i: a sorted set with one entry per recorded request,
+                 score = arrival time in µs, member = the log's running total of cost before
+                 the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1
   ARGV:
     [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
-    [2]  request id, unique per request
-    then four per rule i, from j = 4i - 1: [j] limit, [j+1] window in ms, [j+2] cost of
-    this request, [j+3] "1" for a shadow rule (decided and reported, never enforced)
+    then four per rule i, from j = 4i - 2: [j] limit, [j+1] window in ms, [j+2] cost of this
+    request (a whole number >= 1), [j+3] "1" for a shadow rule (decided, reported, recorded
+    when it fits, never enforced)
   Returns
-    { 2, block ms left }  while an operator block holds (nothing is read or recorded)
-    { admitted (1|0), 0, then per rule: remaining, reset ms, retry ms }
-      reset ms: until the oldest entry leaves the window (one unit of quota returns)
+    { 2, ms }  while an operator block holds (ms >= 1, or -1 for a block without end);
+               nothing is read or recorded
+    { admitted (1|0), then per rule: remaining, reset ms, retry ms }
+      reset ms: until the oldest entry in the window leaves it (one more unit comes back)
       retry ms: until this request would fit (0 when it fits now, -1 when cost > limit)
+
+  Why running totals instead of counting members: the weight in a window is
+  (total after the newest entry) - (total before the oldest entry still in the window), two
+  O(log n) reads whatever the costs, with no second key that could disagree with the log.
+  Members stay unique without a request id, because the total only grows; an integer member
+  is stored compactly. Scores strictly increase (a new entry is never placed before the
+  newest one, even when clocks disagree), so rank order is arrival order and the totals grow
+  with rank: that lets the retry time of a weighted request be found by binary search.
+
+  Old entries are evicted, and the log's TTL refreshed, when a write starts a new eighth of a
+  window rather than on every call (the counts never include old entries: every read is bounded
+  by the window's start). Each refresh sets the TTL to a window and an eighth past the new
+  entry, so it still covers a window past any entry written later in the same eighth.
 ]]
 
-local block = redis.call('PTTL', KEYS[1])
-if block ~= -2 then return { 2, block } end
+local call = redis.call
 
-local function clock()
-  if ARGV[1] ~= '' then return tonumber(ARGV[1]) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = ARGV[1]
+if now == '' then
+  local t = call('TIME')
+  now = t[1] * 1000000 + t[2]
+else
+  now = tonumber(now)
+  if not now or now % 1 ~= 0 then return redis.error_reply('slidegate: now must be whole microseconds') end
 end
 
--- A weighted member is "<cost>.<id>"; request ids never contain a dot, so a plain
--- member (cost 1) stores nothing but its id: O(1) memory per request, whatever its cost.
-local function member_cost(member)
-  local cost = string.match(member, '^(%d+)%.')
-  return cost and tonumber(cost) or 1
+local block = call('GET', KEYS[1])
+if block then
+  local ends = tonumber(block)
+  if ends then
+    if ends > now then return { 2, math.ceil((ends - now) / 1000) } end
+  else
+    -- not written by slidegate's admin API: the key's own TTL says how long it holds
+    local ttl = call('PTTL', KEYS[1])
+    if ttl == -1 then return { 2, -1 } end
+    if ttl >= 0 then return { 2, math.max(ttl, 1) } end
+  end
 end
 
-local now = clock()
-local request_id = ARGV[2]
-local rules = {}
--- whether every enforced rule fits: shadow rules never decide
+-- "<total>" or "<total>:<cost>" -> total before the entry, total after it (nil: not ours)
+local function totals(member)
+  local before = tonumber(member)
+  if before then return before, before + 1 end
+  local b, c = string.match(member, '^(%d+):(%d+)$')
+  if b then return tonumber(b), b + c end
+end
+
+local rules = (#KEYS - 1)
+-- per rule i, at 5i-4 .. 5i: used, total after the newest entry, newest score, oldest member
+-- and oldest score in the window (false when none); one table for the whole call, sized up
+-- front for the usual single rule
+local state = { 0, 0, 0, 0, 0 }
 local fits = true
 
--- Pass 1: evict what has left each window and measure what is still in it.
-for i = 1, (#KEYS - 1) / 2 do
-  local a = 4 * i - 1
-  local r = {
-    log = KEYS[2 * i], weight = KEYS[2 * i + 1],
-    limit = tonumber(ARGV[a]), window_ms = tonumber(ARGV[a + 1]),
-    cost = tonumber(ARGV[a + 2]), shadow = ARGV[a + 3] == '1',
-  }
-  r.window = r.window_ms * 1000
-  local cutoff = now - r.window
-  -- GET answers false for a missing key
-  r.extra = tonumber(redis.call('GET', r.weight) or 0)
-  if r.extra > 0 then
-    local leaving = 0
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', r.log, '-inf', cutoff)) do
-      leaving = leaving + member_cost(m) - 1
+-- Pass 1: measure every window; record nothing yet.
+for i = 1, rules do
+  local log, a = KEYS[i + 1], 4 * i - 2
+  local limit, window, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  -- the caller validates; checked again because a bad number here would write nonsense
+  if not (limit and window and cost and limit >= 1 and window >= 1 and cost >= 1 and cost % 1 == 0) then
+    return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
+  end
+  window = window * 1000
+  local used, total, newest, oldest, since = 0, 0, false, false, false
+  local e = call('ZRANGE', log, '-1', '-1', 'WITHSCORES')
+  if e[1] then
+    local _, after = totals(e[1])
+    newest = tonumber(e[2])
+    if after and newest <= now + window then
+      total = after
+      if newest > now - window then
+        -- A log's clock never runs back: behind its newest entry, the window ends there.
+        -- Entries that once left the window stay out, whoever's clock asks next.
+        local f = call('ZRANGE', log, math.max(now, newest) - window + 1, '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+        local before = f[1] and totals(f[1])
+        if before and before < total then
+          used, oldest, since = total - before, f[1], tonumber(f[2])
+        else
+          total = nil
+        end
+      end
+    else
+      total = nil
     end
-    if leaving > 0 then
-      r.extra = r.extra - leaving
-      if r.extra > 0 then redis.call('DECRBY', r.weight, leaving) else redis.call('DEL', r.weight) end
+    if not total then
+      -- Not a log this script wrote (a member it cannot read, totals out of order, an entry
+      -- more than a window ahead of the clock): start the window afresh.
+      call('DEL', log)
+      used, total, newest, oldest, since = 0, 0, false, false, false
     end
   end
-  redis.call('ZREMRANGEBYSCORE', r.log, '-inf', cutoff)
-  r.used = redis.call('ZCARD', r.log) + r.extra
-  r.fit = r.used + r.cost <= r.limit
-  if not r.fit and not r.shadow then fits = false end
-  rules[i] = r
+  local k = 5 * i
+  state[k - 4], state[k - 3], state[k - 2], state[k - 1], state[k] = used, total, newest, oldest, since
+  if used + cost > limit and ARGV[a + 3] ~= '1' then fits = false end
+end
+
+-- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
+-- entry whose running total reaches total + cost - limit, plus a window. Ranks from the
+-- oldest entry in the window on are in arrival order with growing totals: binary search.
+local function retry_after(log, window, limit, cost, total, oldest, since)
+  if cost > limit then return -1 end
+  local target = total + cost - limit
+  local first = totals(oldest)
+  -- every entry weighs at least 1, so the answer is at most this many ranks past the oldest
+  local span = target - first - 1
+  if span <= 0 then return math.ceil((since + window - now) / 1000) end
+  local lo = call('ZRANK', log, oldest)
+  local hi, at = lo + span, false
+  for _ = 1, 64 do
+    if lo >= hi then break end
+    local mid = math.floor((lo + hi) / 2)
+    local e = call('ZRANGE', log, mid, mid, 'WITHSCORES')
+    -- past the newest entry counts as reached: the newest entry always reaches the target
+    local reached = true
+    if e[1] then
+      local _, after = totals(e[1])
+      reached = not after or after >= target
+    end
+    if reached then hi, at = mid, e[2] and tonumber(e[2]) else lo = mid + 1 end
+  end
+  if not at then
+    local e = call('ZRANGE', log, hi, hi, 'WITHSCORES')
+    at = tonumber(e[2])
+    -- unreachable for a log this script wrote; a full window is always long enough
+    if not at then return math.ceil(window / 1000) end
+  end
+  return math.ceil((at + window - now) / 1000)
 end
 
 -- Pass 2: all or nothing over the enforced rules. A denied request records nothing, so a
--- throttled caller cannot push its own window forward. A shadow rule records what it
--- would have admitted, so its would-deny count stays what enforcing it would give.
-if fits then
-  for _, r in ipairs(rules) do
-    if r.fit then
-      local member = r.cost > 1 and (r.cost .. '.' .. request_id) or request_id
-      -- Ids are random; should one ever repeat inside a window, keep both requests.
-      while redis.call('ZADD', r.log, 'NX', now, member) == 0 do member = member .. '~' end
-      redis.call('PEXPIRE', r.log, r.window_ms)
-      if r.cost > 1 then redis.call('INCRBY', r.weight, r.cost - 1) end
-      if r.cost > 1 or r.extra > 0 then redis.call('PEXPIRE', r.weight, r.window_ms) end
-      r.used = r.used + r.cost
-    end
-  end
-end
-
--- Time until enough of the oldest weight leaves the window for `r.cost` to fit.
-local function retry_after(r)
-  if r.cost > r.limit then return -1 end
-  local need = r.used + r.cost - r.limit
-  if r.extra == 0 then
-    -- every member weighs 1: the need-th oldest entry is the one to wait for
-    local e = redis.call('ZRANGE', r.log, need - 1, need - 1, 'WITHSCORES')
-    return tonumber(e[2]) + r.window - now
-  end
-  local freed, start = 0, 0
-  while true do
-    local batch = redis.call('ZRANGE', r.log, start, start + 127, 'WITHSCORES')
-    for j = 1, #batch, 2 do
-      freed = freed + member_cost(batch[j])
-      if freed >= need then return tonumber(batch[j + 1]) + r.window - now end
-    end
-    start = start + 128
-  end
-end
-
-local out = { fits and 1 or 0, 0 }
-for _, r in ipairs(rules) do
-  local oldest = redis.call('ZRANGE', r.log, 0, 0, 'WITHSCORES')
-  local reset = oldest[2] and (tonumber(oldest[2]) + r.window - now) or 0
+-- throttled caller cannot push its own window forward. A shadow rule records what it would
+-- have admitted, so its would-deny count stays what enforcing it would give.
+local out = { fits and 1 or 0, 0, 0, 0 }
+for i = 1, rules do
+  local log, a, k = KEYS[i + 1], 4 * i - 2, 5 * i
+  local limit, window, cost = tonumber(ARGV[a]), ARGV[a + 1] * 1000, tonumber(ARGV[a + 2])
+  local used, total, newest, oldest, since = state[k - 4], state[k - 3], state[k - 2], state[k - 1], state[k]
   local retry = 0
-  if not r.fit then retry = retry_after(r) end
-  if retry > 0 then retry = math.ceil(retry / 1000) end
-  out[#out + 1] = math.max(r.limit - r.used, 0)
-  out[#out + 1] = math.ceil(reset / 1000)
-  out[#out + 1] = retry
+  if used + cost > limit then
+    retry = retry_after(log, window, limit, cost, total, oldest, since)
+  elseif fits then
+    local score = now
+    if newest and newest >= now then score = newest + 1 end
+    call('ZADD', log, score, cost > 1 and (total .. ':' .. cost) or total)
+    local eighth = window / 8
+    -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
+    -- than the clock alone says
+    if not newest or score ~= now or score - score % eighth ~= newest - newest % eighth then
+      call('ZREMRANGEBYSCORE', log, '-inf', now - window)
+      call('PEXPIRE', log, math.ceil((score + window + eighth - now) / 1000))
+    end
+    used = used + cost
+    if not since then since = score end
+  end
+  out[3 * i - 1] = math.max(limit - used, 0)
+  out[3 * i] = since and math.ceil((since + window - now) / 1000) or 0
+  out[3 * i + 1] = retry
 end
 return out

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createLimiter } from "../../src/limiter.ts";
-import { makeGate, request, services, sleep, statuses } from "./helpers.ts";
+import { makeGate, request, sleep, statuses } from "./helpers.ts";
 
 const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) =>
   makeGate({ rules: [{ name: "default", limit, window }], ...extra });
@@ -164,14 +163,6 @@ describe("gate: the window and its rules", () => {
     expect(last!.headers.get("X-RateLimit-Remaining")).toBe("1");
   });
 
-  it("answers a cost over the limit distinctly: never fits, no wait offered", async () => {
-    const check = createLimiter({ url: services.shimUrl, token: services.shimToken, prefix: "tcost" });
-    const tag = `i${crypto.randomUUID()}`;
-    const d = await check(tag, "t", [{ name: "small", limit: 10, windowMs: 60_000, cost: 11 }], 1000);
-    expect(d).toMatchObject({ admitted: false, neverFits: true, limits: [{ name: "small", remaining: 10, retryMs: -1 }] });
-    const fits = await check(tag, "t", [{ name: "small", limit: 10, windowMs: 60_000, cost: 10 }], 1000);
-    expect(fits).toMatchObject({ admitted: true, neverFits: false, limits: [{ remaining: 0 }] });
-  });
 });
 
 describe("gate: Redis's clock decides", () => {

@@ -1,0 +1,223 @@
+import fc from "fast-check";
+import Redis from "ioredis";
+import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
+import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
+import { SlidingWindowModel, type Reply, type RuleCall } from "../model/sliding-window.ts";
+
+// The script itself, driven over RESP on a redis-server of this file's own (so INFO
+// commandstats counts only its work), with the flag rewrite the shim applies for stock Redis.
+const source = readFileSync(new URL("../../src/sliding-window.lua", import.meta.url), "utf8");
+const script = rewriteShebang(source) ?? source;
+
+// SLIDEGATE_MODEL_RUNS=5000 for a longer hunt; CI runs the default.
+const RUNS = Number(process.env.SLIDEGATE_MODEL_RUNS ?? 300);
+const T0 = 1_764_000_000_000_000; // µs
+
+let server: LocalRedis;
+let redis: Redis;
+let sha: string;
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = new Redis(server.url);
+  sha = (await redis.script("LOAD", script)) as string;
+});
+afterAll(async () => {
+  redis.disconnect();
+  await server.stop();
+});
+beforeEach(async () => {
+  await redis.flushall();
+});
+
+const argv = (now: number | "", rules: readonly RuleCall[]) => [String(now), ...rules.flatMap((r) => [r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0])];
+const evalsha = (block: string, logs: readonly string[], now: number | "", rules: readonly RuleCall[]) =>
+  redis.evalsha(sha, 1 + logs.length, block, ...logs, ...argv(now, rules)) as Promise<Reply>;
+
+/** Redis commands the script ran inside one call, from Redis's own accounting. */
+async function commandsOf<T>(call: () => Promise<T>): Promise<{ result: T; commands: number }> {
+  await redis.config("RESETSTAT");
+  const result = await call();
+  const stats = (await redis.info("commandstats")).split("\n");
+  let commands = 0;
+  for (const line of stats) {
+    const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line);
+    if (m && !["evalsha", "config|resetstat", "info"].includes(m[1]!)) commands += Number(m[2]);
+  }
+  return { result, commands };
+}
+
+/** The stated bound: 1 block read (+1 PTTL for a hand-made block), at most 6 calls per rule, and per rule that does not fit a rank and a binary search over at most its limit. */
+const bound = (rules: readonly RuleCall[], reply: Reply) =>
+  2 + 6 * rules.length + rules.reduce((sum, r, i) => sum + (reply[3 + 3 * i] !== 0 ? 2 + Math.ceil(Math.log2(r.limit + 1)) : 0), 0);
+
+describe("sliding-window script against its model", () => {
+  const ruleArb = fc.record({
+    limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 7, max: 300 })),
+    windowMs: fc.integer({ min: 60_000, max: 600_000 }),
+    shadow: fc.constantFrom(false, false, true),
+  });
+  const step = fc.oneof(
+    { weight: 12, arbitrary: fc.record({
+      kind: fc.constant("decide" as const),
+      who: fc.integer({ min: 0, max: 1 }),
+      rules: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+      // a share of the rule's limit, so every cost is valid: 1..limit
+      costs: fc.array(fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }) }), { minLength: 3, maxLength: 3 }),
+      dt: fc.oneof(
+        fc.constant(0),
+        fc.integer({ min: 1, max: 5_000 }),
+        fc.integer({ min: 0, max: 1_300_000_000 }),
+        fc.integer({ min: -5_000, max: -1 }),
+        fc.integer({ min: -1_300_000_000, max: -1 }),
+      ),
+    }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -1, max: 2 }) }) },
+    { weight: 1, arbitrary: fc.record({ kind: fc.constant("block" as const), who: fc.integer({ min: 0, max: 1 }), forUs: fc.oneof(fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: 1, max: 600_000_000 })) }) },
+  );
+
+  it(`decides as the model does over ${RUNS} command sequences, with keys deleted between calls`, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), fc.array(step, { minLength: 1, maxLength: 40 }), async (defs, steps) => {
+        await redis.flushall();
+        const model = new SlidingWindowModel();
+        const blockKey = (who: number) => `sg:{${who}}:block`;
+        const logKey = (who: number, rule: number) => `sg:{${who}}:t:r${rule}`;
+        let now = T0;
+        for (const s of steps) {
+          if (s.kind === "delete") {
+            const key = s.key < 0 ? blockKey(s.who) : logKey(s.who, s.key);
+            await redis.del(key);
+            model.delete(key);
+          } else if (s.kind === "block") {
+            // as the admin API writes it: when the block ends, on the script's clock
+            await redis.set(blockKey(s.who), String(now + s.forUs), "PX", 3_600_000);
+            model.block(blockKey(s.who), now + s.forUs);
+          } else {
+            now += s.dt;
+            const chosen = [0, 1, 2].filter((i) => s.rules[i]);
+            if (chosen.length === 0) chosen.push(0);
+            const rules = chosen.map((i): RuleCall => {
+              const d = defs[i]!;
+              return { ...d, cost: 1 + Math.floor(s.costs[i]! * (d.limit - 1)) };
+            });
+            const logs = chosen.map((i) => logKey(s.who, i));
+            const expected = model.decide(blockKey(s.who), logs, now, rules);
+            const { result, commands } = await commandsOf(() => evalsha(blockKey(s.who), logs, now, rules));
+            expect(result).toEqual(expected);
+            expect(commands).toBeLessThanOrEqual(bound(rules, result));
+            if (result[0] === 1) {
+              // every log written to lives at least a window past its newest entry (a log the
+              // call did not write keeps its TTL: a clock stepping back can outrun that one)
+              for (const [j, key] of logs.entries()) {
+                if (result[3 + 3 * j] !== 0) continue;
+                const newest = model.inWindow(key, now, rules[j]!.windowMs).at(-1);
+                if (!newest) continue;
+                expect(await redis.pttl(key)).toBeGreaterThanOrEqual(Math.ceil((newest.at + rules[j]!.windowMs * 1000 - now) / 1000) - 1000);
+              }
+            }
+          }
+        }
+      }),
+      { numRuns: RUNS },
+    );
+  }, 600_000);
+});
+
+describe("sliding-window script on state it did not write", () => {
+  const rule = (limit: number, cost = 1): RuleCall => ({ limit, windowMs: 60_000, cost, shadow: false });
+
+  it("answers at once when a weight key of an older version survives its log, and Redis stays up", async () => {
+    // The state that once looped forever: a weight with no log behind it.
+    await redis.set("w:{z}", "5", "PX", 60_000);
+    await redis.set("l:{z}:w", "5", "PX", 60_000);
+    const { result, commands } = await commandsOf(() => evalsha("b:{z}", ["l:{z}"], T0, [rule(5, 1)]));
+    expect(result).toEqual([1, 4, 60_000, 0]);
+    expect(commands).toBeLessThanOrEqual(8);
+    expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("starts a window afresh from a log of an older version instead of misreading it", async () => {
+    // members of the older layout: random request ids, "<cost>.<id>" when weighted
+    await redis.zadd("l:{y}", T0 - 2000, "AbC-12_x", T0 - 1000, "3.Zq9_k-Pe");
+    expect(await evalsha("b:{y}", ["l:{y}"], T0, [rule(5, 2)])).toEqual([1, 3, 60_000, 0]);
+    expect(await redis.zrange("l:{y}", "0", "-1")).toEqual(["0:2"]);
+    expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("starts afresh when running totals are out of order, and when the newest entry is more than a window ahead", async () => {
+    await redis.zadd("l:{x}", T0 - 2000, "7", T0 - 1000, "3");
+    expect(await evalsha("b:{x}", ["l:{x}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0]);
+    await redis.zadd("l:{v}", T0 + 61_000_000, "0");
+    expect(await evalsha("b:{v}", ["l:{v}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0]);
+  });
+
+  it("finds a weighted wait by binary search in a large log, not by a walk through it", async () => {
+    // 100,000 entries of cost 3 over 10 s; a request of cost 250,000 against a limit of 300,000
+    // must wait until entries holding 250,000 units have left: the 83,334th oldest entry
+    for (let i = 0; i < 100_000; i += 10_000) {
+      const chunk: (string | number)[] = [];
+      for (let j = i; j < i + 10_000; j++) chunk.push(T0 - 50_000_000 + j * 100, `${3 * j}:3`);
+      await redis.zadd("l:{big}", ...chunk);
+    }
+    const rules: RuleCall[] = [{ limit: 300_000, windowMs: 60_000, cost: 250_000, shadow: false }];
+    const { result, commands } = await commandsOf(() => evalsha("b:{big}", ["l:{big}"], T0, rules));
+    // that entry arrived at T0 - 50 s + 8.3333 s: it leaves the window 18.3333 s from now
+    expect(result).toEqual([0, 0, 10_000, 18_334]);
+    expect(commands).toBeLessThanOrEqual(bound(rules, result));
+    expect(commands).toBeLessThan(30);
+  });
+
+  it("makes a heavier request wait for exactly as many of the oldest entries as it needs", async () => {
+    const rule = (cost: number): RuleCall => ({ limit: 5, windowMs: 60_000, cost, shadow: false });
+    for (let i = 0; i < 5; i++) await evalsha("b:{u}", ["l:{u}"], T0 + i * 1_000_000, [rule(1)]);
+    // full; a request of 3 fits once the 3 oldest (at +0, +1, +2 s) have left
+    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(3)])).toEqual([0, 0, 50_000, 52_000]);
+    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(1)])).toEqual([0, 0, 50_000, 50_000]);
+  });
+
+  it("refuses a cost that is not a whole number from 1, before writing anything", async () => {
+    for (const cost of [0, -1, 1.5, Number.NaN]) {
+      await expect(evalsha("b:{c}", ["l:{c}"], T0, [rule(5, cost)])).rejects.toThrow(/whole cost >= 1/);
+    }
+    expect(await redis.exists("l:{c}")).toBe(0);
+  });
+});
+
+describe("operator blocks in the script", () => {
+  const rules: RuleCall[] = [{ limit: 5, windowMs: 60_000, cost: 1, shadow: false }];
+
+  it("holds until its last microsecond, then lets the identity through", async () => {
+    const ends = T0 + 5_000_000;
+    await redis.set("b:{k}", String(ends), "PX", 10_000);
+    expect(await evalsha("b:{k}", ["l:{k}"], ends - 5_000_000, rules)).toEqual([2, 5000]);
+    expect(await evalsha("b:{k}", ["l:{k}"], ends - 1001, rules)).toEqual([2, 2]);
+    // the last millisecond still blocks, and says so: never a block of 0 ms
+    expect(await evalsha("b:{k}", ["l:{k}"], ends - 1000, rules)).toEqual([2, 1]);
+    expect(await evalsha("b:{k}", ["l:{k}"], ends - 1, rules)).toEqual([2, 1]);
+    expect(await redis.exists("l:{k}")).toBe(0);
+    expect(await evalsha("b:{k}", ["l:{k}"], ends, rules)).toEqual([1, 4, 60_000, 0]);
+  });
+
+  it("reads a block set by hand (any value) by its TTL, and one without TTL as lasting", async () => {
+    await redis.set("b:{h}", "yes", "PX", 30_000);
+    const [kind, ms] = await evalsha("b:{h}", ["l:{h}"], T0, rules);
+    expect(kind).toBe(2);
+    expect(ms).toBeGreaterThan(20_000);
+    await redis.set("b:{h}", "yes");
+    expect(await evalsha("b:{h}", ["l:{h}"], T0, rules)).toEqual([2, -1]);
+  });
+});
+
+describe("sliding-window script on Redis's clock", () => {
+  it("takes now from Redis TIME when none is given", async () => {
+    const rules: RuleCall[] = [{ limit: 2, windowMs: 60_000, cost: 1, shadow: false }];
+    expect(await evalsha("b:{t}", ["l:{t}"], "", rules)).toEqual([1, 1, 60_000, 0]);
+    const [, at] = await redis.zrange("l:{t}", "0", "0", "WITHSCORES");
+    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
+    // recorded at Redis's time (within a minute of it), not at 0 or at the caller's idea of now
+    expect(Math.abs(seconds * 1e6 + micros - Number(at))).toBeLessThan(60_000_000);
+  });
+});

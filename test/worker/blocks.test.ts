@@ -1,0 +1,41 @@
+import { describe, expect, it } from "vitest";
+import { makeGate, request } from "./helpers.ts";
+
+const ADMIN = "admin-token-for-block-tests";
+
+describe("operator blocks on the edge clock", () => {
+  // The gate's clock seam: the script decides by this clock, so a block's end is exact.
+  let clock = Date.UTC(2026, 10, 29, 12, 0, 0);
+  const gate = makeGate({ clock: "edge", rules: [{ name: "minute", limit: 100, window: "1m" }] }, { adminToken: ADMIN, now: () => clock });
+  const admin = (route: string, body: unknown) =>
+    gate(new Request(`https://gate.example/__slidegate/${route}`, { method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${ADMIN}` } }));
+
+  it("answers 403 up to and including the block's last millisecond, then admits", async () => {
+    const ip = "203.0.113.91";
+    const start = clock;
+    expect((await admin("block", { ip, seconds: 2 })).status).toBe(200);
+
+    clock = start + 1999; // the last millisecond
+    const last = await gate(request("/", { ip }));
+    expect(last.status).toBe(403);
+    expect(last.headers.get("Retry-After")).toBe("1");
+    expect(await last.json()).toMatchObject({ type: "urn:slidegate:blocked" });
+
+    clock = start + 1999.5; // within it still
+    expect((await gate(request("/", { ip }))).status).toBe(403);
+
+    clock = start + 2000;
+    const after = await gate(request("/", { ip }));
+    expect(after.status).toBe(200);
+    expect(after.headers.get("X-RateLimit-Remaining")).toBe("99");
+  });
+
+  it("usage reports the block's time left on the same clock", async () => {
+    const key = "203.0.113.92";
+    const start = clock;
+    await admin("block", { ip: key, seconds: 60 });
+    clock = start + 59_999;
+    const usage = (await (await admin("usage", { ip: key })).json()) as { blockedForMs: number };
+    expect(usage.blockedForMs).toBe(1);
+  });
+});
