@@ -7,10 +7,10 @@
 
   Total by construction: whatever subset of its keys was deleted, evicted or expired between
   calls, the keys that are left are each a consistent log, so every reply is well formed. The
-  work per call is at most, per rule, 2 reads and 3 writes, plus (only for a rule that denies
-  with more than one unit to wait for) 1 + ceil(log2(units to wait for)) <= 22 reads, and a
-  bounded loop of at most 64 steps; the one O(n) command, ZREMRANGEBYSCORE, removes entries
-  that earlier calls recorded, each once.
+  work per call is at most 2 calls for the block, then per rule 3 reads and 4 writes, plus
+  (only for a rule that does not fit and waits for more than its oldest entry) 2 +
+  ceil(log2(units to wait for)) <= 22 reads in a loop of at most 64 steps. Every call is
+  O(log n) but ZREMRANGEBYSCORE, which removes entries earlier calls recorded, each once.
 
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
     KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
@@ -38,10 +38,14 @@
   newest one, even when clocks disagree), so rank order is arrival order and the totals grow
   with rank: that lets the retry time of a weighted request be found by binary search.
 
-  Old entries are evicted, and the log's TTL refreshed, when a write starts a new eighth of a
-  window rather than on every call (the counts never include old entries: every read is bounded
-  by the window's start). Each refresh sets the TTL to a window and an eighth past the new
-  entry, so it still covers a window past any entry written later in the same eighth.
+  A log's clock never runs back: every call first drops what has left the window by its own
+  clock, and a clock behind the log's newest entry reads the window as ending at that entry,
+  so a clock that was stepped back never brings entries back.
+
+  The log's TTL is refreshed when a write starts a new eighth of a window (or is placed ahead
+  of the clock) rather than on every write: each refresh sets it to a window and an eighth
+  past the new entry, so it still covers a window past any entry written later in the same
+  eighth.
 ]]
 
 local call = redis.call
@@ -76,7 +80,7 @@ local function totals(member)
   if b then return tonumber(b), b + c end
 end
 
-local rules = (#KEYS - 1)
+local rules = #KEYS - 1
 -- per rule i, at 5i-4 .. 5i: used, total after the newest entry, newest score, oldest member
 -- and oldest score in the window (false when none); one table for the whole call, sized up
 -- front for the usual single rule
@@ -92,6 +96,9 @@ for i = 1, rules do
     return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
   end
   window = window * 1000
+  -- What has left the window goes first: the oldest entry left is then the one to read, and
+  -- the log never holds more than its window.
+  call('ZREMRANGEBYSCORE', log, '-inf', now - window)
   local used, total, newest, oldest, since = 0, 0, false, false, false
   local e = call('ZRANGE', log, '-1', '-1', 'WITHSCORES')
   if e[1] then
@@ -99,16 +106,17 @@ for i = 1, rules do
     newest = tonumber(e[2])
     if after and newest <= now + window then
       total = after
-      if newest > now - window then
-        -- A log's clock never runs back: behind its newest entry, the window ends there.
-        -- Entries that once left the window stay out, whoever's clock asks next.
-        local f = call('ZRANGE', log, math.max(now, newest) - window + 1, '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
-        local before = f[1] and totals(f[1])
-        if before and before < total then
-          used, oldest, since = total - before, f[1], tonumber(f[2])
-        else
-          total = nil
-        end
+      local f = call('ZRANGE', log, '0', '0', 'WITHSCORES')
+      -- A log's clock never runs back: read by a clock behind its newest entry, the window
+      -- ends at that entry, so what once left the window stays out whoever's clock asks next.
+      if newest > now and tonumber(f[2]) <= newest - window then
+        f = call('ZRANGE', log, newest - window + 1, '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+      end
+      local before = totals(f[1])
+      if before and before < total then
+        used, oldest, since = total - before, f[1], tonumber(f[2])
+      else
+        total = nil
       end
     else
       total = nil
@@ -177,7 +185,6 @@ for i = 1, rules do
     -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
     -- than the clock alone says
     if not newest or score ~= now or score - score % eighth ~= newest - newest % eighth then
-      call('ZREMRANGEBYSCORE', log, '-inf', now - window)
       call('PEXPIRE', log, math.ceil((score + window + eighth - now) / 1000))
     end
     used = used + cost

@@ -30,7 +30,7 @@ export async function renderChart(bars: Bar[]): Promise<string> {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
     data: { values: bars },
     vconcat: [
-      panel("ops", "Script throughput in Redis (ops/s, higher is better)", "ops/s", false),
+      panel("usec", "Redis time per decision (µs per call, lower is better)", "µs", false),
       panel("memory", "Memory per in-window request (bytes, lower is better)", "bytes"),
       panel("latency", "Latency added over the origin (ms, lower is better)", "ms"),
     ],

@@ -1,27 +1,43 @@
 import Redis from "ioredis";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round } from "./stats.ts";
 
-const script = readFileSync("src/sliding-window.lua", "utf8");
+const source = readFileSync("src/sliding-window.lua", "utf8");
+// Stock Redis refuses Upstash's allow-key-locking flag; the shim rewrites it the same way.
+const script = rewriteShebang(source) ?? source;
 // @upstash/ratelimit ships its scripts inside its bundle; this is its single-region slidingWindow limit script.
 const peerScript = /var slidingWindowLimitScript = `([\s\S]*?)`;/.exec(
   readFileSync(createRequire(import.meta.url).resolve("@upstash/ratelimit").replace(/index\.js$/, "index.mjs"), "utf8"),
 )![1]!;
-// Stock Redis refuses Upstash's allow-key-locking flag; the shim strips it the same way.
-const forRedis = (lua: string) => lua.replace(/^#!lua flags=allow-key-locking/, "#!lua");
+// The exact sliding log of the first seed, as published: evict, count, add, expire.
+const seedScript = `local key = KEYS[1]
+local window = tonumber(ARGV[1]) -- window in seconds
+local limit = tonumber(ARGV[2]) -- max requests per window
+local now = tonumber(ARGV[3]) -- current timestamp (ms)
+local window_start = now - window * 1000
+redis.call('ZREMRANGEBYSCORE', key, '-inf', window_start)
+local count = redis.call('ZCARD', key)
+if count < limit then
+ redis.call('ZADD', key, now, now)
+ redis.call('EXPIRE', key, window)
+ return 1
+else
+ return 0
+end`;
 
 type Command = [string, ...(string | number)[]];
 
-/**
- * Commands per second Redis completes when `connections` clients each keep a pipeline of
- * `depth` commands in flight: the script's cost inside Redis, where a round trip no longer hides it.
- */
-async function opsPerSecond(url: string, next: () => Command, ms: number, connections = 8, depth = 16): Promise<number> {
-  const clients = Array.from({ length: connections }, () => new Redis(url, { protocol: 2 }));
-  let done = 0;
+/** KEYS and ARGV as src/limiter.ts sends them: the block key, a log per rule; now ("" = Redis TIME), then limit, window ms, cost, shadow per rule. */
+function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = ""): Command {
+  const keys = [`bench:{${tag}}:block`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${r}`)];
+  return ["EVALSHA", sha, keys.length, ...keys, now, ...Array.from({ length: rules }, () => [limit, windowMs, 1, 0]).flat()];
+}
+
+/** Keeps `connections` clients each with a pipeline of `depth` commands in flight for `ms`: Redis is the limit. */
+async function drive(clients: Redis[], next: () => Command, ms: number, depth = 16): Promise<void> {
   const deadline = performance.now() + ms;
-  const started = performance.now();
   await Promise.all(clients.map(async (c) => {
     while (performance.now() < deadline) {
       const p = c.pipeline();
@@ -29,84 +45,81 @@ async function opsPerSecond(url: string, next: () => Command, ms: number, connec
         const [name, ...args] = next();
         p.call(name, ...args);
       }
-      const results = (await p.exec()) ?? [];
-      for (const [error] of results) if (error) throw error;
-      done += depth;
+      for (const [error] of (await p.exec()) ?? []) if (error) throw error;
     }
   }));
-  const elapsed = performance.now() - started;
-  clients.forEach((c) => c.disconnect());
-  return Math.round((done / elapsed) * 1000);
 }
 
-/**
- * Our script, driven through the edge-clock argument so the window stays at exactly `entries`:
- * every call moves "now" on by window/entries, so each evicts one entry and records one.
- */
-function ourDecisions(sha: string, entries: number, rules: number, tag: string) {
-  const windowMs = 60_000;
-  const step = (windowMs * 1000) / entries;
-  const t0 = 1_700_000_000_000_000;
-  let n = 0;
-  // the layout of src/limiter.ts: the identity's block key, then a log and a weight key per rule
-  const keys = [`bench:{${tag}}:block`, ...Array.from({ length: rules }, (_, r) => [`bench:{${tag}}:t:r${r}`, `bench:{${tag}}:t:r${r}:w`]).flat()];
-  const ruleArgs = Array.from({ length: rules }, () => [entries + 1000, windowMs, 1, 0]).flat();
-  return (): Command => {
-    const id = (n++).toString(36).padStart(8, "0");
-    return ["EVALSHA", sha, keys.length, ...keys, Math.round(t0 + n * step), id, ...ruleArgs];
-  };
+/** Redis's own µs per EVALSHA call (INFO commandstats) over one measured stretch. */
+async function usecPerCall(admin: Redis, clients: Redis[], next: () => Command, ms: number): Promise<number> {
+  await admin.config("RESETSTAT");
+  await drive(clients, next, ms);
+  const line = (await admin.info("commandstats")).split("\n").find((l) => l.startsWith("cmdstat_evalsha:"));
+  return Number(/usec_per_call=([\d.]+)/.exec(line ?? "")?.[1]);
 }
 
 export interface ScriptCost {
   label: string;
-  entries: number | null;
   rules: number;
-  opsPerSec: number;
-  vsSet: number;
+  /** median over rounds of Redis's µs per call */
+  usecPerCall: number;
+  /** min and max over rounds */
+  spread: [number, number];
+  vsSeed: number;
 }
 
-export async function measureScriptCost(url: string, ms: number, progress: (s: string) => void) {
-  const redis = new Redis(url, { protocol: 2 });
-  const sha = (await redis.script("LOAD", forRedis(script))) as string;
-  const peerSha = (await redis.script("LOAD", forRedis(peerScript))) as string;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
-  const prefill = async (entries: number, rules: number, tag: string) => {
-    const next = ourDecisions(sha, entries, rules, tag);
-    for (let i = 0; i < entries; i += 500) {
-      const p = redis.pipeline();
-      for (let j = i; j < Math.min(entries, i + 500); j++) p.call(...next());
-      await p.exec();
-    }
-    return next;
+/**
+ * Redis time per decision, as Redis itself accounts it (INFO commandstats µs per call), so
+ * neither client speed nor round trips can hide or inflate it: the seed 001 script, the
+ * @upstash/ratelimit slidingWindow script and slidegate's script with 1, 2 and 4 rules,
+ * each over 2,000 identities in steady state (a 2 s window, so every log both fills and
+ * evicts), interleaved round by round on one redis-server; medians of the rounds.
+ */
+export async function measureScriptCost(url: string, options: { rounds: number; ms: number }, progress: (s: string) => void): Promise<ScriptCost[]> {
+  const admin = new Redis(url, { protocol: 2 });
+  const clients = Array.from({ length: 8 }, () => new Redis(url, { protocol: 2 }));
+  const [sha, peerSha, seedSha] = (await Promise.all([script, peerScript, seedScript].map((s) => admin.script("LOAD", rewriteShebang(s) ?? s)))) as string[];
+  const identities = 2000;
+  const windowMs = 2000;
+  const variant = (label: string, rules: number, call: (id: number) => Command) => {
+    let n = 0;
+    return { label, rules, next: () => call(n++ % identities), samples: [] as number[] };
   };
-
-  progress("SET");
-  let k = 0;
-  const setOps = await opsPerSecond(url, () => ["SET", `bench:set:${k++ % 1000}`, "x"], ms);
-  const rows: ScriptCost[] = [{ label: "SET", entries: null, rules: 1, opsPerSec: setOps, vsSet: 1 }];
-
-  progress("@upstash/ratelimit slidingWindow script");
-  const peerOps = await opsPerSecond(url, () => {
-    const now = Date.now();
-    const bucket = Math.floor(now / 60_000);
-    return ["EVALSHA", peerSha, 2, `bench:peer:${bucket}`, `bench:peer:${bucket - 1}`, 1e9, now, 60_000, 1];
-  }, ms);
-  rows.push({ label: "@upstash/ratelimit slidingWindow", entries: null, rules: 1, opsPerSec: peerOps, vsSet: ratio(peerOps, setOps) });
-
-  for (const entries of [10, 1000, 10_000]) {
-    progress(`slidegate script, ${entries} entries in the window`);
-    const next = await prefill(entries, 1, `e${entries}`);
-    const ops = await opsPerSecond(url, next, ms);
-    rows.push({ label: `slidegate, ${entries} in window`, entries, rules: 1, opsPerSec: ops, vsSet: ratio(ops, setOps) });
+  const variants = [
+    variant("seed 001 script (ZREMRANGEBYSCORE, ZCARD, ZADD, EXPIRE)", 1, (id) => ["EVALSHA", seedSha!, 1, `bench:seed:${id}`, windowMs / 1000, 1e9, Date.now()]),
+    variant("@upstash/ratelimit slidingWindow (approximate)", 1, (id) => {
+      const now = Date.now();
+      const bucket = Math.floor(now / windowMs);
+      return ["EVALSHA", peerSha!, 2, `bench:peer:${id}:${bucket}`, `bench:peer:${id}:${bucket - 1}`, 1e9, now, windowMs, 1];
+    }),
+    ...[1, 2, 4].map((rules) => variant(`slidegate, ${rules} rule${rules > 1 ? "s" : ""}`, rules, (id) => slidegateCall(sha!, `i${id}`, rules, 1e6, windowMs))),
+  ];
+  try {
+    for (const v of variants) {
+      progress(`warming up: ${v.label}`);
+      await drive(clients, v.next, Math.max(options.ms, windowMs + 500));
+    }
+    for (let round = 1; round <= options.rounds; round++) {
+      progress(`round ${round} of ${options.rounds}`);
+      for (const v of variants) {
+        await drive(clients, v.next, Math.min(300, options.ms)); // back to this variant's steady state
+        v.samples.push(await usecPerCall(admin, clients, v.next, options.ms));
+      }
+    }
+  } finally {
+    clients.forEach((c) => c.disconnect());
+    admin.disconnect();
   }
-  for (const rules of [2, 4]) {
-    progress(`slidegate script, ${rules} rules`);
-    const next = await prefill(10, rules, `r${rules}`);
-    const ops = await opsPerSecond(url, next, ms);
-    rows.push({ label: `slidegate, ${rules} rules`, entries: 10, rules, opsPerSec: ops, vsSet: ratio(ops, setOps) });
-  }
-  redis.disconnect();
-  return rows;
+  const seed = median(variants[0]!.samples);
+  return variants.map((v) => ({
+    label: v.label,
+    rules: v.rules,
+    usecPerCall: round(median(v.samples), 2),
+    spread: [Math.min(...v.samples), Math.max(...v.samples)],
+    vsSeed: ratio(median(v.samples), seed),
+  }));
 }
 
 export interface MemoryRow {
@@ -116,23 +129,33 @@ export interface MemoryRow {
   ratio: number;
 }
 
-/** MEMORY USAGE per in-window request: our members vs the seeds' "<ms>-<uuid>" members. */
+/**
+ * MEMORY USAGE per in-window request: slidegate's log against the seeds' "<ms>-<uuid>"
+ * members. slidegate is driven through its edge-clock argument, so every call moves "now" on
+ * by window/entries: the window holds exactly `entries` requests.
+ */
 export async function measureMemory(url: string, sizes: number[]): Promise<MemoryRow[]> {
   const redis = new Redis(url, { protocol: 2 });
-  const sha = (await redis.script("LOAD", forRedis(script))) as string;
+  const sha = (await redis.script("LOAD", script)) as string;
   const rows: MemoryRow[] = [];
+  const windowMs = 60_000;
+  const t0 = 1_700_000_000_000_000;
   for (const entries of sizes) {
     const tag = `mem${entries}`;
-    const next = ourDecisions(sha, entries, 1, tag);
     const seedKey = `bench:seed:${entries}`;
-    for (let i = 0; i < entries; i += 500) {
+    const step = (windowMs * 1000) / entries;
+    // two windows' worth: the log reaches its steady state, evicting as it records
+    for (let i = 0; i < 2 * entries; i += 500) {
       const p = redis.pipeline();
-      for (let j = i; j < Math.min(entries, i + 500); j++) {
-        p.call(...next());
-        const ms = 1_700_000_000_000 + j;
-        p.zadd(seedKey, ms, `${ms}-${crypto.randomUUID()}`);
+      for (let j = i; j < Math.min(2 * entries, i + 500); j++) {
+        const [, ...args] = slidegateCall(sha, tag, 1, entries + 1, windowMs, Math.round(t0 + j * step));
+        p.call("EVALSHA", ...args);
+        if (j < entries) {
+          const ms = 1_700_000_000_000 + j;
+          p.zadd(seedKey, ms, `${ms}-${crypto.randomUUID()}`);
+        }
       }
-      await p.exec();
+      for (const [error] of (await p.exec()) ?? []) if (error) throw error;
     }
     const ours = Number(await redis.call("MEMORY", "USAGE", `bench:{${tag}}:t:r0`, "SAMPLES", "0"));
     const seed = Number(await redis.call("MEMORY", "USAGE", seedKey, "SAMPLES", "0"));

@@ -2,6 +2,7 @@ import { Redis as Upstash } from "@upstash/redis";
 import autocannon from "autocannon";
 import Redis from "ioredis";
 import { readFileSync } from "node:fs";
+import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round, summary } from "./stats.ts";
 
 const script = readFileSync("src/sliding-window.lua", "utf8");
@@ -32,13 +33,13 @@ async function throughput(call: (i: number) => Promise<unknown>, concurrency: nu
  */
 export async function measureShimOverhead(redisUrl: string, shimUrl: string, token: string, n: number, ms: number) {
   const direct = new Redis(redisUrl, { protocol: 2 });
-  const sha = (await direct.script("LOAD", script.replace(/^#!lua flags=allow-key-locking/, "#!lua"))) as string;
+  const sha = (await direct.script("LOAD", rewriteShebang(script) ?? script)) as string;
   const rest = new Upstash({ url: shimUrl, token, enableTelemetry: false, enableAutoPipelining: false });
   const restSha = await rest.scriptLoad(script); // the client's SHA1; the shim maps it
-  // KEYS and ARGV as src/limiter.ts sends them: block key, log, weight; now, id, limit, window, cost, shadow
-  const args = (i: number) => ["", `r${i.toString(36).padStart(7, "0")}`, 1e6, 3_600_000, 1, 0];
-  const viaDirect = (i: number) => direct.evalsha(sha, 3, "bench:{lat}:block", "bench:{lat}:t:d", "bench:{lat}:t:d:w", ...args(i));
-  const viaShim = (i: number) => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:t:s", "bench:{lat}:t:s:w"], args(i + 1e7));
+  // KEYS and ARGV as src/limiter.ts sends them: block key, log; now ("" = Redis TIME), limit, window, cost, shadow
+  const args = ["", 1e9, 3_600_000, 1, 0];
+  const viaDirect = () => direct.evalsha(sha, 2, "bench:{lat}:block", "bench:{lat}:t:d", ...args);
+  const viaShim = () => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:t:s"], args);
 
   await sequential(viaDirect, 200); // warm both paths
   await sequential(viaShim, 200);
@@ -47,14 +48,12 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
   const dThroughput = await throughput(viaDirect, 16, ms);
   const sThroughput = await throughput(viaShim, 16, ms);
   // The shim's own capacity, with a load generator that is not a Node fetch client.
-  let call = 0;
   const served = await autocannon({
     url: shimUrl, connections: 16, duration: Math.max(1, Math.round(ms / 1000)),
     requests: [{
       method: "POST",
       headers: { authorization: `Bearer ${token}` },
-      // a request id of its own per call, as the Worker sends
-      setupRequest: (req) => ({ ...req, body: JSON.stringify(["EVALSHA", restSha, 3, "bench:{lat}:block", "bench:{lat}:t:a", "bench:{lat}:t:a:w", "", `a${(call++).toString(36).padStart(7, "0")}`, 1e9, 3_600_000, 1, 0]) }),
+      body: JSON.stringify(["EVALSHA", restSha, 2, "bench:{lat}:block", "bench:{lat}:t:a", ...args]),
     }],
   });
   direct.disconnect();

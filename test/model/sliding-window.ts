@@ -58,9 +58,12 @@ export class SlidingWindowModel {
 
     const measured = rules.map((r, i) => {
       const key = logKeys[i]!;
-      const log = this.logs.get(key) ?? [];
+      // every call forgets first what has left the window by its own clock: a later clock
+      // that runs behind never sees those entries again
+      const log = (this.logs.get(key) ?? []).filter((e) => e.at > now - r.windowMs * 1000);
+      this.logs.set(key, log);
       // a log whose newest entry is more than a window ahead of the clock starts afresh
-      if (log.length > 0 && log[log.length - 1]!.at > now + r.windowMs * 1000) this.logs.delete(key);
+      if (log.length > 0 && log[log.length - 1]!.at > now + r.windowMs * 1000) this.delete(key);
       const window = this.inWindow(key, now, r.windowMs);
       const used = window.reduce((sum, e) => sum + e.cost, 0);
       return { key, window, used, fits: used + r.cost <= r.limit };

@@ -49,9 +49,9 @@ async function commandsOf<T>(call: () => Promise<T>): Promise<{ result: T; comma
   return { result, commands };
 }
 
-/** The stated bound: 1 block read (+1 PTTL for a hand-made block), at most 6 calls per rule, and per rule that does not fit a rank and a binary search over at most its limit. */
+/** The stated bound: 1 block read (+1 PTTL for a hand-made block), at most 7 calls per rule, and per rule that does not fit a rank and a binary search over at most its limit. */
 const bound = (rules: readonly RuleCall[], reply: Reply) =>
-  2 + 6 * rules.length + rules.reduce((sum, r, i) => sum + (reply[3 + 3 * i] !== 0 ? 2 + Math.ceil(Math.log2(r.limit + 1)) : 0), 0);
+  2 + 7 * rules.length + rules.reduce((sum, r, i) => sum + (reply[3 + 3 * i] !== 0 ? 2 + Math.ceil(Math.log2(r.limit + 1)) : 0), 0);
 
 describe("sliding-window script against its model", () => {
   const ruleArb = fc.record({
@@ -72,6 +72,8 @@ describe("sliding-window script against its model", () => {
         fc.integer({ min: 0, max: 1_300_000_000 }),
         fc.integer({ min: -5_000, max: -1 }),
         fc.integer({ min: -1_300_000_000, max: -1 }),
+        // exactly one rule's window: an entry then sits on the window's edge
+        fc.constantFrom("window 0", "window 1", "window 2"),
       ),
     }) },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -1, max: 2 }) }) },
@@ -96,7 +98,7 @@ describe("sliding-window script against its model", () => {
             await redis.set(blockKey(s.who), String(now + s.forUs), "PX", 3_600_000);
             model.block(blockKey(s.who), now + s.forUs);
           } else {
-            now += s.dt;
+            now += typeof s.dt === "number" ? s.dt : defs[Number(s.dt.slice(-1))]!.windowMs * 1000;
             const chosen = [0, 1, 2].filter((i) => s.rules[i]);
             if (chosen.length === 0) chosen.push(0);
             const rules = chosen.map((i): RuleCall => {
@@ -176,6 +178,26 @@ describe("sliding-window script on state it did not write", () => {
     // full; a request of 3 fits once the 3 oldest (at +0, +1, +2 s) have left
     expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(3)])).toEqual([0, 0, 50_000, 52_000]);
     expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(1)])).toEqual([0, 0, 50_000, 50_000]);
+  });
+
+  it("lets an entry leave the window exactly one window after it arrived", async () => {
+    const rule: RuleCall = { limit: 1, windowMs: 60_000, cost: 1, shadow: false };
+    expect(await evalsha("b:{e}", ["l:{e}"], T0, [rule])).toEqual([1, 0, 60_000, 0]);
+    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 59_999_999, [rule])).toEqual([0, 0, 1, 1]);
+    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 60_000_000, [rule])).toEqual([1, 0, 60_000, 0]);
+  });
+
+  it("reads the window from the log's newest entry when the clock asking is behind it", async () => {
+    // Edge clocks tick in milliseconds: a burst within one millisecond is recorded 1 µs apart,
+    // so the newest entry can stand ahead of the clock that reads it next.
+    const rule: RuleCall = { limit: 10, windowMs: 60_000, cost: 1, shadow: false };
+    await evalsha("b:{n}", ["l:{n}"], T0, [rule]);
+    const burst = T0 + 59_999_999;
+    for (let i = 0; i < 3; i++) await evalsha("b:{n}", ["l:{n}"], burst, [rule]);
+    // the entry at T0 has not been evicted by this clock, but the newest (burst + 2 µs) puts
+    // it out of the window: 3 in the window, not 4
+    expect(await redis.zcard("l:{n}")).toBe(4);
+    expect(await evalsha("b:{n}", ["l:{n}"], burst, [{ ...rule, cost: 7 }])).toEqual([1, 0, 60_000, 0]);
   });
 
   it("refuses a cost that is not a whole number from 1, before writing anything", async () => {
