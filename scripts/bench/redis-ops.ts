@@ -1,12 +1,12 @@
 import Redis from "ioredis";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { SLIDING_WINDOW_SCRIPT } from "../../src/script.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round } from "./stats.ts";
 
-const source = readFileSync("src/sliding-window.lua", "utf8");
 // Stock Redis refuses Upstash's allow-key-locking flag; the shim rewrites it the same way.
-const script = rewriteShebang(source) ?? source;
+const script = rewriteShebang(SLIDING_WINDOW_SCRIPT) ?? SLIDING_WINDOW_SCRIPT;
 // @upstash/ratelimit ships its scripts inside its bundle; this is its single-region slidingWindow limit script.
 const peerScript = /var slidingWindowLimitScript = `([\s\S]*?)`;/.exec(
   readFileSync(createRequire(import.meta.url).resolve("@upstash/ratelimit").replace(/index\.js$/, "index.mjs"), "utf8"),

@@ -1,11 +1,11 @@
 import { Redis as Upstash } from "@upstash/redis";
 import autocannon from "autocannon";
 import Redis from "ioredis";
-import { readFileSync } from "node:fs";
+import { SLIDING_WINDOW_SCRIPT } from "../../src/script.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round, summary } from "./stats.ts";
 
-const script = readFileSync("src/sliding-window.lua", "utf8");
+const script = SLIDING_WINDOW_SCRIPT;
 
 async function sequential(call: (i: number) => Promise<unknown>, n: number): Promise<number[]> {
   const samples: number[] = [];

@@ -27,7 +27,6 @@ export async function startIsolate(workerDir: string, bindings: Record<string, s
     // wrangler names the bundle after the entry file: the one .js in the folder
     scriptPath: join(workerDir, readdirSync(workerDir).find((f) => f.endsWith(".js"))!),
     modulesRoot: workerDir,
-    modulesRules: [{ type: "Text", include: ["**/*.lua"] }],
     compatibilityDate,
     bindings,
   });

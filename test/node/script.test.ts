@@ -1,15 +1,30 @@
 import fc from "fast-check";
 import Redis from "ioredis";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
+import { LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
 import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
+import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script.ts";
 import { SlidingWindowModel, type Reply, type RuleCall } from "../model/sliding-window.ts";
 
-// The script itself, driven over RESP on a redis-server of this file's own (so INFO
+// The script as it ships, driven over RESP on a redis-server of this file's own (so INFO
 // commandstats counts only its work), with the flag rewrite the shim applies for stock Redis.
-const source = readFileSync(new URL("../../src/sliding-window.lua", import.meta.url), "utf8");
-const script = rewriteShebang(source) ?? source;
+const script = rewriteShebang(SLIDING_WINDOW_SCRIPT) ?? SLIDING_WINDOW_SCRIPT;
+
+describe("the shipped script", () => {
+  it("is sliding-window.lua byte for byte, named by its SHA1 (run `npm run gen:script` after editing the .lua)", () => {
+    const lua = readFileSync(LUA_PATH, "utf8");
+    expect(SLIDING_WINDOW_SCRIPT).toBe(lua);
+    expect(SLIDING_WINDOW_SHA1).toBe(createHash("sha1").update(lua).digest("hex"));
+    expect(readFileSync(MODULE_PATH, "utf8")).toBe(scriptModule(lua));
+  });
+
+  it("declares allow-key-locking on its first line, which Upstash reads", () => {
+    expect(SLIDING_WINDOW_SCRIPT.split("\n")[0]).toBe("#!lua flags=allow-key-locking");
+  });
+});
 
 // SLIDEGATE_MODEL_RUNS=5000 for a longer hunt; CI runs the default.
 const RUNS = Number(process.env.SLIDEGATE_MODEL_RUNS ?? 300);
