@@ -5,7 +5,7 @@ import type { Miniflare } from "miniflare";
 import { buildWorker } from "../lib/build-worker.ts";
 import { freshRateLimits, startIsolate } from "../lib/fleet.ts";
 import type { LocalStack } from "../lib/stack.ts";
-import { startLoadClient, type LoadRun } from "./load-client.ts";
+import { pool, startLoadClient, type LoadRun, type Slice } from "./load-client.ts";
 import { ratio, round } from "./stats.ts";
 
 export interface GatewayOptions {
@@ -13,14 +13,16 @@ export interface GatewayOptions {
   rounds: number;
   /** timed requests per target per round */
   requests: number;
+  /** each round's requests to a target go in this many slices, the targets taking turns slice by slice */
+  slices: number;
   /** concurrent callers, one keep-alive connection and one request in flight each */
   clients: number;
   /** untimed requests per target before the first round */
   warmup: number;
 }
 
-export const GATEWAY_FULL: GatewayOptions = { rounds: 5, requests: 1500, clients: 16, warmup: 500 };
-export const GATEWAY_QUICK: GatewayOptions = { rounds: 1, requests: 160, clients: 16, warmup: 32 };
+export const GATEWAY_FULL: GatewayOptions = { rounds: 5, requests: 1500, slices: 5, clients: 16, warmup: 500 };
+export const GATEWAY_QUICK: GatewayOptions = { rounds: 1, requests: 160, slices: 1, clients: 16, warmup: 32 };
 
 type Load = "admitted" | "denied";
 export const TARGETS = {
@@ -86,9 +88,10 @@ const call = (url: string, ip = IP) => fetch(url, { headers: { "cf-connecting-ip
  * Section d: five Workers in workerd on the same shim, Redis and origin, under the bench's own
  * load client — a pass-through (the baseline), slidegate, a Worker with @upstash/ratelimit's
  * slidingWindow, and two floors no gate can beat on this stack: a constant 429 (denied) and one
- * trivial REST call before the same proxying (admitted). Rounds interleave the targets, in a
- * rotated order each round, so a slow spell of the machine falls on all of them. Then e, round
- * trips per decision, and f, bundle sizes.
+ * trivial REST call before the same proxying (admitted). Each round interleaves the targets
+ * slice by slice, in a rotated order, so a slow spell of a shared machine falls on all of them
+ * alike, and every ratio is taken within a round. Then e, round trips per decision, and f,
+ * bundle sizes.
  */
 export async function measureGateway(stack: LocalStack, options: GatewayOptions, progress: (s: string) => void) {
   progress("building slidegate, the peer and the floor Workers");
@@ -102,16 +105,17 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
   const started: Miniflare[] = [];
   const client = startLoadClient();
   const isolate = async (dir: string, bindings: Record<string, string> = {}) => {
-    const logged = { lines: 0 };
-    const mf = await startIsolate(dir, { ...stack.bindings, ...bindings }, () => logged.lines++);
+    // lines the Worker logs, and requests sent to it (untimed ones included)
+    const counts = { lines: 0, sent: 0 };
+    const mf = await startIsolate(dir, { ...stack.bindings, ...bindings }, () => counts.lines++);
     started.push(mf);
-    return { url: (await mf.ready).href.replace(/\/$/, "") + PATH, logged };
+    return { url: (await mf.ready).href.replace(/\/$/, "") + PATH, counts };
   };
   const slidegate = (limit: number) => isolate(built.slidegate, { RATE_LIMITS: freshRateLimits({ rules: [{ name: "bench", limit, window: "1h" }] }) });
   const peer = (limit: number) => isolate(built.peer, { LIMIT: String(limit), PREFIX: `bench${crypto.randomUUID().slice(0, 8)}` });
   try {
     progress("starting 7 isolates");
-    const targets: { name: TargetName; load: Load; url: string; logged: { lines: number } }[] = [
+    const targets: { name: TargetName; load: Load; url: string; counts: { lines: number; sent: number } }[] = [
       { name: TARGETS.passThrough, load: "admitted", ...(await isolate(built.passThrough)) },
       { name: TARGETS.slidegate, load: "admitted", ...(await slidegate(1e6)) },
       { name: TARGETS.peer, load: "admitted", ...(await peer(1e6)) },
@@ -122,24 +126,36 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
     ];
     // The denied identity spends its limit of 1 here; the warm-up's first request is its first
     // denial, which fills the gates' isolate caches, so every timed denial is answered from there.
-    for (const t of targets) if (t.load === "denied" && t.name !== TARGETS.denyFloor) await call(t.url);
-    const headers = { "cf-connecting-ip": IP };
+    for (const t of targets) {
+      if (t.load !== "denied" || t.name === TARGETS.denyFloor) continue;
+      await call(t.url);
+      t.counts.sent++;
+    }
     const { clients, requests } = options;
+    const drive = (t: (typeof targets)[number], n: number) => {
+      t.counts.sent += n + clients; // and one untimed request per client to open its connection
+      return client.run(t.url, { headers: { "cf-connecting-ip": IP }, clients, requests: n, warmupPerClient: 1 });
+    };
 
     progress(`warm-up, ${options.warmup} requests per target`);
-    for (const t of targets) await client.run(t.url, { headers, clients, requests: options.warmup });
+    for (const t of targets) await drive(t, options.warmup);
 
     const runs = targets.map(() => [] as LoadRun[]);
+    const perSlice = Math.ceil(requests / options.slices);
     for (let r = 0; r < options.rounds; r++) {
-      progress(`round ${r + 1} of ${options.rounds}: ${targets.length} targets × ${requests} requests, ${clients} clients`);
-      for (let k = 0; k < targets.length; k++) {
-        const i = (k + r) % targets.length; // each round starts one target later
-        const t = targets[i]!;
-        const run = await client.run(t.url, { headers, clients, requests });
-        const expected = t.load === "admitted" ? "200" : "429";
-        if ((run.statuses[expected] ?? 0) < run.n / 2) throw new Error(`${t.name} under ${t.load} load answered ${JSON.stringify(run.statuses)}, not ${expected}s: the bench is not measuring what it says`);
-        runs[i]!.push(run);
+      progress(`round ${r + 1} of ${options.rounds}: ${targets.length} targets × ${requests} requests in ${options.slices} slices, ${clients} clients`);
+      const slices = targets.map(() => [] as Slice[]);
+      for (let s = 0; s < options.slices; s++) {
+        for (let k = 0; k < targets.length; k++) {
+          const i = (k + r + s) % targets.length; // each slice starts one target later
+          const t = targets[i]!;
+          const slice = await drive(t, Math.min(perSlice, requests - s * perSlice));
+          const expected = t.load === "admitted" ? "200" : "429";
+          if ((slice.statuses[expected] ?? 0) < slice.samples.length / 2) throw new Error(`${t.name} under ${t.load} load answered ${JSON.stringify(slice.statuses)}, not ${expected}s: the bench is not measuring what it says`);
+          slices[i]!.push(slice);
+        }
       }
+      slices.forEach((parts, i) => runs[i]!.push(pool(parts)));
     }
 
     const at = (name: TargetName, load: Load) => runs[targets.findIndex((t) => t.name === name && t.load === load)]!;
@@ -154,7 +170,7 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
           p99: spread(runs[i]!.map((x) => x.p99)),
           statuses,
           // counted at the end: workerd's output reaches this process a moment after the answers
-          logLinesPerRequest: round(t.logged.lines / sent(t), 3),
+          logLinesPerRequest: round(t.counts.lines / t.counts.sent, 3),
           rounds: runs[i]!,
         };
         return [[t.name, result]];
@@ -200,7 +216,6 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
     for (let i = 0; i < 20; i++) await call(counted, "198.51.100.201");
     const blockedTrips = (await shimRequests(stack)) - before;
 
-    const sent = (t: (typeof targets)[number]) => (t.load === "denied" && t.name !== TARGETS.denyFloor ? 1 : 0) + options.warmup + options.rounds * requests;
     const admitted = summarise("admitted");
     const denied = summarise("denied");
     const bundle = { slidegate: gzipBytes(built.slidegate), peer: gzipBytes(built.peer) };

@@ -12,9 +12,16 @@ export interface LoadJob {
   warmupPerClient: number;
 }
 
-export type LoadReply = { id: number; samples: Float64Array<ArrayBuffer>; wallMs: number; statuses: Record<string, number> } | { id: number; error: string };
+/** What one job measured: each timed request's latency in ms, the job's wall time, and the statuses. */
+export interface Slice {
+  samples: Float64Array<ArrayBuffer>;
+  wallMs: number;
+  statuses: Record<string, number>;
+}
 
-/** One timed run against one target. Latencies in ms, each request timed on its own. */
+export type LoadReply = ({ id: number } & Slice) | { id: number; error: string };
+
+/** Timed runs of one target, pooled: latencies over every request, throughput over the runs' time. */
 export interface LoadRun {
   rps: number;
   p50: number;
@@ -25,8 +32,25 @@ export interface LoadRun {
   statuses: Record<string, number>;
 }
 
+/** Pools slices of one target (say, the slices of one round) into one figure. */
+export function pool(slices: readonly Slice[]): LoadRun {
+  const sorted = slices.flatMap((s) => Array.from(s.samples)).sort((a, b) => a - b);
+  const wallMs = slices.reduce((sum, s) => sum + s.wallMs, 0);
+  const statuses: Record<string, number> = {};
+  for (const s of slices) for (const [code, n] of Object.entries(s.statuses)) statuses[code] = (statuses[code] ?? 0) + n;
+  return {
+    rps: round(sorted.length / (wallMs / 1000), 0),
+    p50: round(percentile(sorted, 50)),
+    p90: round(percentile(sorted, 90)),
+    p99: round(percentile(sorted, 99)),
+    max: round(sorted.at(-1) ?? NaN),
+    n: sorted.length,
+    statuses,
+  };
+}
+
 export interface LoadClient {
-  run(url: string, options: { headers?: Record<string, string>; clients: number; requests: number; warmupPerClient?: number }): Promise<LoadRun>;
+  run(url: string, options: { headers?: Record<string, string>; clients: number; requests: number; warmupPerClient?: number }): Promise<Slice>;
   close(): Promise<void>;
 }
 
@@ -38,7 +62,7 @@ export interface LoadClient {
  *
  * @example
  * const client = startLoadClient();
- * const r = await client.run("http://127.0.0.1:8787/v1/echo", { clients: 16, requests: 1500 });
+ * const r = pool([await client.run("http://127.0.0.1:8787/v1/echo", { clients: 16, requests: 1500 })]);
  * r.p99; // ms, sub-millisecond resolution
  * await client.close();
  */
@@ -55,23 +79,14 @@ export function startLoadClient(): LoadClient {
     waiting.clear();
   });
   return {
-    async run(url, { headers = {}, clients, requests, warmupPerClient = 2 }) {
+    async run(url, { headers = {}, clients, requests, warmupPerClient = 1 }) {
       const job: LoadJob = { id: next++, url, headers, clients, requests, warmupPerClient };
       const reply = await new Promise<LoadReply>((resolve) => {
         waiting.set(job.id, resolve);
         thread.postMessage(job);
       });
       if ("error" in reply) throw new Error(`load client: ${reply.error}`);
-      const sorted = Array.from(reply.samples).sort((a, b) => a - b);
-      return {
-        rps: round(requests / (reply.wallMs / 1000), 0),
-        p50: round(percentile(sorted, 50)),
-        p90: round(percentile(sorted, 90)),
-        p99: round(percentile(sorted, 99)),
-        max: round(sorted[sorted.length - 1] ?? NaN),
-        n: sorted.length,
-        statuses: reply.statuses,
-      };
+      return reply;
     },
     close: async () => void (await thread.terminate()),
   };

@@ -6,7 +6,7 @@
 import { Agent, request } from "node:http";
 import { performance } from "node:perf_hooks";
 import { parentPort } from "node:worker_threads";
-import type { LoadJob } from "./load-client.ts";
+import type { LoadJob, Slice } from "./load-client.ts";
 
 /** One request on `agent`, timed from before it is written until its last byte is read. */
 function timed(agent: Agent, url: URL, headers: Record<string, string>): Promise<{ ms: number; status: string }> {
@@ -35,7 +35,7 @@ async function drive(agent: Agent, url: URL, headers: Record<string, string>, cl
   }));
 }
 
-async function run(job: LoadJob): Promise<{ id: number; samples: Float64Array<ArrayBuffer>; wallMs: number; statuses: Record<string, number> }> {
+async function run(job: LoadJob): Promise<{ id: number } & Slice> {
   const url = new URL(job.url);
   // One socket per client, kept open across requests, as a busy caller's HTTP client does.
   const agent = new Agent({ keepAlive: true, maxSockets: job.clients, maxFreeSockets: job.clients });
