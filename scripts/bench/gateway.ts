@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import type { Miniflare } from "miniflare";
@@ -137,6 +138,8 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
       return client.run(t.url, { headers: { "cf-connecting-ip": IP }, clients, requests: n, warmupPerClient: 1 });
     };
 
+    // the machine's 1-minute load average around the rounds: how much else shared the cores
+    const loadBefore = round(loadavg()[0]!, 2);
     progress(`warm-up, ${options.warmup} requests per target`);
     for (const t of targets) await drive(t, options.warmup);
 
@@ -157,6 +160,8 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
       }
       slices.forEach((parts, i) => runs[i]!.push(pool(parts)));
     }
+
+    const loadAfter = round(loadavg()[0]!, 2);
 
     const at = (name: TargetName, load: Load) => runs[targets.findIndex((t) => t.name === name && t.load === load)]!;
     const summarise = (load: Load) =>
@@ -226,6 +231,7 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
         identity: "one client IP for every request",
         admitted: "a limit of 1,000,000 per hour, never reached",
         denied: "a limit of 1 per hour, spent before the warm-up; every timed denial answered from the gate's isolate cache",
+        loadAverage1m: { before: loadBefore, after: loadAfter, cores: cpus().length },
       },
       admitted,
       denied,
