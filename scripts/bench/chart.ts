@@ -6,11 +6,15 @@ interface Bar {
   series: string;
   label: string;
   value: number;
+  /** the lowest and highest of the rounds, drawn as a line through the bar */
+  lo?: number;
+  hi?: number;
 }
 
 /**
  * The benchmark's figures as one SVG, drawn by Vega-Lite: script throughput against SET,
- * bytes per in-window request, and latency added by each gate.
+ * bytes per in-window request, and the gateway's latency and throughput against its baseline
+ * and floors (medians of rounds, with the spread over rounds where there is one).
  */
 export async function renderChart(bars: Bar[]): Promise<string> {
   // grouped: one bar per series for each label; otherwise each label is one series' bar
@@ -18,13 +22,21 @@ export async function renderChart(bars: Bar[]): Promise<string> {
     title,
     transform: [{ filter: `datum.panel === '${name}'` }],
     width: 360,
-    mark: { type: "bar", tooltip: true },
     encoding: {
       y: { field: "label", type: "nominal", sort: null, title: null, axis: { labelLimit: 260 } },
-      x: { field: "value", type: "quantitative", title: axis },
-      color: { field: "series", type: "nominal", title: null },
-      ...(grouped && { yOffset: { field: "series" } }),
+      ...(grouped && { yOffset: { field: "series", sort: null } }),
     },
+    layer: [
+      {
+        mark: { type: "bar", tooltip: true },
+        encoding: {
+          x: { field: "value", type: "quantitative", title: axis },
+          color: { field: "series", type: "nominal", title: null, sort: null },
+        },
+      },
+      // bars without a spread have no lo/hi, and Vega-Lite leaves such rules out
+      { mark: { type: "rule", color: "black" }, encoding: { x: { field: "lo", type: "quantitative" }, x2: { field: "hi" } } },
+    ],
   });
   const spec = {
     $schema: "https://vega.github.io/schema/vega-lite/v6.json",
@@ -32,7 +44,9 @@ export async function renderChart(bars: Bar[]): Promise<string> {
     vconcat: [
       panel("usec", "Redis time per decision (µs per call, lower is better)", "µs", false),
       panel("memory", "Memory per in-window request (bytes, lower is better)", "bytes"),
-      panel("latency", "Latency added over the origin (ms, lower is better)", "ms"),
+      panel("admitted", "Admitted: latency added over a pass-through Worker (ms, lower is better)", "ms"),
+      panel("denied-latency", "Denied: latency (ms, lower is better)", "ms"),
+      panel("denied-rps", "Denied: requests per second (higher is better)", "req/s"),
     ],
     config: { font: "sans-serif" },
   };

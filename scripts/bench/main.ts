@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startLocalStack } from "../lib/stack.ts";
 import { renderChart } from "./chart.ts";
-import { measureGateway } from "./gateway.ts";
+import { GATEWAY_FULL, GATEWAY_QUICK, measureGateway } from "./gateway.ts";
 import { measureMemory, measureScriptCost } from "./redis-ops.ts";
 import { measureShimOverhead } from "./shim-latency.ts";
 
@@ -47,11 +47,15 @@ function chart({ scriptCost, memory, gateway }: Results): Promise<string> {
       { panel: "memory", series: "slidegate", label: `${m.entries} entries`, value: m.slidegateBytesPerEntry },
       { panel: "memory", series: "seeds' <ms>-<uuid>", label: `${m.entries} entries`, value: m.seedBytesPerEntry },
     ]),
-    ...Object.entries(gateway.addedLatency).flatMap(([gate, a]) => [
-      { panel: "latency", series: gate, label: "admitted p50", value: a.admitted.p50 },
-      { panel: "latency", series: gate, label: "admitted p99", value: a.admitted.p99 },
-      { panel: "latency", series: gate, label: "denied p50", value: a.denied.p50 },
-      { panel: "latency", series: gate, label: "denied p99", value: a.denied.p99 },
+    // d: medians of rounds, with the lowest and highest round
+    ...Object.entries(gateway.addedOverPassThrough).flatMap(([target, a]) => [
+      { panel: "admitted", series: target, label: "added p50", value: a.p50.median, lo: a.p50.min, hi: a.p50.max },
+      { panel: "admitted", series: target, label: "added p99", value: a.p99.median, lo: a.p99.min, hi: a.p99.max },
+    ]),
+    ...Object.entries(gateway.denied).flatMap(([target, d]) => [
+      { panel: "denied-latency", series: target, label: "p50", value: d.p50.median, lo: d.p50.min, hi: d.p50.max },
+      { panel: "denied-latency", series: target, label: "p99", value: d.p99.median, lo: d.p99.min, hi: d.p99.max },
+      { panel: "denied-rps", series: target, label: "req/s", value: d.rps.median, lo: d.rps.min, hi: d.rps.max },
     ]),
   ]);
 }
@@ -73,13 +77,13 @@ try {
   const memory = await measureMemory(stack.redis.url, [100, 128, 1000, 10_000]);
   step("c. shim overhead")("EVALSHA through @upstash/redis + shim vs ioredis direct");
   const shim = await measureShimOverhead(stack.redis.url, stack.shim.url, stack.token, quick ? 200 : 3000, quick ? 200 : 3000);
-  const gateway = await measureGateway(stack, quick ? 1 : 8, step("d–f. gateway"));
+  const gateway = await measureGateway(stack, quick ? GATEWAY_QUICK : GATEWAY_FULL, step("d–f. gateway"));
 
   const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, shim, gateway };
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2) + "\n");
   writeFileSync(join(out, "chart.svg"), await chart(results));
-  console.log(JSON.stringify({ scriptCost, memory, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, load: undefined } }, null, 1));
+  console.log(JSON.stringify({ scriptCost, memory, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, admitted: undefined, denied: undefined } }, null, 1));
   console.log(`\nwrote ${join(out, "results.json")} and ${join(out, "chart.svg")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 } finally {
   await stack.close();

@@ -1,0 +1,124 @@
+import { describe, expect, it } from "vitest";
+import { createDenialLog, type DenialLogOptions } from "./denial-log.ts";
+
+const MINUTE = { name: "minute", windowMs: 60_000 };
+const HOUR = { name: "hour", windowMs: 3_600_000 };
+
+/** A denial log on a clock the test moves, writing into an array. */
+function setup(options: Partial<DenialLogOptions> = {}) {
+  const clock = { ms: Date.UTC(2026, 0, 1) };
+  const lines: Record<string, unknown>[] = [];
+  const log = createDenialLog({ write: (line) => lines.push(line), now: () => clock.ms, intervalMs: 10_000, ...options });
+  const full = () => lines.filter((l) => l.event === "slidegate.denied");
+  const summaries = () => lines.filter((l) => l.event === "slidegate.denied_summary");
+  const total = () => summaries().reduce((sum, l) => sum + (l.denied as number), 0);
+  return { clock, lines, log, full, summaries, total };
+}
+
+describe("denial log", () => {
+  it("a flood of 5,000 denials of one identity writes one full line and one summary with the exact count", async () => {
+    const { clock, lines, log } = setup();
+    for (let i = 0; i < 5000; i++) {
+      log.record({ tag: "iFlood", tier: "default", rules: [MINUTE], detail: { retryAfterMs: 30_000 } });
+      clock.ms += 1; // 5 s of flood
+      if (log.due()) await log.flush();
+    }
+    expect(lines).toEqual([{ event: "slidegate.denied", retryAfterMs: 30_000, tag: "iFlood", tier: "default", rules: ["minute"] }]);
+    clock.ms += 10_000;
+    expect(log.due()).toBe(true);
+    await log.flush();
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toEqual({
+      event: "slidegate.denied_summary", tag: "iFlood", tier: "default", rule: "minute", denied: 5000,
+      from: "2026-01-01T00:00:00.000Z", to: "2026-01-01T00:00:04.999Z",
+    });
+  });
+
+  it("writes an identity's first denial by a rule in full again once that rule's window has passed", () => {
+    const { clock, log, full } = setup();
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    clock.ms += 59_999;
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    expect(full()).toHaveLength(1);
+    clock.ms += 1;
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    expect(full()).toHaveLength(2);
+  });
+
+  it("writes in full per identity and per rule: a new identity, or a rule not yet seen, gets its own full line", () => {
+    const { log, full } = setup();
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    log.record({ tag: "iB", tier: "t", rules: [MINUTE] });
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE, HOUR] });
+    log.record({ tag: "iA", tier: "t", rules: [HOUR] });
+    expect(full().map((l) => [l.tag, l.rules])).toEqual([["iA", ["minute"]], ["iB", ["minute"]], ["iA", ["minute", "hour"]]]);
+  });
+
+  it("is due only once the interval has passed since the first denial a summary would count", async () => {
+    const { clock, log } = setup();
+    expect(log.due()).toBe(false);
+    clock.ms += 60_000; // idle time before the first denial does not count
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    clock.ms += 9_999;
+    expect(log.due()).toBe(false);
+    clock.ms += 1;
+    expect(log.due()).toBe(true);
+    await log.flush();
+    expect(log.due()).toBe(false);
+    clock.ms += 60_000;
+    expect(log.due()).toBe(false); // nothing to report
+  });
+
+  it("counts exactly per identity and rule, a denial by two rules under each, and starts afresh after a flush", async () => {
+    const { clock, log, summaries } = setup();
+    for (let i = 0; i < 7; i++) log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
+    for (let i = 0; i < 3; i++) log.record({ tag: "iA", tier: "t", rules: [MINUTE, HOUR] });
+    for (let i = 0; i < 4; i++) log.record({ tag: "kB", tier: "paid", rules: [HOUR] });
+    clock.ms += 10_000;
+    await log.flush();
+    const counted = () => summaries().map((l) => [l.tag, l.tier, l.rule, l.denied]);
+    expect(counted()).toEqual([["iA", "t", "minute", 10], ["iA", "t", "hour", 3], ["kB", "paid", "hour", 4]]);
+    log.record({ tag: "kB", tier: "paid", rules: [HOUR] });
+    clock.ms += 10_000;
+    await log.flush();
+    expect(counted().slice(3)).toEqual([["kB", "paid", "hour", 1]]);
+  });
+
+  it("past the cap, keeps memory bounded and counts the rest exactly in one 'other' line", async () => {
+    const { clock, log, full, summaries, total } = setup({ maxTracked: 3 });
+    let denials = 0;
+    for (let round = 0; round < 50; round++) {
+      for (let id = 0; id < 10; id++) {
+        log.record({ tag: `i${id}`, tier: "t", rules: [HOUR] });
+        denials++;
+      }
+      expect(log.tracked).toBeLessThanOrEqual(6);
+    }
+    clock.ms += 10_000;
+    await log.flush();
+    expect(full()).toHaveLength(3);
+    expect(summaries().map((l) => [l.tag ?? "other", l.denied])).toEqual([["i0", 50], ["i1", 50], ["i2", 50], ["other", 350]]);
+    expect(summaries()[3]).toMatchObject({ other: true });
+    expect(total()).toBe(denials);
+  });
+
+  it("forgets, at a flush, identities whose window has passed", async () => {
+    const { clock, log } = setup();
+    for (let id = 0; id < 20; id++) log.record({ tag: `i${id}`, tier: "t", rules: [MINUTE] });
+    expect(log.tracked).toBe(40);
+    clock.ms += 10_000;
+    await log.flush();
+    expect(log.tracked).toBe(20); // the counts are written; the full-line memory lasts the window
+    clock.ms += 60_000;
+    log.record({ tag: "i0", tier: "t", rules: [MINUTE] });
+    clock.ms += 10_000;
+    await log.flush();
+    expect(log.tracked).toBe(1);
+  });
+
+  it("keeps the identity fields of the full line whatever the detail says", () => {
+    const { log, full } = setup();
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE], detail: { tag: "spoof", event: "other", fromBlockCache: true } });
+    expect(full()[0]).toEqual({ event: "slidegate.denied", tag: "iA", tier: "t", rules: ["minute"], fromBlockCache: true });
+  });
+});
