@@ -128,7 +128,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     };
   }
 
-  const routes = new Map<string, (identity: Identity, body: Record<string, unknown>) => Promise<Response>>(Object.entries({
+  const routes: Record<string, (identity: Identity, body: Record<string, unknown>) => Promise<Response>> = {
     usage: async (identity) => json(await usage(identity)),
     reset: async (identity) => json({ reset: true, keysDeleted: await redis.del(...keysOf(identity.tag)) }),
     block: async (identity, body) => {
@@ -140,7 +140,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return json({ blocked: true, seconds });
     },
     unblock: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }),
-  }));
+  };
+  // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
+  const routeTable = new Map(Object.entries(routes));
   /** routes after which this isolate's cached denials of the identity are stale */
   const forgetting = new Set(["reset", "unblock"]);
 
@@ -166,7 +168,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return storeFailed(); // an unknown count of failures: closed, never an unlimited 401
     }
     const name = path.slice(ADMIN_PREFIX.length).toLowerCase();
-    const route = routes.get(name);
+    const route = routeTable.get(name);
     if (!route) return notFound();
     if (request.method !== "POST") return problem(405, "method-not-allowed", "Method Not Allowed", "Admin routes take POST with a JSON body.");
     let body: Record<string, unknown>;
