@@ -17,10 +17,17 @@ export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).
 /**
  * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
  * them every admin request from that address answers 429 until the window frees, whatever
- * token it carries, so an answer never tells a right guess from a wrong one.
+ * token it carries — the count is read before the token is checked, on every isolate — so an
+ * answer never tells a right guess from a wrong one.
  */
 export const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
-/** The scope of the failure counter: "@" is never part of a tier name, so no tier shares its keys. */
+/**
+ * Reads the failure count without recording: checked together with the failures, this
+ * one-request-a-day limit is full on every call but the first of the day, and a request denied
+ * by one limit is recorded in none. (The first call of the day counts as one failure.)
+ */
+const AUTH_PEEK: Limit = { name: "auth-peek", limit: 1, windowMs: 86_400_000, cost: 1 };
+/** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
 const AUTH_SCOPE = "@admin";
 const AUTH_TIMEOUT_MS = 5000;
 
@@ -146,22 +153,39 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   /** routes after which this isolate's cached denials of the identity are stale */
   const forgetting = new Set(["reset", "unblock"]);
 
-  /** Counts a failed authentication; the 401, or the 429 once the address is over the limit. */
-  async function failed(request: Request, tag: string, now: number): Promise<Response> {
-    const decision = await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS);
-    log("warn", { event: "slidegate.admin_unauthorized", tag, throttled: !decision.admitted });
-    if (decision.admitted) return unauthorized(request.headers.has("authorization"));
-    throttled.set(tag, now + decision.retryAfterMs, true);
-    return tooManyAttempts(decision.retryAfterMs);
+  const refuse = (tag: string, now: number, ms: number) => {
+    throttled.set(tag, now + ms, true);
+    return tooManyAttempts(ms);
+  };
+
+  /**
+   * The authentication gate: undefined when the token is right and the address is not over
+   * its failure limit, else the answer (429 while over it, 401 for a wrong token, counted).
+   * A request without any Authorization header guesses nothing: 401 at once, uncounted.
+   */
+  async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
+    if (!request.headers.has("authorization")) return unauthorized(false);
+    const peek = await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES, AUTH_PEEK], AUTH_TIMEOUT_MS);
+    const failures = peek.limits.find((l) => l.name === ADMIN_AUTH_FAILURES.name);
+    if (!failures) throw new LimiterError("the admin failure count came back without its limit");
+    if (failures.retryMs > 0) return refuse(tag, now, failures.retryMs);
+    if (await authorised(request)) return undefined;
+    // the peek that was admitted already counted this attempt
+    const counted = peek.admitted ? peek : await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS);
+    log("warn", { event: "slidegate.admin_unauthorized", tag, throttled: !counted.admitted });
+    if (!counted.admitted) return refuse(tag, now, counted.retryAfterMs);
+    return unauthorized(true);
   }
 
   return async (request, path) => {
-    const caller = (await identify("i", clientIp(request, config.ipv6Prefix))).tag;
+    // a tag of its own, apart from the address's rate-limit identity (and any block of it)
+    const caller = (await identify("i", `@admin ${clientIp(request, config.ipv6Prefix)}`)).tag;
     const now = clock();
     const over = throttled.get(caller, now);
     if (over) return tooManyAttempts(over.until - now);
     try {
-      if (!(await authorised(request))) return await failed(request, caller, now);
+      const refused = await authenticate(request, caller, now);
+      if (refused) return refused;
     } catch (e) {
       if (!isStoreFailure(e)) throw e;
       log("error", { event: "slidegate.admin_store_failure", error: e instanceof Error ? e.message : String(e) });
