@@ -34,6 +34,15 @@ describe("canonicalPath", () => {
     expect(path("/files/my%20file").matchOn).toContain("/files/my file");
   });
 
+  it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {
+    for (const p of ["/a%C0%AFb", "/a%c1%9c", "/%E0%80%AE%E0%80%AE/x", "/%F0%80%80%AF", "/a%u002Fb", "/a%U005c"]) {
+      const c = canonicalPath(p);
+      expect(c.ok, p).toBe(false);
+      if (!c.ok) expect(c.refused, p).toMatch(/^an ambiguous escape/);
+    }
+    expect(canonicalPath("/caf%C3%A9/%E2%82%AC/%F0%9F%98%80").ok).toBe(true); // valid UTF-8 passes
+  });
+
   it("refuses an encoded slash, backslash or NUL, and a raw backslash", () => {
     for (const [p, refused] of [["/a%2Fb", "an encoded slash (%2F)"], ["/a%2fb", "an encoded slash (%2F)"], ["/a%5cb", "an encoded backslash (%5C)"], ["/a%00", "an encoded NUL (%00)"], ["/a\\b", "a backslash"]]) {
       expect(canonicalPath(p!), p).toEqual({ ok: false, refused });

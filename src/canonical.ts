@@ -13,8 +13,9 @@
  *   trailing slash dropped. A rule matches when it matches any of them: matching errs toward
  *   covering more, never less.
  *
- * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused: origins disagree on
- * what they mean, so no single canonical form exists.
+ * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused, and so are escapes
+ * only some decoders accept (overlong UTF-8, `%uXXXX`): origins disagree on what they mean,
+ * so no single canonical form exists.
  *
  * @example
  * const c = canonicalPath("//%76%31/./Users;v=2/");
@@ -32,8 +33,16 @@ const REFUSED: Record<string, string> = {
   "00": "an encoded NUL (%00)",
 };
 
+/**
+ * Escapes that some decoders turn into `/`, `\` or `.` and others do not: overlong UTF-8
+ * (`%C0%AF` is `/` to a lenient decoder, invalid to a strict one) and IIS-style `%u002F`.
+ */
+const AMBIGUOUS_ESCAPES = /%C[01]|%E0%[89]|%F0%8|%u[0-9A-F]{4}/i;
+
 /** Decodes escaped unreserved characters and upper-cases the other escapes, or names what is refused. */
 function normaliseEscapes(path: string): { path: string } | { problem: string } {
+  const ambiguous = AMBIGUOUS_ESCAPES.exec(path);
+  if (ambiguous) return { problem: `an ambiguous escape (${ambiguous[0]}, an overlong or %u encoding)` };
   let out = "";
   for (let i = 0; i < path.length; i++) {
     const c = path[i]!;

@@ -80,6 +80,8 @@ describe("parseRateLimits", () => {
     expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 64, blockCacheMaxAgeMs: 10_000, clientIpHeader: "x-forwarded-for", passForwardedHeaders: false });
     const path = r.ok ? r.config.tiers.get("default")![0]!.path! : undefined;
     expect(path?.test("/V1/Users")).toBe(true);
+    expect(path?.test("/v1/u\u017Fers")).toBe(true); // "ſ" folds to "s", as Java's equalsIgnoreCase has it
+    expect(path?.test("/v1/a\nb")).toBe(true); // a decoded newline is still "any run of characters"
     const exact = parseRateLimits({ caseSensitivePaths: true, rules: [{ name: "m", limit: 1, window: "1s", path: "/v1/*" }] });
     const exactPath = exact.ok ? exact.config.tiers.get("default")![0]!.path! : undefined;
     expect(exactPath?.test("/V1/Users")).toBe(false);

@@ -177,10 +177,13 @@ function crossCheck(c: Raw): string[] {
 
 type RawRule = v.InferOutput<typeof rule>;
 
-/** "/v1/*" → /^\/v1\/.*$/i : `*` matches any run of characters, everything else literally. */
+/**
+ * "/v1/*" → /^\/v1\/.*$/isu : `*` matches any run of characters, everything else literally;
+ * case-insensitive by Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare.
+ */
 function pathPattern(glob: string, caseSensitive: boolean): RegExp {
   const body = glob.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*");
-  return new RegExp(`^${body}$`, caseSensitive ? "" : "i");
+  return new RegExp(`^${body}$`, caseSensitive ? "su" : "isu");
 }
 
 function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean, caseSensitive: boolean): Rule {
