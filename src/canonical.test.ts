@@ -32,6 +32,8 @@ describe("canonicalPath", () => {
     expect(path("/a%3Bb/c").matchOn).toContain("/a/c"); // an escaped ";" decoded, as some origins do
     expect(path("/public/..;/v1/users").matchOn).toContain("/v1/users"); // "..;" is ".." to a servlet container
     expect(path("/files/my%20file").matchOn).toContain("/files/my file");
+    expect(path("/%2576%2531/users").matchOn).toContain("/v1/users"); // decoded twice, as a proxy and an app might
+    expect(path("/v1%252Fusers").matchOn).toContain("/v1/users");
   });
 
   it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {

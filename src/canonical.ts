@@ -9,9 +9,9 @@
  * - the forwarded path: percent-encoded unreserved characters decoded and the remaining
  *   escapes upper-cased (RFC 3986 §6.2.2), runs of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
- * - the match forms: the forwarded path as it is, fully decoded, and with `;` parameters and a
- *   trailing slash dropped. A rule matches when it matches any of them: matching errs toward
- *   covering more, never less.
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice), and with `;`
+ *   parameters and a trailing slash dropped. A rule matches when it matches any of them:
+ *   matching errs toward covering more, never less.
  *
  * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused, and so are escapes
  * only some decoders accept (overlong UTF-8, `%uXXXX`): origins disagree on what they mean,
@@ -78,11 +78,11 @@ function normaliseSegments(path: string): string {
 
 /** Every escape decoded that decodes to text; undecodable ones stay as they are. */
 function decodeAll(path: string): string {
-  return path.replace(/(?:%[0-9A-F]{2})+/g, (run) => {
+  return path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
     try {
       return decodeURIComponent(run);
     } catch {
-      return run.replace(/%[0-9A-F]{2}/g, (one) => {
+      return run.replace(/%[0-9A-Fa-f]{2}/g, (one) => {
         try {
           return decodeURIComponent(one);
         } catch {
@@ -103,7 +103,9 @@ export function canonicalPath(pathname: string): CanonicalPath {
   if ("problem" in escaped) return { ok: false, refused: escaped.problem };
   const path = normaliseSegments(escaped.path);
   const forms = new Set<string>();
-  for (const form of [path, decodeAll(path)]) {
+  const decoded = decodeAll(path);
+  // decoded twice too, for a stack where a proxy and the application each decode once
+  for (const form of [path, decoded, normaliseSegments(decodeAll(decoded))]) {
     for (const variant of [form, normaliseSegments(withoutParams(form))]) {
       forms.add(variant);
       forms.add(withoutTrailingSlash(variant));

@@ -63,6 +63,8 @@ const MAX_WINDOW = 366 * UNITS.d!;
  * the parser, and a tier could end up with no rules at all.
  */
 const RESERVED = new Set([...Object.getOwnPropertyNames(Object.prototype), "prototype"]);
+/** Headers the gate cannot give over to the client address without breaking the request. */
+const UNSETTABLE_HEADERS = new Set(["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te", "trailer", "keep-alive", "authorization", "cookie", "cf-connecting-ip"]);
 const reservedName = (name: string) => `"${name}" is a name every JavaScript object already has; choose another`;
 
 const int = (min: number, max: number) =>
@@ -148,6 +150,10 @@ function crossCheck(c: Raw): string[] {
   if (c.rules && c.tiers) issue(".rules", 'give either "rules" or "tiers", not both');
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
+  const ipHeader = c.clientIpHeader?.toLowerCase();
+  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === c.identity?.header?.toLowerCase())) {
+    issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
+  }
   if (c.tiers) {
     if (!c.defaultTier) issue(".defaultTier", "is required with tiers");
     else if (!Object.hasOwn(c.tiers, c.defaultTier)) issue(".defaultTier", `"${c.defaultTier}" is not a tier`);
