@@ -133,11 +133,12 @@ export function createGate(options: GateOptions): Gate {
 
     const client = clientAddress(request, config.ipv6Prefix);
     const key = config.keyHeader ? readApiKey(request, config.keyHeader) : ({ kind: "absent" } as const);
-    const keyIdentity = key.kind === "key" ? await identify("k", key.key) : undefined;
-    const listed = config.access(client.address, keyIdentity?.keyHash);
-    const listedTier = tierOf(config, keyIdentity?.keyHash);
+    const identity: Identity = key.kind === "key" ? await identify("k", key.key) : await identify("i", client.bucket);
+    const tier = tierOf(config, identity.keyHash);
+    const tag = identity.tag;
+    const listed = config.access(client.address, identity.keyHash);
     if (listed === "deny") {
-      record({ outcome: "denylisted", tier: listedTier, rules: [], tag: (keyIdentity ?? (await identify("i", client.bucket))).tag });
+      record({ outcome: "denylisted", tier, rules: [], tag });
       return forbidden();
     }
     if (key.kind === "ambiguous") return ambiguousKey(config.keyHeader!);
@@ -146,14 +147,11 @@ export function createGate(options: GateOptions): Gate {
     const outbound = prepare(request, { url, path, clientIp: client.text }, forwarding);
     pending.body = outbound.body ?? request.body;
     if (listed === "allow") {
-      record({ outcome: "allowlisted", tier: listedTier, rules: [], tag: (keyIdentity ?? (await identify("i", client.bucket))).tag });
+      record({ outcome: "allowlisted", tier, rules: [], tag });
       return await forward(outbound, pending, new Headers());
     }
-    if (!keyIdentity && config.keyRequired) return keyRequired(config.keyHeader!);
+    if (key.kind !== "key" && config.keyRequired) return keyRequired(config.keyHeader!);
 
-    const identity: Identity = keyIdentity ?? (await identify("i", client.bucket));
-    const tier = listedTier;
-    const tag = identity.tag;
     const rules = rulesFor(config, tier, methodsOf(request, url), canonical.matchOn);
     if (rules.length === 0) return await forward(outbound, pending, new Headers());
 

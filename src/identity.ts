@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js";
+import { DEFAULTS } from "./config.ts";
 
 /**
  * Who is calling. The API key (when configured) or the client IP from CF-Connecting-IP,
@@ -107,8 +108,8 @@ export function clientAddress(request: Request, ipv6Prefix: number): ClientAddre
   return { address, text: addressText(address), bucket: addressBucket(address, ipv6Prefix) };
 }
 
-/** The bucket of the client IP as Cloudflare reports it (IPv6 grouped by `ipv6Prefix`, default 64). */
-export function clientIp(request: Request, ipv6Prefix = 64): string {
+/** The bucket of the client IP as Cloudflare reports it (IPv6 grouped by `ipv6Prefix`, default /64). */
+export function clientIp(request: Request, ipv6Prefix: number = DEFAULTS.ipv6Prefix): string {
   return clientAddress(request, ipv6Prefix).bucket;
 }
 
