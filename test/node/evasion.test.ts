@@ -13,9 +13,12 @@ import { services } from "../helpers/shim.ts";
 let origin: FrameworkOrigin;
 const isolates: Miniflare[] = [];
 
-/** The built gate in front of the framework origin; its base URL for raw requests. */
+/**
+ * The built gate in front of the framework origin; its base URL for raw requests. A generous
+ * store budget: on a loaded machine a decision must not fail open and pass for an evasion.
+ */
 async function gate(config: Record<string, unknown>, bindings: Record<string, string> = {}): Promise<string> {
-  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS: rateLimits(config), ...bindings });
+  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS: rateLimits({ timeout: 10_000, ...config }), ...bindings });
   isolates.push(mf);
   return (await mf.ready).href;
 }

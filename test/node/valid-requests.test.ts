@@ -12,7 +12,8 @@ let origin: FrameworkOrigin;
 const isolates: Miniflare[] = [];
 
 async function gate(config: Record<string, unknown> | string, bindings: Record<string, string> = {}, log?: (line: string) => void): Promise<string> {
-  const RATE_LIMITS = typeof config === "string" ? config : rateLimits(config);
+  // a generous store budget: on a loaded machine a decision must not fail open
+  const RATE_LIMITS = typeof config === "string" ? config : rateLimits({ timeout: 10_000, ...config });
   const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS, ...bindings }, log);
   isolates.push(mf);
   return (await mf.ready).href;

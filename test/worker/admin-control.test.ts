@@ -20,7 +20,7 @@ const freshIp = () => `100.66.${(++next >> 8) & 255}.${next & 255}`;
 
 describe("WWW-Authenticate", () => {
   it("is on every 401: the admin API's, with or without a token, and the missing API key's", async () => {
-    const gate = makeGate({ identity: { header: "x-api-key", required: true }, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const gate = makeGate({ identity: { header: "x-api-key", required: true }, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
     const missing = await call(gate, "usage", { token: null, ip: freshIp() });
     expect(missing.status).toBe(401);
     expect(missing.headers.get("WWW-Authenticate")).toBe('Bearer realm="slidegate-admin"');
@@ -37,7 +37,7 @@ describe("admin authentication failures", () => {
   const n = 10; // the README's "10 failed attempts per 10 minutes per client address"
 
   it(`are limited per client address: after ${n} wrong tokens every attempt is 429, the right token too`, async () => {
-    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
     const guesser = freshIp();
     const codes: number[] = [];
     for (let i = 0; i < n + 5; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: guesser })).status);
@@ -50,7 +50,7 @@ describe("admin authentication failures", () => {
 
   it("hold on an isolate that never saw the guesses, before the token is checked", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = { prefix, rules: [{ name: "m", limit: 5, window: "1m" }] };
+    const config = { prefix, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] };
     const [one, other] = [makeGate(config, { adminToken: ADMIN }), makeGate(config, { adminToken: ADMIN })];
     const guesser = freshIp();
     for (let i = 0; i < n; i++) expect((await call(one, "usage", { token: `guess-${i}`, ip: guesser })).status).toBe(401);
@@ -60,7 +60,7 @@ describe("admin authentication failures", () => {
   });
 
   it("count every address of one IPv6 /64 as one guesser", async () => {
-    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
     const prefix = `2001:db8:ad:${(++next).toString(16)}`;
     const codes: number[] = [];
     for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: `${prefix}::${(i + 1).toString(16)}` })).status);
@@ -70,7 +70,7 @@ describe("admin authentication failures", () => {
 
 describe("cached denials", () => {
   it("a reset clears the serving isolate's cached 429s at once", async () => {
-    const gate = makeGate({ rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
     const ip = freshIp();
     expect(await statuses(gate, 3, "/", { ip })).toEqual([200, 429, 429]); // the last one from the cache
     expect((await call(gate, "reset", { body: { ip } })).status).toBe(200);
@@ -78,7 +78,7 @@ describe("cached denials", () => {
   });
 
   it("an unblock clears them too, so an unblocked caller is asked about afresh", async () => {
-    const gate = makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
     const key = `k-${crypto.randomUUID()}`;
     expect(await statuses(gate, 2, "/", { key })).toEqual([200, 429]);
     await call(gate, "block", { body: { key, seconds: 600 } });
@@ -91,7 +91,7 @@ describe("cached denials", () => {
 
   it("live at most blockCacheMaxAge on every other isolate", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = { prefix, blockCacheMaxAge: "5s", rules: [{ name: "day", limit: 1, window: "1d" }] };
+    const config = { prefix, blockCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
     let clock = Date.now();
     const serving = makeGate(config, { adminToken: ADMIN });
     const elsewhere = makeGate(config, { now: () => clock }); // an isolate with a clock the test moves
