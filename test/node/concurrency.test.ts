@@ -10,7 +10,9 @@ const L = 50;
 
 const fleets: Fleet[] = [];
 const fleet = async (config: Record<string, unknown>) => {
-  const f = await startGateFleet(K, { RATE_LIMITS: rateLimits(config) });
+  // a budget no loaded machine exhausts: these trials are about exactness, and a timed-out
+  // decision would fail open
+  const f = await startGateFleet(K, { RATE_LIMITS: rateLimits({ timeout: 30_000, ...config }) });
   fleets.push(f);
   return f;
 };

@@ -9,7 +9,8 @@ afterAll(async () => {
 
 describe("a fleet of two Worker instances", () => {
   it("shares one limit: under concurrent load exactly the limit is admitted", async () => {
-    const fleet = await startGateFleet(2, { RATE_LIMITS: rateLimits({ rules: [{ name: "default", limit: 50, window: "1m" }] }) });
+    // a budget no loaded machine exhausts: this is about exactness, and a timed-out decision would fail open
+    const fleet = await startGateFleet(2, { RATE_LIMITS: rateLimits({ timeout: 30_000, rules: [{ name: "default", limit: 50, window: "1m" }] }) });
     started.push(fleet);
     const codes = await fleet.burst(300, { "cf-connecting-ip": "198.51.100.77" });
     expect(codes.filter((s) => s === 200)).toHaveLength(50);
