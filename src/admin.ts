@@ -37,7 +37,7 @@ export interface AdminOptions {
   adminToken?: string;
   redisUrl: string;
   redisToken: string;
-  /** the isolate's clock (default Date.now) */
+  /** the isolate's clock, ms (default Date.now); with `clock: "edge"` also the limiter's */
   now?: () => number;
   /** where structured log lines go */
   log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
@@ -84,7 +84,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const { config, adminToken } = options;
   if (!adminToken) return async () => notFound();
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
-  const clock = options.now ?? Date.now;
+  const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
   const throttled = createBlockCache<true>(10_000);
@@ -180,7 +180,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   return async (request, path) => {
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)
     const caller = (await identify("i", `@admin ${clientIp(request, config.ipv6Prefix)}`)).tag;
-    const now = clock();
+    const now = isolateNow();
     const over = throttled.get(caller, now);
     if (over) return tooManyAttempts(over.until - now);
     try {
