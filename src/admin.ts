@@ -1,7 +1,9 @@
-import { Redis } from "@upstash/redis/cloudflare";
+import { errors, Redis } from "@upstash/redis/cloudflare";
+import { createBlockCache } from "./block-cache.ts";
 import type { GateConfig } from "./config.ts";
-import { identify, sha256, type Identity } from "./identity.ts";
-import { redisKeys } from "./limiter.ts";
+import { retryAfterSeconds } from "./headers.ts";
+import { clientIp, identify, ipIdentity, sha256, type Identity } from "./identity.ts";
+import { createLimiter, LimiterError, redisKeys, type Limit } from "./limiter.ts";
 import { problem } from "./problem.ts";
 import { tierOf } from "./rules.ts";
 
@@ -9,19 +11,60 @@ import { tierOf } from "./rules.ts";
 export const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
 
+/** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
+export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX;
+
+/**
+ * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
+ * them every admin request from that address answers 429 until the window frees, whatever
+ * token it carries — the count is read before the token is checked, on every isolate — so an
+ * answer never tells a right guess from a wrong one.
+ */
+export const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
+/**
+ * Reads the failure count without recording: checked together with the failures, this
+ * one-request-a-day limit is full on every call but the first of the day, and a request denied
+ * by one limit is recorded in none. (The first call of the day counts as one failure.)
+ */
+const AUTH_PEEK: Limit = { name: "auth-peek", limit: 1, windowMs: 86_400_000, cost: 1 };
+/** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
+const AUTH_SCOPE = "@admin";
+const AUTH_TIMEOUT_MS = 5000;
+
 export interface AdminOptions {
   config: GateConfig;
   /** the ADMIN_TOKEN secret; undefined: the admin API is off and its paths answer 404 */
   adminToken?: string;
   redisUrl: string;
   redisToken: string;
-  /** the edge clock (ms), used only with `clock: "edge"` */
+  /** the isolate's clock, ms (default Date.now); with `clock: "edge"` also the limiter's */
   now?: () => number;
+  /** where structured log lines go */
+  log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
+  /** called with an identity's tag after a reset or unblock: the isolate forgets its cached denials */
+  forget?: (tag: string) => void;
+}
+
+/**
+ * Whether an admin route failed because of the store: the client's own errors (an error
+ * answer, an unreadable one), workerd's network failures (a plain Error) and aborts (a
+ * DOMException). Programming errors are TypeError, RangeError and the like: those are bugs.
+ */
+export function isStoreFailure(error: unknown): boolean {
+  return error instanceof errors.UpstashError || error instanceof LimiterError || error instanceof DOMException ||
+    (error instanceof Error && Object.getPrototypeOf(error) === Error.prototype);
 }
 
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 const notFound = () => problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock.`);
+const unauthorized = (sent: boolean) =>
+  problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.", {
+    "WWW-Authenticate": sent ? 'Bearer realm="slidegate-admin", error="invalid_token"' : 'Bearer realm="slidegate-admin"',
+  });
+const tooManyAttempts = (ms: number) =>
+  problem(429, "too-many-attempts", "Too Many Attempts", "Too many failed admin authentications from this address; wait before trying again.", { "Retry-After": retryAfterSeconds(ms) });
+const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
 
 /** A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua). */
@@ -42,14 +85,21 @@ function blockLeft(value: string | null, ttlMs: number, nowUs: number): number |
 /**
  * The operator's API: read an identity's usage per rule, reset it, block and unblock it. The
  * identity comes as the raw API key or IP in the JSON body and is hashed here, as the gate
- * hashes it; the admin token is compared in constant time.
+ * hashes it (an IP in its canonical form and IPv6 prefix); the admin token is compared in
+ * constant time, and failed attempts are limited per client address with the gate's own
+ * limiter. A reset or unblock also clears the serving isolate's cached denials at once.
  *
  * @example
  * POST /__slidegate/block  Authorization: Bearer $ADMIN_TOKEN  {"key":"sk-live-…","seconds":600}
  */
-export function createAdmin(options: AdminOptions): (request: Request) => Promise<Response> {
+export function createAdmin(options: AdminOptions): (request: Request, path: string) => Promise<Response> {
   const { config, adminToken } = options;
   if (!adminToken) return async () => notFound();
+  const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
+  const isolateNow = options.now ?? Date.now;
+  const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
+  // addresses known to be over the failure limit: refused here without a store call or a token check
+  const throttled = createBlockCache<true>(10_000);
   const expected = sha256(`Bearer ${adminToken}`);
   const redis = new Redis({
     url: options.redisUrl, token: options.redisToken, enableTelemetry: false, enableAutoPipelining: false,
@@ -119,10 +169,51 @@ export function createAdmin(options: AdminOptions): (request: Request) => Promis
     },
     unblock: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }),
   };
+  // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
+  const routeTable = new Map(Object.entries(routes));
+  /** routes after which this isolate's cached denials of the identity are stale */
+  const forgetting = new Set(["reset", "unblock"]);
 
-  return async (request) => {
-    if (!(await authorised(request))) return problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.");
-    const route = routes[new URL(request.url).pathname.slice(ADMIN_PREFIX.length)];
+  const refuse = (tag: string, now: number, ms: number) => {
+    throttled.set(tag, now + ms, true);
+    return tooManyAttempts(ms);
+  };
+
+  /**
+   * The authentication gate: undefined when the token is right and the address is not over
+   * its failure limit, else the answer (429 while over it, 401 for a wrong token, counted).
+   * A request without any Authorization header guesses nothing: 401 at once, uncounted.
+   */
+  async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
+    if (!request.headers.has("authorization")) return unauthorized(false);
+    const peek = await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES, AUTH_PEEK], AUTH_TIMEOUT_MS);
+    const failures = peek.limits.find((l) => l.name === ADMIN_AUTH_FAILURES.name);
+    if (!failures) throw new LimiterError("the admin failure count came back without its limit");
+    if (failures.retryMs > 0) return refuse(tag, now, failures.retryMs);
+    if (await authorised(request)) return undefined;
+    // the peek that was admitted already counted this attempt
+    const counted = peek.admitted ? peek : await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS);
+    log("warn", { event: "slidegate.admin_unauthorized", tag, throttled: !counted.admitted });
+    if (!counted.admitted) return refuse(tag, now, counted.retryAfterMs);
+    return unauthorized(true);
+  }
+
+  return async (request, path) => {
+    // a tag of its own, apart from the address's rate-limit identity (and any block of it)
+    const caller = (await identify("i", `@admin ${clientIp(request, config.ipv6Prefix)}`)).tag;
+    const now = isolateNow();
+    const over = throttled.get(caller, now);
+    if (over) return tooManyAttempts(over.until - now);
+    try {
+      const refused = await authenticate(request, caller, now);
+      if (refused) return refused;
+    } catch (e) {
+      if (!isStoreFailure(e)) throw e;
+      log("error", { event: "slidegate.admin_store_failure", error: e instanceof Error ? e.message : String(e) });
+      return storeFailed(); // an unknown count of failures: closed, never an unlimited 401
+    }
+    const name = path.slice(ADMIN_PREFIX.length).toLowerCase();
+    const route = routeTable.get(name);
     if (!route) return notFound();
     if (request.method !== "POST") return problem(405, "method-not-allowed", "Method Not Allowed", "Admin routes take POST with a JSON body.");
     let body: Record<string, unknown>;
@@ -136,10 +227,17 @@ export function createAdmin(options: AdminOptions): (request: Request) => Promis
     if ((typeof key === "string") === (typeof ip === "string") || key === "" || ip === "") {
       return badRequest('Give exactly one of "key" (the raw API key) or "ip" (the client IP), as a non-empty string.');
     }
+    const identity = typeof key === "string" ? await identify("k", key.trim()) : await identify("i", ipIdentity(ip as string, config.ipv6Prefix));
+    let response: Response;
     try {
-      return await route(typeof key === "string" ? await identify("k", key.trim()) : await identify("i", (ip as string).trim()), body);
+      response = await route(identity, body);
     } catch (e) {
-      return problem(503, "store-unavailable", "Service Unavailable", `The rate-limit store failed: ${e instanceof Error ? e.message.slice(0, 200) : "unknown error"}`);
+      // a bug is the gate's 500; only the store's own failures are a 503, without its words
+      if (!isStoreFailure(e)) throw e;
+      log("error", { event: "slidegate.admin_store_failure", route: name, error: e instanceof Error ? e.message.slice(0, 200) : String(e) });
+      return storeFailed();
     }
+    if (response.ok && forgetting.has(name)) options.forget?.(identity.tag);
+    return response;
   };
 }

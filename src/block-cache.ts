@@ -7,10 +7,13 @@
  * const cache = createBlockCache<Decision>(10_000);
  * cache.set("k…|free|minute", Date.now() + 30_000, decision);
  * cache.get("k…|free|minute", Date.now()); // { until, value } while blocked, else undefined
+ * cache.forget("k…|");                     // every entry of that identity, gone
  */
 export interface BlockCache<T> {
   get(key: string, now: number): { until: number; value: T } | undefined;
   set(key: string, until: number, value: T): void;
+  /** drops every entry whose key starts with `prefix`; returns how many */
+  forget(prefix: string): number;
   readonly size: number;
 }
 
@@ -30,6 +33,11 @@ export function createBlockCache<T>(size: number): BlockCache<T> {
       entries.delete(key);
       if (entries.size >= size) entries.delete(entries.keys().next().value!);
       entries.set(key, { until, value });
+    },
+    forget(prefix) {
+      let dropped = 0;
+      for (const key of entries.keys()) if (key.startsWith(prefix) && entries.delete(key)) dropped++;
+      return dropped;
     },
     get size() {
       return entries.size;

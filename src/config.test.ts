@@ -74,4 +74,56 @@ describe("parseRateLimits", () => {
     expect(errorsOf(5)).toEqual(["RATE_LIMITS: must be an object, not 5"]);
     expect(errorsOf([])[0]).toMatch(/^RATE_LIMITS: must be an object/);
   });
+
+  it("defaults the request-shaping fields: IPv6 per /64, denials cached 10 s at most, X-Forwarded-For, case-insensitive paths", () => {
+    const r = parseRateLimits({ rules: [{ name: "m", limit: 1, window: "1s", path: "/v1/*" }] });
+    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 64, blockCacheMaxAgeMs: 10_000, clientIpHeader: "x-forwarded-for", passForwardedHeaders: false });
+    const path = r.ok ? r.config.tiers.get("default")![0]!.path! : undefined;
+    expect(path?.test("/V1/Users")).toBe(true);
+    expect(path?.test("/v1/u\u017Fers")).toBe(true); // "ſ" folds to "s", as Java's equalsIgnoreCase has it
+    expect(path?.test("/v1/a\nb")).toBe(true); // a decoded newline is still "any run of characters"
+    const exact = parseRateLimits({ caseSensitivePaths: true, rules: [{ name: "m", limit: 1, window: "1s", path: "/v1/*" }] });
+    const exactPath = exact.ok ? exact.config.tiers.get("default")![0]!.path! : undefined;
+    expect(exactPath?.test("/V1/Users")).toBe(false);
+    expect(exactPath?.test("/v1/Users")).toBe(true);
+  });
+
+  it("accepts and normalises the request-shaping fields", () => {
+    const r = parseRateLimits({ ipv6Prefix: 48, blockCacheMaxAge: "30s", clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 1, window: "1s", path: "//v1/%75sers" }] });
+    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 48, blockCacheMaxAgeMs: 30_000, clientIpHeader: "x-client-ip", passForwardedHeaders: true });
+    // the glob in the canonical form of the requests it is matched against
+    expect(r.ok && r.config.tiers.get("default")![0]!.path!.test("/v1/users")).toBe(true);
+  });
+
+  it("names the field for each bad request-shaping value", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    expect(errorsOf({ rules, ipv6Prefix: 47 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be at least 48"]);
+    expect(errorsOf({ rules, ipv6Prefix: 129 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be at most 128"]);
+    expect(errorsOf({ rules, ipv6Prefix: 56.5 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be a whole number"]);
+    expect(errorsOf({ rules, blockCacheMaxAge: "2h" })).toEqual(["RATE_LIMITS.blockCacheMaxAge: must be at most 1h"]);
+    expect(errorsOf({ rules, blockCacheMaxAge: 0 })[0]).toMatch(/^RATE_LIMITS\.blockCacheMaxAge: must be/);
+    expect(errorsOf({ rules, clientIpHeader: "client ip" })).toEqual(["RATE_LIMITS.clientIpHeader: must be an HTTP header name"]);
+    expect(errorsOf({ rules, clientIpHeader: "Host" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: "Host" carries something else/);
+    expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "x-api-key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
+    expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
+    expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] }))
+      .toEqual(["RATE_LIMITS.rules[0].path: contains an encoded slash (%2F), which the gate refuses in every request"]);
+  });
+
+  it("refuses names every JavaScript object already has, wherever a name is looked up", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    const identity = { header: "x-api-key" };
+    const reserved = /"(toString|constructor|__proto__|valueOf|hasOwnProperty)" is a name every JavaScript object already has/;
+    for (const name of ["toString", "constructor", "valueOf", "hasOwnProperty"]) {
+      const errors = errorsOf({ identity, defaultTier: "free", tiers: { free: { rules }, [name]: { rules } } });
+      expect(errors, name).toEqual([`RATE_LIMITS.tiers.${name}: "${name}" is a name every JavaScript object already has; choose another`]);
+    }
+    // JSON.parse keeps "__proto__" as a key of its own; the schema alone would drop it without a word
+    expect(errorsOf(`{"identity":{"header":"k"},"defaultTier":"__proto__","tiers":{"__proto__":{"rules":[{"name":"m","limit":1,"window":"1s"}]}}}`)[0]).toMatch(/^RATE_LIMITS\.tiers\.__proto__: /);
+    expect(errorsOf({ identity, defaultTier: "toString", tiers: { free: { rules } } })[0]).toMatch(reserved);
+    expect(errorsOf({ identity, defaultTier: "free", tiers: { free: { rules } }, keys: { ["c".repeat(64)]: "constructor" } })[0]).toMatch(reserved);
+    expect(errorsOf({ rules: [{ name: "valueOf", limit: 1, window: "1s" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.name: "valueOf" is a name/);
+    expect(errorsOf({ prefix: "__proto__", rules })[0]).toMatch(/^RATE_LIMITS\.prefix: /);
+  });
 });

@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { compileAccess, parseRange, type AccessCheck } from "./access.ts";
+import { canonicalPath } from "./canonical.ts";
 
 /**
  * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
@@ -17,7 +18,7 @@ export interface Rule {
   limit: number;
   windowMs: number;
   cost: number;
-  /** undefined: every path */
+  /** undefined: every path; matched against each form of the canonical path (see canonical.ts) */
   path?: RegExp;
   /** undefined: every method */
   methods?: ReadonlySet<string>;
@@ -37,9 +38,17 @@ export interface GateConfig {
   /** SHA-256 hex of an API key → tier name */
   keyTiers: ReadonlyMap<string, string>;
   blockCacheSize: number;
+  /** the longest a cached denial is answered without asking Redis, ms */
+  blockCacheMaxAgeMs: number;
   clock: "redis" | "edge";
   /** the allow and deny lists, for a client IP and an API key's SHA-256 hex */
   access: AccessCheck;
+  /** IPv6 clients are counted by their network of this many bits */
+  ipv6Prefix: number;
+  /** the header (lower case) in which the origin receives the client address */
+  clientIpHeader: string;
+  /** true: client-sent X-Forwarded-Host, X-Forwarded-Proto, … reach the origin */
+  passForwardedHeaders: boolean;
 }
 
 export type ConfigResult = { ok: true; config: GateConfig } | { ok: false; errors: string[] };
@@ -48,17 +57,33 @@ const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000
 const WINDOW = /^(\d+)(ms|s|m|h|d)$/;
 const MAX_WINDOW = 366 * UNITS.d!;
 
+/**
+ * Names every JavaScript object already has (`toString`, `constructor`, `__proto__`, …). As a
+ * tier or rule name they would be looked up as inherited properties, or silently dropped by
+ * the parser, and a tier could end up with no rules at all.
+ */
+const RESERVED = new Set([...Object.getOwnPropertyNames(Object.prototype), "prototype"]);
+/** Headers the gate cannot give over to the client address without breaking the request. */
+const UNSETTABLE_HEADERS = new Set(["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te", "trailer", "keep-alive", "authorization", "cookie", "cf-connecting-ip"]);
+const reservedName = (name: string) => `"${name}" is a name every JavaScript object already has; choose another`;
+
 const int = (min: number, max: number) =>
   v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
 // Names become part of Redis keys: keep them short and free of the key separator.
-const NAME = v.pipe(v.string(), v.regex(/^[A-Za-z0-9_-]{1,32}$/, "must be 1-32 characters of A-Z a-z 0-9 _ -"));
+const NAME = v.pipe(
+  v.string(),
+  v.regex(/^[A-Za-z0-9_-]{1,32}$/, "must be 1-32 characters of A-Z a-z 0-9 _ -"),
+  v.check((name) => !RESERVED.has(name), (issue) => reservedName(issue.input as string)),
+);
+const HEADER = v.pipe(v.string(), v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"));
 const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 const TIMEOUT = int(1, 30_000);
 const fields = <T extends v.ObjectEntries>(entries: T) => v.strictObject(entries, (issue) =>
   issue.expected === "never" ? `unknown field (allowed: ${Object.keys(entries).join(", ")})` : `must be an object, not ${issue.received}`);
 
-const window = v.union([
-  int(1, MAX_WINDOW),
+/** A duration as a number of ms or text with a unit ("10s"), at most `max` ms (`maxText` says it in words). */
+const duration = (max: number, maxText: string) => v.union([
+  int(1, max),
   v.pipe(
     v.string(),
     v.regex(WINDOW, 'must be a whole number with a unit ms, s, m, h or d, like "10s"'),
@@ -67,9 +92,10 @@ const window = v.union([
       return Number(n) * UNITS[unit!]!;
     }),
     v.minValue(1, "must be at least 1 ms"),
-    v.maxValue(MAX_WINDOW, "must be at most 366d"),
+    v.maxValue(max, `must be at most ${maxText}`),
   ),
 ], 'must be a duration like "10s", "1m", "500ms" or a number of milliseconds');
+const window = duration(MAX_WINDOW, "366d");
 
 const rule = fields({
   name: NAME,
@@ -94,7 +120,7 @@ const accessList = v.optional(fields({
 const schema = fields({
   prefix: v.optional(NAME),
   identity: v.optional(fields({
-    header: v.optional(v.pipe(v.string(), v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"))),
+    header: v.optional(HEADER),
     required: v.optional(v.boolean()),
   })),
   rules: v.optional(rules),
@@ -107,7 +133,12 @@ const schema = fields({
   fail: v.optional(FAIL),
   timeout: v.optional(TIMEOUT),
   blockCacheSize: v.optional(int(0, 1_000_000)),
+  blockCacheMaxAge: v.optional(duration(3_600_000, "1h")),
   clock: v.optional(v.picklist(["redis", "edge"], 'must be "redis" or "edge"')),
+  ipv6Prefix: v.optional(int(48, 128)),
+  caseSensitivePaths: v.optional(v.boolean()),
+  clientIpHeader: v.optional(HEADER),
+  passForwardedHeaders: v.optional(v.boolean()),
 });
 
 type Raw = v.InferOutput<typeof schema>;
@@ -119,13 +150,17 @@ function crossCheck(c: Raw): string[] {
   if (c.rules && c.tiers) issue(".rules", 'give either "rules" or "tiers", not both');
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
+  const ipHeader = c.clientIpHeader?.toLowerCase();
+  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === c.identity?.header?.toLowerCase())) {
+    issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
+  }
   if (c.tiers) {
     if (!c.defaultTier) issue(".defaultTier", "is required with tiers");
-    else if (!(c.defaultTier in c.tiers)) issue(".defaultTier", `"${c.defaultTier}" is not a tier`);
+    else if (!Object.hasOwn(c.tiers, c.defaultTier)) issue(".defaultTier", `"${c.defaultTier}" is not a tier`);
     if (!c.identity?.header) issue(".identity.header", "is required with tiers: tiers are chosen by API key");
   } else if (c.defaultTier) issue(".defaultTier", "only applies with tiers");
   for (const [hash, tier] of Object.entries(c.keys ?? {})) {
-    if (!c.tiers || !(tier in c.tiers)) issue(`.keys.${hash}`, `"${tier}" is not a tier`);
+    if (!c.tiers || !Object.hasOwn(c.tiers, tier)) issue(`.keys.${hash}`, `"${tier}" is not a tier`);
   }
   for (const side of ["allow", "deny"] as const) {
     c[side]?.ips?.forEach((entry, i) => {
@@ -139,6 +174,8 @@ function crossCheck(c: Raw): string[] {
       if (seen.has(r.name)) issue(`${path}[${i}].name`, `"${r.name}" is used twice`);
       seen.add(r.name);
       if ((r.cost ?? 1) > r.limit) issue(`${path}[${i}].cost`, `is larger than limit (${r.limit}): every request would be denied`);
+      const canonical = r.path === undefined ? undefined : canonicalPath(r.path);
+      if (canonical && !canonical.ok) issue(`${path}[${i}].path`, `contains ${canonical.refused}, which the gate refuses in every request`);
     });
   }
   return errors;
@@ -146,19 +183,23 @@ function crossCheck(c: Raw): string[] {
 
 type RawRule = v.InferOutput<typeof rule>;
 
-/** "/v1/*" → /^\/v1\/.*$/ : `*` matches any run of characters, everything else literally. */
-function pathPattern(glob: string): RegExp {
+/**
+ * "/v1/*" → /^\/v1\/.*$/isu : `*` matches any run of characters, everything else literally;
+ * case-insensitive by Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare.
+ */
+function pathPattern(glob: string, caseSensitive: boolean): RegExp {
   const body = glob.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*");
-  return new RegExp(`^${body}$`);
+  return new RegExp(`^${body}$`, caseSensitive ? "su" : "isu");
 }
 
-function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean): Rule {
+function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean, caseSensitive: boolean): Rule {
   return {
     name: r.name,
     limit: r.limit,
     windowMs: r.window,
     cost: r.cost ?? 1,
-    path: r.path === undefined ? undefined : pathPattern(r.path),
+    // the glob in the same canonical form as the requests it is matched against ("//v1/%75sers" is "/v1/users")
+    path: r.path === undefined ? undefined : pathPattern((canonicalPath(r.path) as { path: string }).path, caseSensitive),
     methods: r.methods && new Set(r.methods.map((m) => m.toUpperCase())),
     fail: r.fail ?? fail,
     timeoutMs: r.timeout ?? timeoutMs,
@@ -166,8 +207,27 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
   };
 }
 
-/** Defaults, stated once: fail open after 1000 ms, 10,000 blocked identities cached per isolate. */
-export const DEFAULTS = { prefix: "sg", fail: "open", timeoutMs: 1000, blockCacheSize: 10_000, clock: "redis" } as const;
+/**
+ * Defaults, stated once: fail open after 1000 ms; 10,000 denied identities cached per isolate,
+ * none for longer than 10 s; IPv6 counted per /64; the origin told the client address in
+ * X-Forwarded-For.
+ */
+export const DEFAULTS = {
+  prefix: "sg", fail: "open", timeoutMs: 1000, blockCacheSize: 10_000, blockCacheMaxAgeMs: 10_000, clock: "redis",
+  ipv6Prefix: 64, clientIpHeader: "x-forwarded-for",
+} as const;
+
+/** Object keys anywhere in the raw value that every JavaScript object already has, with where they are. */
+function reservedKeys(value: unknown, path = ""): string[] {
+  if (typeof value !== "object" || value === null) return [];
+  const found: string[] = [];
+  for (const key of Object.keys(value)) {
+    const at = Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`;
+    if (!Array.isArray(value) && RESERVED.has(key)) found.push(`RATE_LIMITS${at}: ${reservedName(key)}`);
+    found.push(...reservedKeys((value as Record<string, unknown>)[key], at));
+  }
+  return found;
+}
 
 function describe(issue: v.BaseIssue<unknown>): string {
   const path = (issue.path ?? []).map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
@@ -186,6 +246,9 @@ export function parseRateLimits(raw: unknown): ConfigResult {
     }
   }
   if (Array.isArray(value)) return { ok: false, errors: ["RATE_LIMITS: must be an object, not an array"] };
+  // before the schema: it would drop such keys silently, and "in" would find them anyway
+  const reserved = reservedKeys(value);
+  if (reserved.length) return { ok: false, errors: reserved };
   const parsed = v.safeParse(schema, value);
   if (!parsed.success) return { ok: false, errors: parsed.issues.map(describe) };
   const c = parsed.output;
@@ -194,18 +257,23 @@ export function parseRateLimits(raw: unknown): ConfigResult {
   const fail = c.fail ?? DEFAULTS.fail;
   const timeoutMs = c.timeout ?? DEFAULTS.timeoutMs;
   const tierRules = c.tiers ? Object.entries(c.tiers).map(([name, t]) => [name, t.rules] as const) : [["default", c.rules!] as const];
+  const caseSensitive = c.caseSensitivePaths ?? false;
   return {
     ok: true,
     config: {
       prefix: c.prefix ?? DEFAULTS.prefix,
       keyHeader: c.identity?.header?.toLowerCase(),
       keyRequired: c.identity?.required ?? false,
-      tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false))])),
+      tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive))])),
       defaultTier: c.defaultTier ?? "default",
       keyTiers: new Map(Object.entries(c.keys ?? {})),
       blockCacheSize: c.blockCacheSize ?? DEFAULTS.blockCacheSize,
+      blockCacheMaxAgeMs: c.blockCacheMaxAge ?? DEFAULTS.blockCacheMaxAgeMs,
       clock: c.clock ?? DEFAULTS.clock,
       access: compileAccess({ allow: c.allow, deny: c.deny }),
+      ipv6Prefix: c.ipv6Prefix ?? DEFAULTS.ipv6Prefix,
+      clientIpHeader: (c.clientIpHeader ?? DEFAULTS.clientIpHeader).toLowerCase(),
+      passForwardedHeaders: c.passForwardedHeaders ?? false,
     },
   };
 }

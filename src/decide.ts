@@ -10,19 +10,25 @@ export type Verdict =
   | { kind: "blocked"; ms: number; redisMs: number }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
-export type Decide = (identity: Identity, tier: string, rules: readonly Rule[], cost?: number) => Promise<Verdict>;
+export type Decide = ((identity: Identity, tier: string, rules: readonly Rule[], cost?: number) => Promise<Verdict>) & {
+  /** forgets this isolate's cached denials of an identity (after an operator's reset or unblock) */
+  forget(tag: string): void;
+};
 
 export interface DeciderOptions {
   config: GateConfig;
   redisUrl: string;
   redisToken: string;
-  /** the edge clock, used only with `clock: "edge"` */
+  /** the edge clock: sent to Redis with `clock: "edge"`, and the block cache's clock */
   now?: () => number;
 }
 
 /**
  * The decision shared by the gateway and the library: the isolate's block cache first, then
- * one Redis call, with the rules' fail mode applied when the store does not answer.
+ * one Redis call, with the rules' fail mode applied when the store does not answer. Only
+ * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
+ * change an outcome. A denial is cached until its Retry-After, but never longer than
+ * `blockCacheMaxAgeMs`, so an operator's reset reaches every isolate within that bound.
  *
  * @example
  * const decide = createDecider({ config, redisUrl, redisToken });
@@ -32,26 +38,30 @@ export function createDecider(options: DeciderOptions): Decide {
   const { config } = options;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   const blocked = createBlockCache<{ decision: Decision; at: number }>(config.blockCacheSize);
+  const clock = options.now ?? Date.now;
 
-  return async (identity, tier, rules, cost) => {
+  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
     const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
-    const now = Date.now();
+    const now = clock();
     const hit = blocked.get(cacheKey, now);
     if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at };
 
+    // with only shadow rules there is no outcome to protect: their own budget, and open
+    const enforced = limits.filter((r) => !r.shadow);
     const asked = performance.now();
     let decision: Decision;
     try {
-      decision = await check(identity.tag, tier, limits, Math.min(...limits.map((r) => r.timeoutMs)));
+      decision = await check(identity.tag, tier, limits, Math.min(...(enforced.length ? enforced : limits).map((r) => r.timeoutMs)));
     } catch (error) {
-      if (error instanceof LimiterError) return { kind: "failed", closed: limits.some((r) => r.fail === "closed"), error };
+      if (error instanceof LimiterError) return { kind: "failed", closed: enforced.some((r) => r.fail === "closed"), error };
       throw error;
     }
     const redisMs = performance.now() - asked;
     if (decision.blockedMs > 0) return { kind: "blocked", ms: decision.blockedMs, redisMs };
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
-    if (decision.retryAfterMs > 0) blocked.set(cacheKey, now + decision.retryAfterMs, { decision, at: now });
+    if (decision.retryAfterMs > 0) blocked.set(cacheKey, now + Math.min(decision.retryAfterMs, config.blockCacheMaxAgeMs), { decision, at: now });
     return { kind: "denied", decision, redisMs, elapsedMs: 0 };
   };
+  return Object.assign(decide, { forget: (tag: string) => void blocked.forget(`${tag}|`) });
 }

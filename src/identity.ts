@@ -1,7 +1,11 @@
+import ipaddr from "ipaddr.js";
+import { DEFAULTS } from "./config.ts";
+
 /**
  * Who is calling. The API key (when configured) or the client IP from CF-Connecting-IP,
  * which Cloudflare sets itself: X-Forwarded-For and X-Real-IP are never read, because a
- * client can write them.
+ * client can write them. Every spelling of an address is one caller, and so is every
+ * address of one IPv6 prefix.
  *
  * Only digests leave this module. The Redis tag is a truncated SHA-256, so neither raw
  * keys nor IPs reach Redis and key length stays bounded whatever the client sends.
@@ -40,13 +44,95 @@ export async function identify(kind: "k" | "i", value: string): Promise<Identity
   return { kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined };
 }
 
-/** The client IP as Cloudflare reports it; requests without one share a single bucket. */
-export function clientIp(request: Request): string {
-  return request.headers.get("cf-connecting-ip") ?? "unknown";
+/** A parsed address in its one canonical form: IPv4-mapped IPv6 as IPv4, no IPv6 zone. */
+export type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
+/**
+ * The address `text` spells, in canonical form, or undefined when it is not an address.
+ * Every spelling of one address gives one result: compressed, expanded, upper case, with
+ * leading zeros, IPv4-mapped (`::ffff:192.0.2.1` is `192.0.2.1`).
+ *
+ * @example
+ * addressText(parseAddress("2001:0DB8:0:0::1")!); // "2001:db8::1"
+ */
+export function parseAddress(text: string): Address | undefined {
+  let address: Address;
+  try {
+    address = ipaddr.process(text.trim());
+  } catch {
+    return undefined;
+  }
+  // a zone names an interface of the sender, not a different sender
+  return address.kind() === "ipv6" ? new ipaddr.IPv6((address as ipaddr.IPv6).parts) : address;
+}
+
+/** The canonical text of an address: dotted quad, or RFC 5952 for IPv6. */
+export function addressText(address: Address): string {
+  return address.kind() === "ipv6" ? (address as ipaddr.IPv6).toRFC5952String() : address.toString();
+}
+
+/**
+ * Who an address is counted as: an IPv4 address itself, an IPv6 address by its network of
+ * `ipv6Prefix` bits ("2001:db8:1:2::/64"), since one customer holds a whole prefix.
+ */
+export function addressBucket(address: Address, ipv6Prefix: number): string {
+  if (address.kind() === "ipv4") return address.toString();
+  const bytes = address.toByteArray();
+  for (let bit = ipv6Prefix; bit < 128; bit++) bytes[bit >> 3]! &= ~(0x80 >> (bit & 7));
+  return `${(ipaddr.fromByteArray(bytes) as ipaddr.IPv6).toRFC5952String()}/${ipv6Prefix}`;
+}
+
+/** Callers whose address is missing or unreadable share one bucket: a new spelling buys nothing. */
+export const UNKNOWN_CLIENT = "unknown";
+
+/** The identity text of an IP address as given (for the admin API): its bucket, or the shared unknown one. */
+export function ipIdentity(text: string, ipv6Prefix: number): string {
+  const address = parseAddress(text);
+  return address ? addressBucket(address, ipv6Prefix) : UNKNOWN_CLIENT;
+}
+
+export interface ClientAddress {
+  /** the address, canonical; undefined when CF-Connecting-IP is missing or not an address */
+  address?: Address;
+  /** its canonical text, for the origin; undefined with `address` */
+  text?: string;
+  /** what the caller is counted as (see `addressBucket`) */
+  bucket: string;
+}
+
+/** The client address as Cloudflare reports it in CF-Connecting-IP. */
+export function clientAddress(request: Request, ipv6Prefix: number): ClientAddress {
+  const header = request.headers.get("cf-connecting-ip");
+  const address = header === null ? undefined : parseAddress(header);
+  if (!address) return { bucket: UNKNOWN_CLIENT };
+  return { address, text: addressText(address), bucket: addressBucket(address, ipv6Prefix) };
+}
+
+/** The bucket of the client IP as Cloudflare reports it (IPv6 grouped by `ipv6Prefix`, default /64). */
+export function clientIp(request: Request, ipv6Prefix: number = DEFAULTS.ipv6Prefix): string {
+  return clientAddress(request, ipv6Prefix).bucket;
 }
 
 /** The API key from `header`, or undefined when absent or blank. */
 export function apiKey(request: Request, header: string): string | undefined {
   const value = request.headers.get(header)?.trim();
   return value ? value : undefined;
+}
+
+export type KeyHeader = { kind: "absent" } | { kind: "key"; key: string } | { kind: "ambiguous" };
+
+/**
+ * The API key from `header`, refusing ambiguity: a header sent twice reaches the Worker joined
+ * as "K, K", and an origin that reads the first line would see K — so a comma is never part of
+ * a new identity, it is a request the gate refuses.
+ *
+ * @example
+ * readApiKey(new Request("https://x/", { headers: [["x-api-key", "K"], ["x-api-key", "K"]] }), "x-api-key"); // { kind: "ambiguous" }
+ */
+export function readApiKey(request: Request, header: string): KeyHeader {
+  const value = request.headers.get(header);
+  if (value === null) return { kind: "absent" };
+  if (value.includes(",")) return { kind: "ambiguous" };
+  const key = value.trim();
+  return key ? { kind: "key", key } : { kind: "absent" };
 }

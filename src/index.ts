@@ -1,8 +1,12 @@
 import { parseRateLimits } from "./config.ts";
 import { createGate, type Gate } from "./gate.ts";
-import { problem } from "./problem.ts";
+import { configurationError } from "./responses.ts";
 
-/** Builds the gate from the environment, or the one error response a bad environment earns. */
+/**
+ * Builds the gate from the environment, or the one error response a bad environment earns: a
+ * generic 500 for every caller, with the details (which fields, and why) only in the log —
+ * the configuration holds origin addresses, key hashes and deny entries no caller may read.
+ */
 function build(env: Env): Gate {
   const errors: string[] = [];
   const parsed = parseRateLimits(env.RATE_LIMITS);
@@ -12,12 +16,12 @@ function build(env: Env): Gate {
   let origin: URL | undefined;
   if (env.ORIGIN_URL) {
     if (URL.canParse(env.ORIGIN_URL)) origin = new URL(env.ORIGIN_URL);
-    else errors.push(`ORIGIN_URL: "${env.ORIGIN_URL}" is not a URL`);
+    // not echoed even to the log: it may carry credentials
+    else errors.push("ORIGIN_URL: is not a URL");
   }
   if (!parsed.ok || errors.length) {
     console.error(JSON.stringify({ event: "slidegate.config_error", errors }));
-    const detail = `slidegate is misconfigured: ${errors.join("; ")}`;
-    return async () => problem(500, "configuration-error", "Gateway Misconfigured", detail);
+    return async () => configurationError();
   }
   return createGate({
     config: parsed.config, origin,

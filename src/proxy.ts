@@ -1,33 +1,74 @@
 /**
- * Streams an admitted request to the origin and its answer back, as they are, less the
- * hop-by-hop headers that describe one connection and must not cross a proxy (RFC 9110 §7.6.1).
+ * The request the origin receives and the way back. The outbound request is built before any
+ * quota is charged, so nothing the gate itself could trip over is left for after the
+ * decision; it carries the canonical path, the client address in a header the origin can
+ * trust, and no hop-by-hop headers (RFC 9110 §7.6.1) — except the Upgrade of a WebSocket
+ * handshake, which the runtime turns into a proxied socket.
+ *
+ * @example
+ * const outbound = prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }, options);
+ * const response = await send(outbound, rateLimitHeaders(decision));
  */
 
 const HOP_BY_HOP = ["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"];
 
-function endToEnd(source: Headers): Headers {
+/**
+ * Headers a client can write to tell an origin who and where it is: dropped unless the
+ * operator passes them on. The client address header is always the gate's own.
+ */
+export const FORWARDING_HEADERS = ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "forwarded", "x-real-ip", "true-client-ip"];
+
+function endToEnd(source: Headers, keepUpgrade = false): Headers {
   const headers = new Headers(source);
   const listed = source.get("connection")?.split(",").map((h) => h.trim().toLowerCase()) ?? [];
-  for (const name of [...HOP_BY_HOP, ...listed]) if (name) headers.delete(name);
+  for (const name of [...HOP_BY_HOP, ...listed]) if (name && !(keepUpgrade && name === "upgrade")) headers.delete(name);
   return headers;
 }
 
-/** Where a request goes: `origin` + path + query, or (no origin) its own URL, for a Worker on a route. */
-export function targetUrl(request: Request, origin: URL | undefined): string {
-  if (!origin) return request.url;
-  const url = new URL(request.url);
-  return origin.href.replace(/\/$/, "") + url.pathname + url.search;
+export interface ForwardOptions {
+  /** where admitted requests go; undefined: on to the request's own URL (a Worker on a route) */
+  origin?: URL;
+  /** the header that carries the client address to the origin (lower case) */
+  clientIpHeader: string;
+  /** true: the client's own forwarding headers reach the origin */
+  passForwardedHeaders: boolean;
 }
 
-/** Forwards `request`; `extra` headers (the rate-limit ones) are added to the origin's response. */
-export async function forward(request: Request, origin: URL | undefined, extra: Headers): Promise<Response> {
-  const upstream = await fetch(targetUrl(request, origin), {
+/** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
+export function targetUrl(url: URL, path: string, origin: URL | undefined): string {
+  return (origin ? origin.href.replace(/\/$/, "") : url.origin) + path + url.search;
+}
+
+/**
+ * The request to send to the origin: `path` (canonical) instead of the client's spelling, the
+ * body unless the method cannot carry one (a GET or HEAD body means nothing to an origin and
+ * fetch refuses it), and `clientIp` in the client address header.
+ */
+export function prepare(request: Request, canonical: { url: URL; path: string; clientIp?: string }, options: ForwardOptions): Request {
+  const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
+  const headers = endToEnd(request.headers, upgrade);
+  if (!options.passForwardedHeaders) for (const name of FORWARDING_HEADERS) headers.delete(name);
+  if (canonical.clientIp === undefined) headers.delete(options.clientIpHeader);
+  else headers.set(options.clientIpHeader, canonical.clientIp);
+  const bodyless = request.method === "GET" || request.method === "HEAD";
+  if (bodyless) headers.delete("content-length");
+  return new Request(targetUrl(canonical.url, canonical.path, options.origin), {
     method: request.method,
-    headers: endToEnd(request.headers),
-    body: request.body,
+    headers,
+    body: bodyless ? null : request.body,
     redirect: "manual",
   });
+}
+
+/**
+ * Sends `outbound`; `extra` headers (the rate-limit ones) are added to the origin's answer.
+ * Throws only when the origin cannot be reached.
+ */
+export async function send(outbound: Request, extra: Headers): Promise<Response> {
+  const upstream = await fetch(outbound);
   const headers = endToEnd(upstream.headers);
   extra.forEach((value, name) => headers.set(name, value));
+  // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
+  if (upstream.webSocket) return new Response(null, { status: 101, webSocket: upstream.webSocket, headers });
   return new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers });
 }

@@ -19,8 +19,8 @@ export async function runTrials(fleet: Fleet, options: { trials: number; m: numb
   const tally: Tally = { trials: 0, requests: 0, exact: 0, admitted: [], unexpected: [] };
   const run = crypto.randomUUID().slice(0, 4);
   for (let i = 0; i < options.trials; i++) {
-    // a documentation-range IPv6 address per trial: a fresh bucket each time
-    const codes = await fleet.burst(options.m, { "cf-connecting-ip": `2001:db8:${run}::${i.toString(16)}` });
+    // a documentation-range IPv6 /64 per trial: a fresh bucket each time
+    const codes = await fleet.burst(options.m, { "cf-connecting-ip": `2001:db8:${run}:${i.toString(16)}::1` });
     const admitted = codes.filter((c) => c === 200).length;
     tally.trials++;
     tally.requests += codes.length;

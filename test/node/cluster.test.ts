@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { startRedisCluster, type LocalCluster } from "../../scripts/lib/redis-cluster.ts";
 import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
-import { identify } from "../../src/identity.ts";
+import { identify, ipIdentity } from "../../src/identity.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
 // A Redis Cluster on loopback (3 masters, 3 replicas) behind the shim in cluster mode, and
@@ -46,8 +46,8 @@ afterAll(async () => {
 async function ipsByMaster(perMaster: number, run: string): Promise<Map<string, string[]>> {
   const byMaster = new Map<string, string[]>();
   for (let i = 0; [...byMaster.values()].filter((l) => l.length >= perMaster).length < 3; i++) {
-    const ip = `2001:db8:${run}::${i.toString(16)}`;
-    const master = await cluster.masterOf(await cluster.slotOf(`{${(await identify("i", ip)).tag}}`));
+    const ip = `2001:db8:${run}:${i.toString(16)}::1`; // a /64 each: the gate counts IPv6 per /64
+    const master = await cluster.masterOf(await cluster.slotOf(`{${(await identify("i", ipIdentity(ip, 64))).tag}}`));
     const list = byMaster.get(master) ?? [];
     if (list.length < perMaster) byMaster.set(master, [...list, ip]);
   }

@@ -32,7 +32,7 @@ describe(`contention: ${K} isolates, ${M} concurrent requests, limit ${L}`, () =
   }, 120_000);
 
   it("admits exactly each identity's limit when many identities burst at once", async () => {
-    const identities = Array.from({ length: 10 }, (_, i) => `2001:db8:1::${i}`);
+    const identities = Array.from({ length: 10 }, (_, i) => `2001:db8:1:${i}::1`); // one /64 each: one caller each
     const perIdentity = await Promise.all(identities.map((ip) => single.burst(100, { "cf-connecting-ip": ip })));
     expect(perIdentity.map((codes) => codes.filter((c) => c === 200).length)).toEqual(Array(10).fill(L));
   }, 60_000);

@@ -41,7 +41,8 @@ afterAll(async () => {
 });
 
 let identity = 0;
-const fresh = () => ({ "cf-connecting-ip": `2001:db8:fa::${(++identity).toString(16)}` });
+// a /64 of its own per call: every address of one /64 is one caller
+const fresh = () => ({ "cf-connecting-ip": `2001:db8:fa:${(++identity).toString(16)}::1` });
 
 interface Answer {
   status: number;

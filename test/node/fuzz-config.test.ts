@@ -4,7 +4,9 @@ import { parseRateLimits } from "../../src/config.ts";
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 
-const name = fc.stringMatching(/^[A-Za-z0-9_-]{1,32}$/);
+// names every JavaScript object already has ("toString", "__proto__", …) are refused: see the mistakes
+const reserved = new Set([...Object.getOwnPropertyNames(Object.prototype), "prototype"]);
+const name = fc.stringMatching(/^[A-Za-z0-9_-]{1,32}$/).filter((n) => !reserved.has(n));
 const window = fc.oneof(
   fc.integer({ min: 1, max: 366 * UNIT_MS.d }).map((ms) => ({ raw: ms as number | string, ms })),
   fc.constantFrom(...(Object.keys(UNIT_MS) as (keyof typeof UNIT_MS)[])).chain((unit) =>
@@ -38,8 +40,8 @@ const validConfig = fc.record({ rules, fail: fc.option(fc.constantFrom("open", "
 const mistakes: [field: string, value: unknown][] = [
   ["limit", 0], ["limit", -3], ["limit", "5"], ["limit", 1.5], ["limit", 2_000_000],
   ["window", "10x"], ["window", 0], ["window", ""], ["window", "367d"],
-  ["name", ""], ["name", "has space"], ["name", "x".repeat(33)],
-  ["fail", "maybe"], ["timeout", 0], ["timeout", 40_000], ["methods", []], ["path", "no-slash"], ["limt", 5],
+  ["name", ""], ["name", "has space"], ["name", "x".repeat(33)], ["name", "toString"], ["name", "__proto__"], ["name", "constructor"],
+  ["fail", "maybe"], ["timeout", 0], ["timeout", 40_000], ["methods", []], ["path", "no-slash"], ["path", "/a%2Fb"], ["path", "/a%5cb"], ["limt", 5],
 ];
 
 describe("RATE_LIMITS validation (fast-check)", () => {

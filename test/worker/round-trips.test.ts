@@ -64,4 +64,23 @@ describe("round trips per decision", () => {
     expect(await roundTrips(async () => (codes = [...(await statuses(gate, 5, "/", { ip: "192.0.2.9" })), ...(await statuses(gate, 5, "/", { ip: "198.51.100.9" }))]))).toBe(0);
     expect(codes).toEqual([200, 200, 200, 200, 200, 403, 403, 403, 403, 403]);
   });
+
+  it("answers refused paths, ambiguous keys and admin calls without a token with no Redis call: a flood of them costs the store nothing", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "a", limit: 1, window: "1m" }] }, { ...viaCountingShim, adminToken: "round-trips-admin" });
+    const codes: number[] = [];
+    expect(await roundTrips(async () => {
+      for (let i = 0; i < 20; i++) {
+        for (const req of [
+          request(`/v1%2F${i}`),
+          request("/", { headers: { "x-api-key": `k${i}, k${i}` } }),
+          new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { "cf-connecting-ip": "192.0.2.77" } }),
+        ]) {
+          const res = await gate(req);
+          await res.body?.cancel();
+          codes.push(res.status);
+        }
+      }
+    })).toBe(0);
+    expect(new Set(codes)).toEqual(new Set([400, 401]));
+  });
 });

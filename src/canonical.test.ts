@@ -1,0 +1,79 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { canonicalPath, methodsOf } from "./canonical.ts";
+
+const path = (p: string) => {
+  const c = canonicalPath(p);
+  if (!c.ok) throw new Error(`refused: ${c.refused}`);
+  return c;
+};
+
+describe("canonicalPath", () => {
+  it("decodes escaped unreserved characters and upper-cases the other escapes (RFC 3986 §6.2.2)", () => {
+    expect(path("/%76%31/%75sers").path).toBe("/v1/users");
+    expect(path("/a%7e%2d%2E%5f").path).toBe("/a~-._");
+    expect(path("/caf%c3%a9/%20x").path).toBe("/caf%C3%A9/%20x");
+    expect(path("/100%/%zz").path).toBe("/100%/%zz"); // not escapes: left alone
+  });
+
+  it("merges runs of slashes and resolves dot segments, escaped dots included", () => {
+    expect(path("//v1///users").path).toBe("/v1/users");
+    expect(path("/a/./b/../c").path).toBe("/a/c");
+    expect(path("/a/%2e%2E/b").path).toBe("/b");
+    expect(path("/../../x").path).toBe("/x");
+    expect(path("/a/b/..").path).toBe("/a/");
+    expect(path("/a/").path).toBe("/a/");
+    expect(path("/").path).toBe("/");
+    expect(path("").path).toBe("/");
+  });
+
+  it("matches on the path as forwarded, fully decoded, without ; parameters and without a trailing slash", () => {
+    expect(path("/V1;x/users/").matchOn).toEqual(["/V1;x/users/", "/V1;x/users", "/V1/users/", "/V1/users"]);
+    expect(path("/a%3Bb/c").matchOn).toContain("/a/c"); // an escaped ";" decoded, as some origins do
+    expect(path("/public/..;/v1/users").matchOn).toContain("/v1/users"); // "..;" is ".." to a servlet container
+    expect(path("/files/my%20file").matchOn).toContain("/files/my file");
+    expect(path("/%2576%2531/users").matchOn).toContain("/v1/users"); // decoded twice, as a proxy and an app might
+    expect(path("/v1%252Fusers").matchOn).toContain("/v1/users");
+  });
+
+  it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {
+    for (const p of ["/a%C0%AFb", "/a%c1%9c", "/%E0%80%AE%E0%80%AE/x", "/%F0%80%80%AF", "/a%u002Fb", "/a%U005c"]) {
+      const c = canonicalPath(p);
+      expect(c.ok, p).toBe(false);
+      if (!c.ok) expect(c.refused, p).toMatch(/^an ambiguous escape/);
+    }
+    expect(canonicalPath("/caf%C3%A9/%E2%82%AC/%F0%9F%98%80").ok).toBe(true); // valid UTF-8 passes
+  });
+
+  it("refuses an encoded slash, backslash or NUL, and a raw backslash", () => {
+    for (const [p, refused] of [["/a%2Fb", "an encoded slash (%2F)"], ["/a%2fb", "an encoded slash (%2F)"], ["/a%5cb", "an encoded backslash (%5C)"], ["/a%00", "an encoded NUL (%00)"], ["/a\\b", "a backslash"]]) {
+      expect(canonicalPath(p!), p).toEqual({ ok: false, refused });
+    }
+  });
+
+  const segment = fc.stringMatching(/^[A-Za-z0-9._~;=%-]{0,12}$/);
+  const anyPath = fc.array(segment, { maxLength: 8 }).map((s) => `/${s.join("/")}`);
+
+  it("is idempotent, and what it forwards has no empty, . or .. segment (fast-check)", () => {
+    fc.assert(fc.property(anyPath, (p) => {
+      const c = canonicalPath(p);
+      if (!c.ok) return;
+      expect(canonicalPath(c.path)).toMatchObject({ ok: true, path: c.path });
+      expect(c.path).not.toMatch(/\/\/|\/\.\.?(\/|$)/);
+      expect(c.matchOn[0]).toBe(c.path);
+    }), { numRuns: 500 });
+  });
+});
+
+describe("methodsOf", () => {
+  const methods = (method: string, headers: Record<string, string> = {}, url = "https://x/") =>
+    methodsOf(new Request(url, { method, headers }), new URL(url));
+
+  it("counts HEAD as GET, and an override header or _method as the method it names", () => {
+    expect(methods("HEAD")).toEqual(["HEAD", "GET"]);
+    expect(methods("GET")).toEqual(["GET"]);
+    expect(methods("POST", { "x-http-method-override": "delete" })).toEqual(["POST", "DELETE"]);
+    expect(methods("POST", { "x-http-method": "PUT", "x-method-override": "PATCH" })).toEqual(["POST", "PUT", "PATCH"]);
+    expect(methods("POST", {}, "https://x/?_method=head")).toEqual(["POST", "HEAD", "GET"]);
+  });
+});

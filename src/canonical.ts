@@ -1,0 +1,135 @@
+/**
+ * The canonical request: one spelling of the path, computed once per request, used both to
+ * match rules and as the path the origin receives. Origins are lenient — they decode
+ * percent-encoding, merge slashes, resolve dot segments, ignore case, drop `;` parameters and
+ * trailing slashes, serve HEAD with the GET handler, honour method-override headers — so every
+ * spelling an origin may route to one handler must count against the same rules.
+ *
+ * Two halves:
+ * - the forwarded path: percent-encoded unreserved characters decoded and the remaining
+ *   escapes upper-cased (RFC 3986 §6.2.2), runs of `/` merged, dot segments resolved. What the
+ *   origin receives has nothing left for it to normalise differently.
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice), and with `;`
+ *   parameters and a trailing slash dropped. A rule matches when it matches any of them:
+ *   matching errs toward covering more, never less.
+ *
+ * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused, and so are escapes
+ * only some decoders accept (overlong UTF-8, `%uXXXX`): origins disagree on what they mean,
+ * so no single canonical form exists.
+ *
+ * @example
+ * const c = canonicalPath("//%76%31/./Users;v=2/");
+ * c.ok && c.path;     // "/v1/Users;v=2/"
+ * c.ok && c.matchOn;  // ["/v1/Users;v=2/", "/v1/Users;v=2", "/v1/Users/", "/v1/Users"]
+ */
+export type CanonicalPath =
+  | { ok: true; /** what the origin receives */ path: string; /** what rules are matched against */ matchOn: readonly string[] }
+  | { ok: false; /** what the path contains that is refused, e.g. "an encoded slash (%2F)" */ refused: string };
+
+const UNRESERVED = /[A-Za-z0-9\-._~]/;
+const REFUSED: Record<string, string> = {
+  "2F": "an encoded slash (%2F)",
+  "5C": "an encoded backslash (%5C)",
+  "00": "an encoded NUL (%00)",
+};
+
+/**
+ * Escapes that some decoders turn into `/`, `\` or `.` and others do not: overlong UTF-8
+ * (`%C0%AF` is `/` to a lenient decoder, invalid to a strict one) and IIS-style `%u002F`.
+ */
+const AMBIGUOUS_ESCAPES = /%C[01]|%E0%[89]|%F0%8|%u[0-9A-F]{4}/i;
+
+/** Decodes escaped unreserved characters and upper-cases the other escapes, or names what is refused. */
+function normaliseEscapes(path: string): { path: string } | { problem: string } {
+  const ambiguous = AMBIGUOUS_ESCAPES.exec(path);
+  if (ambiguous) return { problem: `an ambiguous escape (${ambiguous[0]}, an overlong or %u encoding)` };
+  let out = "";
+  for (let i = 0; i < path.length; i++) {
+    const c = path[i]!;
+    if (c === "\\") return { problem: "a backslash" };
+    if (c === "\0") return { problem: "a NUL character" };
+    if (c !== "%" || !/^[0-9A-Fa-f]{2}$/.test(path.slice(i + 1, i + 3))) {
+      out += c;
+      continue;
+    }
+    const hex = path.slice(i + 1, i + 3).toUpperCase();
+    const refused = REFUSED[hex];
+    if (refused) return { problem: refused };
+    const char = String.fromCharCode(parseInt(hex, 16));
+    out += UNRESERVED.test(char) ? char : `%${hex}`;
+    i += 2;
+  }
+  return { path: out };
+}
+
+/** Runs of `/` merged, then `.` and `..` segments resolved (RFC 3986 §5.2.4); always starts with `/`. */
+function normaliseSegments(path: string): string {
+  const segments = path.split("/");
+  const out: string[] = [];
+  // the last segment decides the trailing slash: "/a/" and "/a/." both end in a directory
+  const last = segments.length - 1;
+  segments.forEach((segment, i) => {
+    if (segment === "..") out.pop();
+    else if (segment !== "." && segment !== "") out.push(segment);
+    if (i === last && (segment === "" || segment === "." || segment === "..") && out.length > 0) out.push("");
+  });
+  return `/${out.join("/")}`;
+}
+
+/** Every escape decoded that decodes to text; undecodable ones stay as they are. */
+function decodeAll(path: string): string {
+  return path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run.replace(/%[0-9A-Fa-f]{2}/g, (one) => {
+        try {
+          return decodeURIComponent(one);
+        } catch {
+          return one;
+        }
+      });
+    }
+  });
+}
+
+/** `;` parameters dropped from every segment, as servlet containers and others route. */
+const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
+const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
+
+/** The canonical path of a URL's `pathname` (as `new URL(...).pathname` spells it). */
+export function canonicalPath(pathname: string): CanonicalPath {
+  const escaped = normaliseEscapes(pathname);
+  if ("problem" in escaped) return { ok: false, refused: escaped.problem };
+  const path = normaliseSegments(escaped.path);
+  const forms = new Set<string>();
+  const decoded = decodeAll(path);
+  // decoded twice too, for a stack where a proxy and the application each decode once
+  for (const form of [path, decoded, normaliseSegments(decodeAll(decoded))]) {
+    for (const variant of [form, normaliseSegments(withoutParams(form))]) {
+      forms.add(variant);
+      forms.add(withoutTrailingSlash(variant));
+    }
+  }
+  return { ok: true, path, matchOn: [...forms] };
+}
+
+const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"];
+
+/**
+ * The methods a request may be handled as: its own, GET for HEAD (frameworks serve HEAD with
+ * the GET handler), and any method-override header or `_method` query parameter, which
+ * frameworks with an override middleware obey.
+ *
+ * @example
+ * methodsOf(new Request("https://x/", { method: "HEAD" }), new URL("https://x/")); // ["HEAD", "GET"]
+ */
+export function methodsOf(request: Request, url: URL): readonly string[] {
+  const methods = new Set([request.method.toUpperCase()]);
+  const overrides = [...OVERRIDE_HEADERS.map((h) => request.headers.get(h)), ...url.searchParams.getAll("_method")];
+  for (const value of overrides) {
+    for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
+  }
+  if (methods.has("HEAD")) methods.add("GET");
+  return [...methods];
+}

@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { compileAccess } from "./access.ts";
+import { addressBucket, addressText, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
+
+describe("client addresses", () => {
+  it("have one canonical form for every spelling", () => {
+    for (const spelling of ["2001:db8::1", "2001:DB8::1", "2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8:0:0::1", "fe80::1%eth0".replace("fe80", "2001:db8")]) {
+      expect(addressText(parseAddress(spelling)!), spelling).toBe("2001:db8::1");
+    }
+    for (const spelling of ["192.0.2.1", "::ffff:192.0.2.1", "::FFFF:c000:201", "0:0:0:0:0:ffff:192.0.2.1", " 192.0.2.1 "]) {
+      expect(addressText(parseAddress(spelling)!), spelling).toBe("192.0.2.1");
+    }
+    expect(parseAddress("not-an-ip")).toBeUndefined();
+    expect(parseAddress("")).toBeUndefined();
+  });
+
+  it("are counted per IPv6 prefix, IPv4 per address", () => {
+    expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 64)).toBe("2001:db8:1:2::/64");
+    expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 48)).toBe("2001:db8:1::/48");
+    expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 56)).toBe("2001:db8:1::/56");
+    expect(addressBucket(parseAddress("2001:db8:1:2ff:3:4:5:6")!, 56)).toBe("2001:db8:1:200::/56");
+    expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 128)).toBe("2001:db8:1:2:3:4:5:6/128");
+    expect(addressBucket(parseAddress("::ffff:198.51.100.7")!, 64)).toBe("198.51.100.7");
+    expect(ipIdentity("2001:DB8:1:2::99", 64)).toBe("2001:db8:1:2::/64");
+    expect(ipIdentity("garbage", 64)).toBe(UNKNOWN_CLIENT);
+  });
+});
+
+describe("the API-key header", () => {
+  const read = (...values: string[]) => {
+    const headers = new Headers();
+    for (const v of values) headers.append("x-api-key", v);
+    return readApiKey(new Request("https://x/", { headers }), "x-api-key");
+  };
+
+  it("is one key, absent, or ambiguous — never a new identity made of two", () => {
+    expect(read()).toEqual({ kind: "absent" });
+    expect(read("   ")).toEqual({ kind: "absent" });
+    expect(read(" K ")).toEqual({ kind: "key", key: "K" });
+    expect(read("K", "K")).toEqual({ kind: "ambiguous" });
+    expect(read("K", "")).toEqual({ kind: "ambiguous" });
+    expect(read("K, K")).toEqual({ kind: "ambiguous" });
+    expect(read("a,b")).toEqual({ kind: "ambiguous" });
+  });
+});
+
+describe("allow and deny lists", () => {
+  it("compare entries and clients in one canonical form, IPv4-mapped entries included", () => {
+    const lists = compileAccess({ deny: { ips: ["::ffff:198.51.100.0/120", "2001:DB8:BAD::/48"] }, allow: { ips: ["::FFFF:C000:0205"] } });
+    expect(lists(parseAddress("198.51.100.9"), undefined)).toBe("deny");
+    expect(lists(parseAddress("::ffff:198.51.100.200"), undefined)).toBe("deny");
+    expect(lists(parseAddress("198.51.101.1"), undefined)).toBeUndefined();
+    expect(lists(parseAddress("2001:db8:bad:1::1"), undefined)).toBe("deny");
+    expect(lists(parseAddress("192.0.2.5"), undefined)).toBe("allow");
+    expect(lists(undefined, undefined)).toBeUndefined();
+  });
+});

@@ -1,0 +1,144 @@
+import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
+import type { AddressInfo } from "node:net";
+import { posix } from "node:path";
+import { Hono, type Context } from "hono";
+import { methodOverride } from "hono/method-override";
+import { WebSocketServer } from "ws";
+
+/**
+ * An origin that routes the way lenient web frameworks do, to stand behind the gate in
+ * hostile-input tests and to serve as their oracle ("would the origin run this handler?").
+ * A Hono app on node:http whose path lookup adds the leniencies of other common stacks:
+ *
+ * - percent-decoding (Hono's own `decodeURI`; Express, Go net/http, ASP.NET decode too)
+ * - `;` path parameters dropped, then dot segments resolved (servlet containers: Tomcat, Spring)
+ * - runs of `/` merged (nginx's `merge_slashes`, on by default)
+ * - case-insensitive routes (Express's default, ASP.NET)
+ * - a trailing slash ignored (Express's default, Hono's `strict: false`)
+ * - HEAD served by the GET handler (Hono itself, like most frameworks)
+ * - `X-HTTP-Method-Override` obeyed on POST (Hono's methodOverride middleware)
+ *
+ * Handlers answer JSON: which handler ran, the request line and headers as received, and how
+ * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo.
+ */
+export interface FrameworkOrigin {
+  url: string;
+  /** how many times `handler` ran (a WebSocket handshake counts for "socket") */
+  hits(handler: string): number;
+  close(): Promise<void>;
+}
+
+export interface Echo {
+  handler: string;
+  method: string;
+  /** the request target exactly as it arrived */
+  target: string;
+  headers: Record<string, string>;
+  /** every header line as it arrived, in order */
+  rawHeaders: string[];
+  bodyBytes: number;
+}
+
+/** The path as the lenient stack routes it: the leniencies above, applied in a framework's order. */
+export function routedPath(target: string): string {
+  let path = target.split("?")[0]!;
+  try {
+    path = decodeURI(path);
+  } catch {
+    // Hono keeps what does not decode
+  }
+  path = posix.normalize(path.replace(/;[^/]*/g, ""));
+  if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
+  return path.toLowerCase();
+}
+
+export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
+  const counts = new Map<string, number>();
+  const count = (handler: string) => counts.set(handler, (counts.get(handler) ?? 0) + 1);
+
+  const app = new Hono({ getPath: (request) => routedPath(request.url.slice(request.url.indexOf("/", "http://".length))) });
+  app.use("*", methodOverride({ app, header: "X-HTTP-Method-Override" }));
+  const handler = (name: string) => (c: Context) => {
+    count(name);
+    const raw = c.req.raw;
+    const echo: Echo = {
+      handler: name,
+      method: c.req.method,
+      target: raw.headers.get("x-origin-target") ?? "",
+      headers: Object.fromEntries([...raw.headers].filter(([k]) => !k.startsWith("x-origin-"))),
+      rawHeaders: JSON.parse(raw.headers.get("x-origin-raw-headers") ?? "[]") as string[],
+      bodyBytes: Number(raw.headers.get("x-origin-body-bytes") ?? 0),
+    };
+    return c.json(echo, 200, { "x-handler": name });
+  };
+  app.get("/v1/users", handler("users"));
+  app.delete("/v1/users/:id", handler("delete-user"));
+  app.get("/v1/socket", handler("socket-without-upgrade"));
+  app.all("*", handler("echo"));
+
+  const server = createServer(async (req: IncomingMessage, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    const headers = new Headers();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = req.rawHeaders[i]!.toLowerCase();
+      if (!["host", "connection", "content-length", "transfer-encoding", "keep-alive"].includes(name)) headers.append(name, req.rawHeaders[i + 1]!);
+    }
+    headers.set("x-origin-target", req.url ?? "/");
+    headers.set("x-origin-raw-headers", JSON.stringify(req.rawHeaders));
+    headers.set("x-origin-body-bytes", String(body.length));
+    const method = req.method ?? "GET";
+    const response = await app.fetch(new Request(`http://origin${req.url ?? "/"}`, { method, headers, body: method === "GET" || method === "HEAD" ? undefined : body }));
+    res.writeHead(response.status, Object.fromEntries(response.headers) as OutgoingHttpHeaders);
+    res.end(Buffer.from(await response.arrayBuffer()));
+  });
+
+  const sockets = new WebSocketServer({ noServer: true });
+  server.on("upgrade", (req, socket, head) => {
+    if (routedPath(req.url ?? "/") !== "/v1/socket") return socket.destroy();
+    count("socket");
+    sockets.handleUpgrade(req, socket, head, (ws) => {
+      ws.on("message", (data, binary) => ws.send(binary ? data : `echo: ${data.toString()}`));
+    });
+  });
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    hits: (handler) => counts.get(handler) ?? 0,
+    async close() {
+      for (const ws of sockets.clients) ws.terminate();
+      sockets.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+}
+
+/**
+ * One HTTP/1.1 request with the request target, header lines and body exactly as given — what
+ * `fetch` would normalise or refuse (a repeated header, a GET with a body, `/v1\users`).
+ */
+export function rawRequest(base: string, options: { method?: string; target: string; headers?: [string, string][]; body?: string }): Promise<RawAnswer> {
+  const url = new URL(base);
+  // a header array is sent as it is: Node adds no Host of its own
+  const headers: string[] = (options.headers ?? []).some(([name]) => name.toLowerCase() === "host") ? [] : ["Host", url.host];
+  for (const [name, value] of options.headers ?? []) headers.push(name, value);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: url.hostname, port: url.port, method: options.method ?? "GET", path: options.target, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+      res.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(options.body);
+  });
+}

@@ -1,0 +1,312 @@
+import { createHash } from "node:crypto";
+import fc from "fast-check";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rawRequest, startFrameworkOrigin, type Echo, type FrameworkOrigin } from "../helpers/framework-origin.ts";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import { services } from "../helpers/shim.ts";
+
+// No way around a rule: the built Worker in workerd, the real shim and Redis, and an origin
+// that routes like a lenient framework (test/helpers/framework-origin.ts). The origin is also
+// the oracle: whatever it would route to a handler must count against that handler's rules.
+
+let origin: FrameworkOrigin;
+const isolates: Miniflare[] = [];
+
+/**
+ * The built gate in front of the framework origin; its base URL for raw requests. A generous
+ * store budget: on a loaded machine a decision must not fail open and pass for an evasion.
+ */
+async function gate(config: Record<string, unknown>, bindings: Record<string, string> = {}): Promise<string> {
+  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS: rateLimits({ timeout: 10_000, ...config }), ...bindings });
+  isolates.push(mf);
+  return (await mf.ready).href;
+}
+
+beforeAll(async () => {
+  origin = await startFrameworkOrigin();
+});
+afterAll(async () => {
+  await Promise.all(isolates.map((mf) => mf.dispose()));
+  await origin?.close();
+});
+
+// every test gets identities of its own: 100.64.0.0/10 (shared address space) and 2001:db8::/32
+let next = 0;
+const freshIpv4 = () => {
+  const n = ++next;
+  return `100.${64 + ((n >> 16) & 63)}.${(n >> 8) & 255}.${n & 255}`;
+};
+const freshPrefix = () => `2001:db8:${(++next).toString(16)}`;
+
+const via = (base: string, target: string, ip: string, options: { method?: string; headers?: [string, string][] } = {}) =>
+  rawRequest(base, { method: options.method, target, headers: [["cf-connecting-ip", ip], ...(options.headers ?? [])] });
+
+/** The handler the origin runs for a request sent to it directly. */
+async function handlerFor(target: string, options: { method?: string; headers?: [string, string][] } = {}): Promise<string> {
+  const answer = await rawRequest(origin.url, { method: options.method, target, headers: options.headers });
+  return (answer.headers["x-handler"] as string | undefined) ?? `status ${answer.status}`;
+}
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+
+describe("path encodings: a rule covers every spelling the origin routes to the same handler", () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ rules: [{ name: "users", limit: 1, window: "10m", path: "/v1/*" }] });
+  });
+
+  const spellings = ["/%76%31/users", "/v%31/users", "//v1/users", "/V1/users", "/v1;x/users", "/v1/users/", "/v1/%75sers", "/V1//USERS;jsessionid=1/", "/public/..;/v1/users"];
+  it.each(spellings)("%s counts against the /v1/* rule once /v1/users spent it", async (spelling) => {
+    expect(await handlerFor(spelling)).toBe("users"); // the origin's own routing: the same handler
+    const ip = freshIpv4();
+    const before = origin.hits("users");
+    expect((await via(base, "/v1/users", ip)).status).toBe(200);
+    const other = await via(base, spelling, ip);
+    expect(other.status).toBe(429);
+    expect(origin.hits("users") - before).toBe(1);
+  });
+
+  it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
+    for (const target of ["/v1%2Fusers", "/v1%2fusers", "/v1%5Cusers", "/v1/users%00", "/v1/%2e%2e%2Fv1/users", "/v1%C0%AFusers", "/v1%u002Fusers"]) {
+      const before = origin.hits("users") + origin.hits("echo");
+      const res = await via(base, target, freshIpv4());
+      expect(res.status, target).toBe(400);
+      expect(res.headers["content-type"]).toBe("application/problem+json");
+      expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:invalid-path", status: 400 });
+      expect(origin.hits("users") + origin.hits("echo")).toBe(before);
+    }
+  });
+
+  it("forwards the canonical path, the one it matched, to the origin", async () => {
+    const res = await via(base, "//%76%31/./x/../users;v=2?q=%2F", freshIpv4());
+    expect(res.status).toBe(200);
+    expect((JSON.parse(res.body) as Echo).target).toBe("/v1/users;v=2?q=%2F");
+  });
+
+  // Spellings of /v1/users built from every leniency at once; the origin says which reach it.
+  const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, "0");
+  const char = (c: string) => fc.constantFrom(c, c.toUpperCase(), `%${hex(c)}`, `%${hex(c).toUpperCase()}`, `%${hex(c.toUpperCase())}`);
+  const segment = (word: string) =>
+    fc.tuple(fc.tuple(...[...word].map(char)).map((cs) => cs.join("")), fc.constantFrom("", "", ";", ";a=1", ";jsessionid=X"))
+      .map(([w, p]) => w + p);
+  const slash = fc.constantFrom("/", "/", "//", "///", "/./", "/x/../", "/%2e/", "/..;/");
+  const spelling = fc.tuple(slash, segment("v1"), slash, segment("users"), fc.constantFrom("", "/", "//", "/."), fc.constantFrom("", "", "?a=1"))
+    .map(([a, v, b, u, end, query]) => `${a}${v}${b}${u}${end}${query}`);
+
+  it("no spelling the origin routes to /v1/users gets past the spent rule (fast-check)", async () => {
+    await fc.assert(
+      fc.asyncProperty(spelling, async (target) => {
+        const ip = freshIpv4();
+        expect((await via(base, "/v1/users", ip)).status).toBe(200);
+        const routed = await handlerFor(target);
+        const before = origin.hits("users");
+        const res = await via(base, target, ip);
+        // the origin's users handler ran for the first request only
+        expect(origin.hits("users") - before, `${target} reached the users handler (gate answered ${res.status})`).toBe(0);
+        if (routed === "users") expect([400, 429]).toContain(res.status);
+      }),
+      { numRuns: 150 },
+    );
+  }, 120_000);
+});
+
+describe("methods: HEAD and overridden methods count where their handler's method does", () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({
+      rules: [
+        { name: "reads", limit: 2, window: "10m", path: "/v1/users", methods: ["GET"] },
+        { name: "deletes", limit: 1, window: "10m", path: "/v1/users/*", methods: ["DELETE"] },
+      ],
+    });
+  });
+
+  it("a GET rule limits HEAD, which the origin serves with its GET handler", async () => {
+    expect(await handlerFor("/v1/users", { method: "HEAD" })).toBe("users");
+    const ip = freshIpv4();
+    const before = origin.hits("users");
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await via(base, "/v1/users", ip, { method: "HEAD" })).status);
+    codes.push((await via(base, "/v1/users", ip)).status);
+    expect(codes).toEqual([200, 200, 429, 429]);
+    expect(origin.hits("users") - before).toBe(2);
+  });
+
+  it("a DELETE rule limits a POST that overrides its method to DELETE", async () => {
+    const override: [string, string][] = [["x-http-method-override", "DELETE"]];
+    expect(await handlerFor("/v1/users/7", { method: "POST", headers: override })).toBe("delete-user");
+    const ip = freshIpv4();
+    expect((await via(base, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
+    const before = origin.hits("delete-user");
+    expect((await via(base, "/v1/users/2", ip, { method: "POST", headers: override })).status).toBe(429);
+    expect((await via(base, "/v1/users/3?_method=DELETE", ip, { method: "POST" })).status).toBe(429);
+    expect(origin.hits("delete-user") - before).toBe(0);
+  });
+});
+
+describe("an API key header sent twice: refused, never a new identity", () => {
+  const ADMIN = "evasion-admin-token";
+  const denied = "key-on-the-deny-list";
+  let base: string;
+  beforeAll(async () => {
+    base = await gate(
+      { identity: { header: "x-api-key" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 3, window: "10m" }] },
+      { ADMIN_TOKEN: ADMIN },
+    );
+  });
+  const twice = (key: string): [string, string][] => [["x-api-key", key], ["x-api-key", key]];
+  const originHits = () => origin.hits("echo");
+
+  it("a deny-listed key sent twice never reaches the origin", async () => {
+    const before = originHits();
+    for (let i = 0; i < 30; i++) {
+      const res = await via(base, "/anything", freshIpv4(), { headers: twice(denied) });
+      expect(res.status).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:ambiguous-api-key" });
+    }
+    expect(originHits()).toBe(before);
+  });
+
+  it("a blocked key sent twice never reaches the origin", async () => {
+    const key = `blocked-${crypto.randomUUID()}`;
+    const block = await fetch(`${base}__slidegate/block`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ key, seconds: 600 }) });
+    expect(block.status).toBe(200);
+    expect((await via(base, "/anything", freshIpv4(), { headers: [["x-api-key", key]] })).status).toBe(403);
+    const before = originHits();
+    for (let i = 0; i < 10; i++) expect((await via(base, "/anything", freshIpv4(), { headers: twice(key) })).status).toBe(400);
+    expect(originHits()).toBe(before);
+  });
+
+  it("a key that spent its quota gets no fresh quota sent twice or comma-joined", async () => {
+    const key = `spent-${crypto.randomUUID()}`;
+    const ip = freshIpv4();
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await via(base, "/anything", ip, { headers: [["x-api-key", key]] })).status);
+    expect(codes).toEqual([200, 200, 200, 429]);
+    expect((await via(base, "/anything", ip, { headers: twice(key) })).status).toBe(400);
+    expect((await via(base, "/anything", ip, { headers: [["x-api-key", `${key}, ${key}`]] })).status).toBe(400);
+    expect((await via(base, "/anything", ip, { headers: [["x-api-key", `${key},x`]] })).status).toBe(400);
+  });
+
+  // Repetitions of a key header: as separate lines, comma-joined, padded, empty among them.
+  const variant = fc.constantFrom("K", " K", "K ", "\tK", "", "other");
+  const repetition = fc.record({
+    values: fc.array(variant, { minLength: 2, maxLength: 4 }),
+    joined: fc.boolean(),
+  });
+
+  it("every repetition of the key header is refused and reaches nothing (fast-check)", async () => {
+    const key = `repeat-${crypto.randomUUID()}`;
+    await fc.assert(
+      fc.asyncProperty(repetition, async ({ values, joined }) => {
+        const lines = values.map((v) => v.replace("K", key).replace("other", `other-${key}`));
+        const headers: [string, string][] = joined ? [["x-api-key", lines.join(",")]] : lines.map((v) => ["x-api-key", v]);
+        const before = originHits();
+        const res = await via(base, "/anything", freshIpv4(), { headers });
+        expect(res.status, JSON.stringify(headers)).toBe(400);
+        expect(originHits()).toBe(before);
+      }),
+      { numRuns: 60 },
+    );
+  }, 60_000);
+});
+
+describe("IP addresses: one caller, one bucket", () => {
+  let base: string;
+  let wide: string;
+  beforeAll(async () => {
+    [base, wide] = await Promise.all([
+      gate({ rules: [{ name: "m", limit: 2, window: "10m" }] }),
+      gate({ ipv6Prefix: 48, rules: [{ name: "m", limit: 2, window: "10m" }] }),
+    ]);
+  });
+
+  it("every address of one IPv6 /64 shares one bucket (the default prefix)", async () => {
+    const p = freshPrefix();
+    const codes = [];
+    for (const ip of [`${p}:1::1`, `${p}:1:ffff:ffff:ffff:fffe`, `${p}:1:8000::42`]) codes.push((await via(base, "/", ip)).status);
+    expect(codes).toEqual([200, 200, 429]);
+    expect((await via(base, "/", `${p}:2::1`)).status).toBe(200); // the next /64: another caller
+  });
+
+  it("ipv6Prefix: 48 counts a whole /48 as one caller", async () => {
+    const p = freshPrefix();
+    const codes = [];
+    for (const ip of [`${p}:1::1`, `${p}:2::1`, `${p}:ffff::1`]) codes.push((await via(wide, "/", ip)).status);
+    expect(codes).toEqual([200, 200, 429]);
+  });
+
+  // Spellings of one address: IPv4 plain or IPv4-mapped (dotted or hex), IPv6 compressed, expanded, upper case.
+  const pad4 = (h: string) => h.padStart(4, "0");
+  const spellingsOf = (address: { v4: number[] } | { v6: number[] }): string[] => {
+    if ("v4" in address) {
+      const [a, b, c, d] = address.v4 as [number, number, number, number];
+      const hi = ((a << 8) | b).toString(16);
+      const lo = ((c << 8) | d).toString(16);
+      return [`${a}.${b}.${c}.${d}`, `::ffff:${a}.${b}.${c}.${d}`, `::FFFF:${a}.${b}.${c}.${d}`, `::ffff:${hi}:${lo}`, `0:0:0:0:0:ffff:${pad4(hi)}:${pad4(lo)}`, `0000:0000:0000:0000:0000:FFFF:${a}.${b}.${c}.${d}`];
+    }
+    const groups = address.v6.map((g) => g.toString(16));
+    const full = groups.map(pad4).join(":");
+    return [full, full.toUpperCase(), groups.join(":"), groups.join(":").toUpperCase(), `${groups.slice(0, 4).join(":")}:${groups.slice(4).map(pad4).join(":")}`];
+  };
+  // each run (and each shrink) takes an address no other run used: the spelling is what varies
+  const address = fc.oneof(
+    fc.constant(() => ({ v4: freshIpv4().split(".").map(Number) })),
+    fc.array(fc.integer({ min: 0, max: 0xffff }), { minLength: 4, maxLength: 4 }).map((low) => () => ({ v6: [0x2001, 0xdb8, ++next & 0xffff, 0xa, ...low] })),
+  );
+
+  it("every spelling of one address is one bucket (fast-check)", async () => {
+    await fc.assert(
+      fc.asyncProperty(address, fc.nat(), fc.nat(), async (make, i, j) => {
+        const spellings = spellingsOf(make());
+        const first = spellings[i % spellings.length]!;
+        const second = spellings[j % spellings.length]!;
+        const third = spellings[(i + j + 1) % spellings.length]!;
+        const codes = [];
+        for (const ip of [first, second, third]) codes.push((await via(base, "/", ip)).status);
+        expect(codes, [first, second, third].join(" / ")).toEqual([200, 200, 429]);
+      }),
+      { numRuns: 80 },
+    );
+  }, 60_000);
+
+  it("IPv4-mapped allow and deny list entries match their IPv4 clients", async () => {
+    const lists = await gate({
+      rules: [{ name: "m", limit: 1, window: "10m" }],
+      deny: { ips: ["::ffff:198.51.100.0/120"] },
+      allow: { ips: ["::ffff:192.0.2.5", "::FFFF:C000:0206"] },
+    });
+    for (const ip of ["198.51.100.9", "::ffff:198.51.100.10"]) expect((await via(lists, "/", ip)).status, ip).toBe(403);
+    for (const ip of ["192.0.2.5", "192.0.2.6"]) {
+      const codes = [];
+      for (let i = 0; i < 3; i++) codes.push((await via(lists, "/", ip)).status);
+      expect(codes, ip).toEqual([200, 200, 200]);
+    }
+  });
+});
+
+describe("shadow rules never change the outcome of a store failure", () => {
+  it("a shadow rule that fails closed does not turn a failing store into 503s", async () => {
+    const base = await gate(
+      { fail: "open", rules: [{ name: "real", limit: 5, window: "10m" }, { name: "trial", limit: 1, window: "10m", shadow: true, fail: "closed" }] },
+      { UPSTASH_REDIS_REST_TOKEN: `${services().shimToken}-wrong` }, // every store call fails
+    );
+    const res = await via(base, "/", freshIpv4());
+    expect(res.status).toBe(200);
+    expect(res.headers["x-slidegate-fail-open"]).toBe("store-unavailable");
+  });
+
+  it("a shadow rule's short timeout does not make the enforced rules fail open", async () => {
+    // the slow shim answers every call slowShimMs late: past the shadow rule's 1 ms, well within 10 s
+    const base = await gate(
+      { rules: [{ name: "real", limit: 1, window: "10m", timeout: 10_000 }, { name: "trial", limit: 5, window: "10m", shadow: true, timeout: 1 }] },
+      { UPSTASH_REDIS_REST_URL: services().slowShimUrl },
+    );
+    const ip = freshIpv4();
+    const first = await via(base, "/", ip);
+    const second = await via(base, "/", ip);
+    expect([first.status, second.status]).toEqual([200, 429]);
+    expect(first.headers["x-slidegate-fail-open"]).toBeUndefined();
+  });
+});

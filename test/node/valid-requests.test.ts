@@ -1,0 +1,180 @@
+import { createHash } from "node:crypto";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import WebSocket from "ws";
+import { rawRequest, startFrameworkOrigin, type Echo, type FrameworkOrigin } from "../helpers/framework-origin.ts";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+
+// Valid requests the gate must not break, and what it must not tell: the built Worker in
+// workerd, the real shim and Redis, and the framework-like origin.
+
+let origin: FrameworkOrigin;
+const isolates: Miniflare[] = [];
+
+async function gate(config: Record<string, unknown> | string, bindings: Record<string, string> = {}, log?: (line: string) => void): Promise<string> {
+  // a generous store budget: on a loaded machine a decision must not fail open
+  const RATE_LIMITS = typeof config === "string" ? config : rateLimits({ timeout: 10_000, ...config });
+  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS, ...bindings }, log);
+  isolates.push(mf);
+  return (await mf.ready).href;
+}
+
+beforeAll(async () => {
+  origin = await startFrameworkOrigin();
+});
+afterAll(async () => {
+  await Promise.all(isolates.map((mf) => mf.dispose()));
+  await origin?.close();
+});
+
+let next = 0;
+const freshIp = () => `100.65.${(++next >> 8) & 255}.${next & 255}`;
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
+
+describe("GET and HEAD with a body or a Content-Length", () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+  });
+
+  it.each([
+    ["GET", [["content-length", "0"]], undefined],
+    ["GET", [["content-length", "3"]], "abc"],
+    ["GET", [["transfer-encoding", "chunked"]], "a chunked body"],
+    ["HEAD", [["content-length", "0"]], undefined],
+    ["HEAD", [["content-length", "5"]], "hello"],
+  ] as [string, [string, string][], string | undefined][])("%s with %j reaches the origin without the body, charged once", async (method, headers, body) => {
+    const ip = freshIp();
+    const res = await rawRequest(base, { method, target: "/v1/users", headers: [["cf-connecting-ip", ip], ...headers], body });
+    expect(res.status).toBe(200);
+    expect(res.headers["x-handler"]).toBe("users");
+    expect(res.headers["x-ratelimit-remaining"]).toBe("9");
+    if (method === "GET") expect((JSON.parse(res.body) as Echo).bodyBytes).toBe(0);
+    // the next request of the same caller sees exactly one unit spent before it
+    const after = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", ip]] });
+    expect(after.headers["x-ratelimit-remaining"]).toBe("8");
+  });
+
+  it("still forwards bodies on every other method, DELETE and OPTIONS included", async () => {
+    for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
+      const res = await rawRequest(base, { method, target: "/upload", headers: [["cf-connecting-ip", freshIp()], ["content-length", "7"]], body: "payload" });
+      expect(res.status, method).toBe(200);
+      expect((JSON.parse(res.body) as Echo).bodyBytes, method).toBe(7);
+    }
+  });
+});
+
+describe("WebSocket upgrades", () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ rules: [{ name: "sockets", limit: 1, window: "10m", path: "/v1/*" }] });
+  });
+
+  const connect = (ip: string) => {
+    const ws = new WebSocket(`${base.replace(/^http/, "ws")}v1/socket`, { headers: { "cf-connecting-ip": ip } });
+    return new Promise<{ ws?: WebSocket; status?: number }>((resolve, reject) => {
+      ws.once("open", () => resolve({ ws }));
+      ws.once("unexpected-response", (_req, res) => {
+        resolve({ status: res.statusCode });
+        res.resume();
+        ws.terminate();
+      });
+      ws.once("error", reject);
+    });
+  };
+
+  it("proxies an admitted upgrade both ways, and counts it as one request", async () => {
+    const ip = freshIp();
+    const before = origin.hits("socket");
+    const { ws, status } = await connect(ip);
+    expect(status).toBeUndefined();
+    const echoed = new Promise<string>((resolve) => ws!.once("message", (data) => resolve(data.toString())));
+    ws!.send("hello through the gate");
+    expect(await echoed).toBe("echo: hello through the gate");
+    const binary = new Promise<Buffer>((resolve) => ws!.once("message", (data) => resolve(data as Buffer)));
+    ws!.send(Buffer.from([0, 1, 2, 255]));
+    expect([...(await binary)]).toEqual([0, 1, 2, 255]);
+    ws!.close();
+    expect(origin.hits("socket") - before).toBe(1);
+    // the one request the rule allows is spent
+    expect((await connect(ip)).status).toBe(429);
+    expect(origin.hits("socket") - before).toBe(1);
+  });
+});
+
+describe("allow and deny lists come before \"key required\"", () => {
+  it("an allow-listed IP without a key goes straight through; a deny-listed one gets 403", async () => {
+    const base = await gate({
+      identity: { header: "x-api-key", required: true },
+      allow: { ips: ["192.0.2.0/24"] },
+      deny: { ips: ["198.51.100.0/24"] },
+      rules: [{ name: "m", limit: 1, window: "10m" }],
+    });
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "192.0.2.44"]] })).status);
+    expect(codes).toEqual([200, 200, 200]);
+    const denied = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "198.51.100.44"]] });
+    expect(denied.status).toBe(403);
+    expect(JSON.parse(denied.body)).toMatchObject({ type: "urn:slidegate:forbidden" });
+    const other = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "203.0.113.44"]] });
+    expect(other.status).toBe(401);
+    expect(other.headers["www-authenticate"]).toMatch(/^Bearer /);
+  });
+});
+
+describe("a misconfigured gate", () => {
+  it("answers every caller a generic 500 and keeps the details for the log", async () => {
+    const logs: string[] = [];
+    const secretHash = sha256("a-denied-key");
+    const base = await gate(
+      JSON.stringify({ deny: { keys: [secretHash], ips: ["198.51.100.0/24"] }, rules: [{ name: "default", limit: 0, window: "10s" }] }),
+      { ORIGIN_URL: "https://deploy:hunter2@origin.internal.example:8443/api" },
+      (line) => logs.push(line),
+    );
+    const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(500);
+    expect(res.headers["content-type"]).toBe("application/problem+json");
+    const body = JSON.parse(res.body) as { type: string; detail: string };
+    expect(body.type).toBe("urn:slidegate:configuration-error");
+    for (const leak of ["hunter2", "origin.internal", secretHash, "198.51.100", "RATE_LIMITS", "limit"]) expect(res.body, leak).not.toContain(leak);
+    expect(logs.join("\n")).toContain("RATE_LIMITS.rules[0].limit: must be at least 1");
+  });
+
+  it("never echoes an ORIGIN_URL that is not a URL, not even to the log", async () => {
+    const logs: string[] = [];
+    const base = await gate({ rules: [{ name: "default", limit: 5, window: "10s" }] }, { ORIGIN_URL: "hunter2 is no url" }, (line) => logs.push(line));
+    const res = await rawRequest(base, { target: "/", headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(500);
+    expect(res.body).not.toContain("hunter2");
+    expect(logs.join("\n")).toContain("ORIGIN_URL: is not a URL");
+    expect(logs.join("\n")).not.toContain("hunter2");
+  });
+});
+
+describe("the origin learns the client", () => {
+  const forged: [string, string][] = [
+    ["x-forwarded-for", "10.9.8.7"],
+    ["x-forwarded-host", "admin.internal"],
+    ["x-forwarded-proto", "http"],
+    ["x-real-ip", "10.1.1.1"],
+    ["forwarded", "for=10.2.2.2;host=admin.internal"],
+  ];
+
+  it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
+    const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "2001:0DB8:0000:0000:0000:0000:0000:0042"], ...forged] });
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers["x-forwarded-for"]).toBe("2001:db8::42");
+    for (const name of ["x-forwarded-host", "x-forwarded-proto", "x-real-ip", "forwarded"]) expect(echo.headers[name], name).toBeUndefined();
+    expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
+  });
+
+  it("in a header of the operator's choosing, with the client's forwarding headers passed when configured", async () => {
+    const base = await gate({ clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "::ffff:192.0.2.9"], ["x-client-ip", "10.0.0.1"], ...forged] });
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers["x-client-ip"]).toBe("192.0.2.9");
+    expect(echo.headers["x-forwarded-host"]).toBe("admin.internal");
+    expect(echo.headers["x-forwarded-for"]).toBe("10.9.8.7");
+  });
+});

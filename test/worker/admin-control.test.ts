@@ -1,0 +1,106 @@
+import { describe, expect, it } from "vitest";
+import type { Gate } from "../../src/gate.ts";
+import { makeGate, request, statuses } from "./helpers.ts";
+
+// Operators are in control: the admin token cannot be guessed at speed, every 401 says how to
+// authenticate, and a reset reaches the isolates' cached denials within a stated bound.
+
+const ADMIN = "control-admin-token";
+const call = (gate: Gate, route: string, options: { token?: string | null; ip?: string; body?: unknown } = {}) =>
+  gate(new Request(`https://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    body: JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
+    headers: {
+      ...(options.token !== null && { authorization: `Bearer ${options.token ?? ADMIN}` }),
+      "cf-connecting-ip": options.ip ?? "192.0.2.1",
+    },
+  }));
+let next = 0;
+const freshIp = () => `100.66.${(++next >> 8) & 255}.${next & 255}`;
+
+describe("WWW-Authenticate", () => {
+  it("is on every 401: the admin API's, with or without a token, and the missing API key's", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key", required: true }, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const missing = await call(gate, "usage", { token: null, ip: freshIp() });
+    expect(missing.status).toBe(401);
+    expect(missing.headers.get("WWW-Authenticate")).toBe('Bearer realm="slidegate-admin"');
+    const wrong = await call(gate, "usage", { token: "guess", ip: freshIp() });
+    expect(wrong.status).toBe(401);
+    expect(wrong.headers.get("WWW-Authenticate")).toBe('Bearer realm="slidegate-admin", error="invalid_token"');
+    const keyless = await gate(request("/v1/things"));
+    expect(keyless.status).toBe(401);
+    expect(keyless.headers.get("WWW-Authenticate")).toMatch(/^Bearer realm=/);
+  });
+});
+
+describe("admin authentication failures", () => {
+  const n = 10; // the README's "10 failed attempts per 10 minutes per client address"
+
+  it(`are limited per client address: after ${n} wrong tokens every attempt is 429, the right token too`, async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const guesser = freshIp();
+    const codes: number[] = [];
+    for (let i = 0; i < n + 5; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: guesser })).status);
+    expect(codes).toEqual([...Array(n).fill(401), ...Array(5).fill(429)]);
+    const right = await call(gate, "usage", { ip: guesser });
+    expect(right.status).toBe(429);
+    expect(Number(right.headers.get("Retry-After"))).toBeGreaterThan(0);
+    expect((await call(gate, "usage", { ip: freshIp() })).status).toBe(200); // other addresses are not held back
+  });
+
+  it("hold on an isolate that never saw the guesses, before the token is checked", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = { prefix, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] };
+    const [one, other] = [makeGate(config, { adminToken: ADMIN }), makeGate(config, { adminToken: ADMIN })];
+    const guesser = freshIp();
+    for (let i = 0; i < n; i++) expect((await call(one, "usage", { token: `guess-${i}`, ip: guesser })).status).toBe(401);
+    // the other isolate has cached nothing: it reads the count in Redis first
+    expect((await call(other, "usage", { ip: guesser })).status).toBe(429);
+    expect((await call(other, "usage", { token: "another-guess", ip: guesser })).status).toBe(429);
+  });
+
+  it("count every address of one IPv6 /64 as one guesser", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const prefix = `2001:db8:ad:${(++next).toString(16)}`;
+    const codes: number[] = [];
+    for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: `${prefix}::${(i + 1).toString(16)}` })).status);
+    expect(codes.at(-1)).toBe(429);
+  });
+});
+
+describe("cached denials", () => {
+  it("a reset clears the serving isolate's cached 429s at once", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
+    const ip = freshIp();
+    expect(await statuses(gate, 3, "/", { ip })).toEqual([200, 429, 429]); // the last one from the cache
+    expect((await call(gate, "reset", { body: { ip } })).status).toBe(200);
+    expect(await statuses(gate, 2, "/", { ip })).toEqual([200, 429]);
+  });
+
+  it("an unblock clears them too, so an unblocked caller is asked about afresh", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
+    const key = `k-${crypto.randomUUID()}`;
+    expect(await statuses(gate, 2, "/", { key })).toEqual([200, 429]);
+    await call(gate, "block", { body: { key, seconds: 600 } });
+    expect((await call(gate, "unblock", { body: { key } })).status).toBe(200);
+    // the cached 429 is gone: the next request asks Redis, which still counts the day's request
+    const res = await gate(request("/", { key }));
+    expect(res.status).toBe(429);
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.denied").at(-1)!.line.fromBlockCache).toBe(false);
+  });
+
+  it("live at most blockCacheMaxAge on every other isolate", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = { prefix, blockCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
+    let clock = Date.now();
+    const serving = makeGate(config, { adminToken: ADMIN });
+    const elsewhere = makeGate(config, { now: () => clock }); // an isolate with a clock the test moves
+    const ip = freshIp();
+    expect(await statuses(elsewhere, 2, "/", { ip })).toEqual([200, 429]); // cached there until the cap
+    expect((await call(serving, "reset", { body: { ip } })).status).toBe(200);
+    clock += 4_000;
+    expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([429]); // still the cached answer
+    clock += 1_001;
+    expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]); // the cap ran out: Redis says go
+  });
+});
