@@ -48,7 +48,7 @@
   eighth.
 ]]
 
-local call = redis.call
+local call, format = redis.call, string.format
 
 local now = ARGV[1]
 if now == '' then
@@ -81,10 +81,10 @@ local function totals(member)
 end
 
 local rules = #KEYS - 1
--- per rule i, at 5i-4 .. 5i: used, total after the newest entry, newest score, oldest member
--- and oldest score in the window (false when none); one table for the whole call, sized up
--- front for the usual single rule
-local state = { 0, 0, 0, 0, 0 }
+-- per rule i, at 8i-7 .. 8i: limit, window µs, cost, used, total after the newest entry,
+-- newest score, oldest member and oldest score in the window (false when none); one table for
+-- the whole call, sized up front for the usual single rule
+local state = { 0, 0, 0, 0, 0, 0, 0, 0 }
 local fits = true
 
 -- Pass 1: measure every window; record nothing yet.
@@ -98,23 +98,25 @@ for i = 1, rules do
   window = window * 1000
   -- What has left the window goes first: the oldest entry left is then the one to read, and
   -- the log never holds more than its window.
-  call('ZREMRANGEBYSCORE', log, '-inf', now - window)
+  -- (numbers cross into Redis as text: "%d" spares the float formatting Redis would apply,
+  -- and "+ 0" reads a score with one parse where tonumber takes two)
+  call('ZREMRANGEBYSCORE', log, '-inf', format('%d', now - window))
   local used, total, newest, oldest, since = 0, 0, false, false, false
   local e = call('ZRANGE', log, '-1', '-1', 'WITHSCORES')
   if e[1] then
     local _, after = totals(e[1])
-    newest = tonumber(e[2])
+    newest = e[2] + 0
     if after and newest <= now + window then
       total = after
       local f = call('ZRANGE', log, '0', '0', 'WITHSCORES')
       -- A log's clock never runs back: read by a clock behind its newest entry, the window
       -- ends at that entry, so what once left the window stays out whoever's clock asks next.
-      if newest > now and tonumber(f[2]) <= newest - window then
-        f = call('ZRANGE', log, newest - window + 1, '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+      if newest > now and f[2] + 0 <= newest - window then
+        f = call('ZRANGE', log, format('%d', newest - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
       end
       local before = totals(f[1])
       if before and before < total then
-        used, oldest, since = total - before, f[1], tonumber(f[2])
+        used, oldest, since = total - before, f[1], f[2] + 0
       else
         total = nil
       end
@@ -128,8 +130,9 @@ for i = 1, rules do
       used, total, newest, oldest, since = 0, 0, false, false, false
     end
   end
-  local k = 5 * i
-  state[k - 4], state[k - 3], state[k - 2], state[k - 1], state[k] = used, total, newest, oldest, since
+  local k = 8 * i
+  state[k - 7], state[k - 6], state[k - 5], state[k - 4] = limit, window, cost, used
+  state[k - 3], state[k - 2], state[k - 1], state[k] = total, newest, oldest, since
   if used + cost > limit and ARGV[a + 3] ~= '1' then fits = false end
 end
 
@@ -171,16 +174,16 @@ end
 -- have admitted, so its would-deny count stays what enforcing it would give.
 local out = { fits and 1 or 0, 0, 0, 0 }
 for i = 1, rules do
-  local log, a, k = KEYS[i + 1], 4 * i - 2, 5 * i
-  local limit, window, cost = tonumber(ARGV[a]), ARGV[a + 1] * 1000, tonumber(ARGV[a + 2])
-  local used, total, newest, oldest, since = state[k - 4], state[k - 3], state[k - 2], state[k - 1], state[k]
+  local log, k = KEYS[i + 1], 8 * i
+  local limit, window, cost, used = state[k - 7], state[k - 6], state[k - 5], state[k - 4]
+  local total, newest, oldest, since = state[k - 3], state[k - 2], state[k - 1], state[k]
   local retry = 0
   if used + cost > limit then
     retry = retry_after(log, window, limit, cost, total, oldest, since)
   elseif fits then
     local score = now
     if newest and newest >= now then score = newest + 1 end
-    call('ZADD', log, score, cost > 1 and (total .. ':' .. cost) or total)
+    call('ZADD', log, format('%d', score), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
     local eighth = window / 8
     -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
     -- than the clock alone says
