@@ -5,7 +5,7 @@
  * Exits 0 and lists the limits when valid; exits 1 and names each bad field otherwise.
  */
 import { readFileSync } from "node:fs";
-import { parseRateLimits } from "../src/config.ts";
+import { parseRateLimits } from "../src/config/rate-limits.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
 

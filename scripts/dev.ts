@@ -16,7 +16,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseEnv } from "node:util";
 import Redis from "ioredis";
-import { parseRateLimits } from "../src/config.ts";
+import { parseRateLimits } from "../src/config/rate-limits.ts";
 import { startOrigin } from "./demo-origin.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { freePort, isListening } from "./lib/ports.ts";

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm run gen:script`: writes src/script.ts from src/sliding-window.lua, the commented source
+ * `npm run gen:script`: writes src/script/sliding-window.ts from src/script/sliding-window.lua, the commented source
  * of truth. What ships (and what the Worker bundles) is then plain TypeScript: no bundler rule
  * for .lua files in this project or in any project that installs slidegate. A test fails when
  * the two disagree.
@@ -8,8 +8,8 @@
 import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 
-export const LUA_PATH = new URL("../src/sliding-window.lua", import.meta.url);
-export const MODULE_PATH = new URL("../src/script.ts", import.meta.url);
+export const LUA_PATH = new URL("../src/script/sliding-window.lua", import.meta.url);
+export const MODULE_PATH = new URL("../src/script/sliding-window.ts", import.meta.url);
 
 /** The TypeScript module for a given script text. */
 export function scriptModule(lua: string): string {
@@ -26,5 +26,5 @@ export const SLIDING_WINDOW_SHA1 = "${sha1}";
 
 if (import.meta.main) {
   writeFileSync(MODULE_PATH, scriptModule(readFileSync(LUA_PATH, "utf8")));
-  console.log("wrote src/script.ts from src/sliding-window.lua");
+  console.log("wrote src/script/sliding-window.ts from src/script/sliding-window.lua");
 }

@@ -1,13 +1,30 @@
-import { parseRateLimits } from "./config.ts";
-import { createGate, type Gate } from "./gate.ts";
-import { configurationError } from "./responses.ts";
+import { parseRateLimits } from "./config/rate-limits.ts";
+import { createGate, type Gate } from "./gateway/gateway.ts";
+import { configurationError } from "./http/answers.ts";
+
+/**
+ * What the gateway reads from its Worker's environment: `[vars]` in wrangler.toml and the
+ * secrets (see the README's Configuration).
+ */
+export interface GatewayEnv {
+  /** the limits: a TOML table or a JSON string */
+  RATE_LIMITS: unknown;
+  /** where admitted requests go; empty: on to the request's own URL */
+  ORIGIN_URL?: string;
+  UPSTASH_REDIS_REST_URL?: string;
+  UPSTASH_REDIS_REST_TOKEN?: string;
+  /** turns on the admin API under /__slidegate/ */
+  ADMIN_TOKEN?: string;
+  /** a Workers Analytics Engine dataset for the gate's data points */
+  SLIDEGATE_METRICS?: AnalyticsEngineDataset;
+}
 
 /**
  * Builds the gate from the environment, or the one error response a bad environment earns: a
  * generic 500 for every caller, with the details (which fields, and why) only in the log —
  * the configuration holds origin addresses, key hashes and deny entries no caller may read.
  */
-function build(env: Env): Gate {
+function build(env: GatewayEnv): Gate {
   const errors: string[] = [];
   const parsed = parseRateLimits(env.RATE_LIMITS);
   if (!parsed.ok) errors.push(...parsed.errors);
@@ -30,13 +47,12 @@ function build(env: Env): Gate {
   });
 }
 
-// Env is generated from wrangler.toml by `npm run types` (src/worker-configuration.d.ts).
 // Validated once per isolate. `env` is normally the same object for every request;
 // the fingerprint catches a new object carrying the same values.
-const byEnv = new WeakMap<Env, Gate>();
+const byEnv = new WeakMap<GatewayEnv, Gate>();
 let last: { fingerprint: string; gate: Gate } | undefined;
 
-function gateFor(env: Env): Gate {
+function gateFor(env: GatewayEnv): Gate {
   let gate = byEnv.get(env);
   if (gate) return gate;
   const fingerprint = JSON.stringify([env.RATE_LIMITS, env.ORIGIN_URL, env.UPSTASH_REDIS_REST_URL, env.UPSTASH_REDIS_REST_TOKEN, env.ADMIN_TOKEN, Boolean(env.SLIDEGATE_METRICS)]);
@@ -46,8 +62,12 @@ function gateFor(env: Env): Gate {
   return gate;
 }
 
+/**
+ * The turnkey gateway: deploy it as it is (`main = "src/index.ts"`), or from the package
+ * (`export { default } from "slidegate/worker"`).
+ */
 export default {
-  fetch(request: Request, env: Env): Promise<Response> {
-    return gateFor(env)(request);
+  fetch(request: Request, env: GatewayEnv, ctx?: ExecutionContext): Promise<Response> {
+    return gateFor(env)(request, ctx);
   },
-} satisfies ExportedHandler<Env>;
+} satisfies ExportedHandler<GatewayEnv>;

@@ -216,7 +216,7 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
     let before = await shimRequests(stack);
     for (let i = 0; i < 20; i++) await call(counted, "198.51.100.201");
     const admittedTrips = (await shimRequests(stack)) - before;
-    await call(counted, "198.51.100.201"); // the denial that fills the block cache
+    await call(counted, "198.51.100.201"); // the denial that fills the denial cache
     before = await shimRequests(stack);
     for (let i = 0; i < 20; i++) await call(counted, "198.51.100.201");
     const blockedTrips = (await shimRequests(stack)) - before;

@@ -1,7 +1,7 @@
 import Redis from "ioredis";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { SLIDING_WINDOW_SCRIPT } from "../../src/script.ts";
+import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round } from "./stats.ts";
 
@@ -29,7 +29,7 @@ end`;
 
 type Command = [string, ...(string | number)[]];
 
-/** KEYS and ARGV as src/limiter.ts sends them: the block key, a log per rule; now ("" = Redis TIME), then limit, window ms, cost, shadow per rule. */
+/** KEYS and ARGV as src/script/limiter.ts sends them: the block key, a log per rule; now ("" = Redis TIME), then limit, window ms, cost, shadow per rule. */
 function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = ""): Command {
   const keys = [`bench:{${tag}}:block`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${r}`)];
   return ["EVALSHA", sha, keys.length, ...keys, now, ...Array.from({ length: rules }, () => [limit, windowMs, 1, 0]).flat()];

@@ -1,7 +1,7 @@
 import { Redis as Upstash } from "@upstash/redis";
 import autocannon from "autocannon";
 import Redis from "ioredis";
-import { SLIDING_WINDOW_SCRIPT } from "../../src/script.ts";
+import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round, summary } from "./stats.ts";
 
@@ -36,7 +36,7 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
   const sha = (await direct.script("LOAD", rewriteShebang(script) ?? script)) as string;
   const rest = new Upstash({ url: shimUrl, token, enableTelemetry: false, enableAutoPipelining: false });
   const restSha = await rest.scriptLoad(script); // the client's SHA1; the shim maps it
-  // KEYS and ARGV as src/limiter.ts sends them: block key, log; now ("" = Redis TIME), limit, window, cost, shadow
+  // KEYS and ARGV as src/script/limiter.ts sends them: block key, log; now ("" = Redis TIME), limit, window, cost, shadow
   const args = ["", 1e9, 3_600_000, 1, 0];
   const viaDirect = () => direct.evalsha(sha, 2, "bench:{lat}:block", "bench:{lat}:t:d", ...args);
   const viaShim = () => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:t:s"], args);

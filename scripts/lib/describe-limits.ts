@@ -1,4 +1,4 @@
-import type { GateConfig } from "../../src/config.ts";
+import type { GateConfig } from "../../src/config/rate-limits.ts";
 
 const duration = (ms: number) =>
   ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;

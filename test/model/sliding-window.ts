@@ -1,5 +1,5 @@
 /**
- * What src/sliding-window.lua must decide, written the plain way: every log a list of
+ * What src/script/sliding-window.lua must decide, written the plain way: every log a list of
  * (arrival, cost) entries, every sum a loop over the window. The script's tests run command
  * sequences against both and compare each reply.
  *

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { startRedisCluster, type LocalCluster } from "../../scripts/lib/redis-cluster.ts";
 import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
-import { identify, ipIdentity } from "../../src/identity.ts";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
 // A Redis Cluster on loopback (3 masters, 3 replicas) behind the shim in cluster mode, and

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
-import { parseRateLimits } from "../../src/config.ts";
+import { parseRateLimits } from "../../src/config/rate-limits.ts";
 
 // The examples users copy must stay valid. Placeholders for key hashes get a real hash.
 const fillPlaceholders = (toml: string) => toml.replace(/<sha256 hex of [^>]+>/g, () => crypto.randomUUID().replace(/-/g, "").repeat(2));

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
 import { LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
 import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
-import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script.ts";
+import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
 import { SlidingWindowModel, type Reply, type RuleCall } from "../model/sliding-window.ts";
 
 // The script as it ships, driven over RESP on a redis-server of this file's own (so INFO

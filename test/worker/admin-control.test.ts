@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { Gate } from "../../src/gate.ts";
+import type { Gate } from "../../src/gateway/gateway.ts";
 import { makeGate, request, statuses } from "./helpers.ts";
 
 // Operators are in control: the admin token cannot be guessed at speed, every 401 says how to
@@ -86,12 +86,12 @@ describe("cached denials", () => {
     // the cached 429 is gone: the next request asks Redis, which still counts the day's request
     const res = await gate(request("/", { key }));
     expect(res.status).toBe(429);
-    expect(gate.logs.filter((l) => l.line.event === "slidegate.denied").at(-1)!.line.fromBlockCache).toBe(false);
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.denied").at(-1)!.line.fromDenialCache).toBe(false);
   });
 
-  it("live at most blockCacheMaxAge on every other isolate", async () => {
+  it("live at most denialCacheMaxAge on every other isolate", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = { prefix, blockCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
+    const config = { prefix, denialCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
     let clock = Date.now();
     const serving = makeGate(config, { adminToken: ADMIN });
     const elsewhere = makeGate(config, { now: () => clock }); // an isolate with a clock the test moves

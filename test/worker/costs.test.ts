@@ -1,9 +1,9 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { Hono } from "hono";
 import { describe, expect, it } from "vitest";
-import { rateLimit } from "../../src/hono.ts";
-import { CostError, createRateLimiter } from "../../src/lib.ts";
-import { createLimiter } from "../../src/limiter.ts";
+import { rateLimit } from "../../src/adapters/hono.ts";
+import { CostError, createRateLimiter } from "../../src/adapters/library.ts";
+import { createLimiter } from "../../src/script/limiter.ts";
 import { request, services } from "./helpers.ts";
 
 const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;

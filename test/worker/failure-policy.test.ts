@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { FAIL_OPEN_HEADER } from "../../src/gate.ts";
+import { FAIL_OPEN_HEADER } from "../../src/http/answers.ts";
 import { makeGate, request, services } from "./helpers.ts";
 
 const control = (action: "stop" | "start") => fetch(`${services.controlUrl}/redis/${action}`, { method: "POST" });

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
-import { parseRateLimits } from "../../src/config.ts";
-import { createGate, type Gate, type GateOptions } from "../../src/gate.ts";
+import { parseRateLimits } from "../../src/config/rate-limits.ts";
+import { createGate, type Gate, type GateOptions } from "../../src/gateway/gateway.ts";
 import type { Services } from "../setup/services.ts";
 
 export const services: Services = JSON.parse(env.TEST_SERVICES);

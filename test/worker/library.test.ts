@@ -1,7 +1,8 @@
 import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
 import { describe, expect, it } from "vitest";
-import { rateLimit } from "../../src/hono.ts";
-import { createRateLimiter } from "../../src/lib.ts";
+import { rateLimit } from "../../src/adapters/hono.ts";
+import { createRateLimiter, type RateLimits } from "../../src/adapters/library.ts";
 import { request, services } from "./helpers.ts";
 
 const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
@@ -42,10 +43,55 @@ describe("Hono middleware", () => {
     expect((await call("ada", 4)).status).toBe(200);
     expect((await call("grace", 10)).status).toBe(200);
   });
+
+  it("sets its headers on a route that returns fetch() of a real origin", async () => {
+    const app = new Hono();
+    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "default", limit: 2, window: "1m" }] }));
+    // a fetch() response's headers are immutable: writing to them after next() would throw
+    app.get("/proxy/*", (c) => fetch(`${services.originUrl}/v1/echo`));
+    const first = await app.fetch(request("/proxy/x", { ip: "198.51.100.31" }));
+    expect(first.status).toBe(200);
+    expect(await first.json()).toMatchObject({ path: "/v1/echo" });
+    expect(first.headers.get("RateLimit")).toBe('"default";r=1;t=60');
+    expect(first.headers.get("X-RateLimit-Remaining")).toBe("1");
+  });
+
+  it("throws an HTTPException carrying its 429, so app.onError can restyle it", async () => {
+    const app = new Hono();
+    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "default", limit: 1, window: "1m" }] }));
+    app.get("/", (c) => c.text("ok"));
+    app.onError((err, c) => {
+      if (err instanceof HTTPException) {
+        const original = err.getResponse();
+        return c.json({ error: "slow down", was: original.status, retryAfter: original.headers.get("Retry-After") }, 429);
+      }
+      return c.text("unexpected", 500);
+    });
+    expect((await app.fetch(request("/", { ip: "198.51.100.32" }))).status).toBe(200);
+    const denied = await app.fetch(request("/", { ip: "198.51.100.32" }));
+    expect(denied.status).toBe(429);
+    expect(await denied.json()).toEqual({ error: "slow down", was: 429, retryAfter: expect.stringMatching(/^(59|60)$/) });
+  });
+
+  it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
+    const app = new Hono();
+    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
+    app.get("/", (c) => c.text("ok"));
+    const res = await app.fetch(request("/"));
+    expect(res.status).toBe(401);
+    expect(res.headers.get("WWW-Authenticate")).toMatch(/^Bearer /);
+    expect((await app.fetch(request("/", { key: "k1" }))).status).toBe(200);
+  });
+
+  it("refuses a bad option when the middleware is built, naming it, not on the first request", () => {
+    expect(() => rateLimit({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toThrow("options.rules[0].limit: must be at least 1");
+    expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10 seconds" }] })).toThrow(/options\.rules\[0\]\.window/);
+    expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }], keyHeader: "x" } as never)).toThrow(/options: .*unknown field|options\.keyHeader/);
+  });
 });
 
 describe("createRateLimiter", () => {
-  const limiter = (rules: Record<string, unknown>[], extra = {}) =>
+  const limiter = (rules: NonNullable<RateLimits["rules"]>, extra: Partial<RateLimits> = {}) =>
     createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules, ...extra });
 
   it("decides for an identity of your own, by cost, with headers and Retry-After ready", async () => {
@@ -63,7 +109,7 @@ describe("createRateLimiter", () => {
   });
 
   it("takes a Request: identity from the key header or IP, rules by path and method", async () => {
-    const l = limiter([{ name: "writes", limit: 1, window: "1m", methods: ["POST"] }], { keyHeader: "x-api-key" });
+    const l = limiter([{ name: "writes", limit: 1, window: "1m", methods: ["POST"] }], { identity: { header: "x-api-key" } });
     expect((await l.limit(request("/x", { method: "GET" }))).reason).toBe("no-rule");
     expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(true);
     expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(false);

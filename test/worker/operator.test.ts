@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { GateOptions } from "../../src/gate.ts";
+import type { GateOptions } from "../../src/gateway/gateway.ts";
 import { makeGate, request, services, sleep, statuses } from "./helpers.ts";
 
 const sha256Hex = async (text: string) =>
@@ -164,21 +164,27 @@ describe("admin API", () => {
 });
 
 describe("metrics", () => {
-  it("writes one data point per decision, with outcome, tier, rules and latency", async () => {
+  it("writes a data point per decision, and denials as a counted summary per identity and rule", async () => {
     const { points, dataset } = recordingDataset();
+    let clock = Date.UTC(2026, 10, 29, 12);
     const gate = makeGate(
       { rules: [{ name: "m", limit: 2, window: "1m" }], deny: { ips: ["198.51.100.1"] }, allow: { ips: ["192.0.2.1"] } },
-      { metrics: dataset, redisUrl: services.slowShimUrl },
+      { metrics: dataset, redisUrl: services.slowShimUrl, now: () => clock },
     );
-    await statuses(gate, 3, "/", { ip: "203.0.113.80" });
+    await statuses(gate, 4, "/", { ip: "203.0.113.80" });
     await statuses(gate, 1, "/", { ip: "198.51.100.1" });
     await statuses(gate, 1, "/", { ip: "192.0.2.1" });
-    expect(outcomes(points)).toEqual(["admitted", "admitted", "denied", "denylisted", "allowlisted"]);
+    expect(outcomes(points)).toEqual(["admitted", "admitted", "denylisted", "allowlisted"]);
     expect(points[0]).toMatchObject({ blobs: ["admitted", "default", "m", "ip"], indexes: [expect.stringMatching(/^i[A-Za-z0-9_-]{22}$/)] });
     // Redis latency, ms: the slow shim holds every call slowShimMs, so that is a floor
     expect(points[0]!.doubles![0]).toBeGreaterThanOrEqual(services.slowShimMs);
-    expect(points[3]!.doubles![0]).toBe(0); // a denylisted request never reaches Redis
-    expect(points[2]!.doubles![1]).toBeGreaterThan(0); // Retry-After, ms
+    expect(points[0]!.doubles![2]).toBe(1); // one request
+    expect(points[2]!.doubles![0]).toBe(0); // a denylisted request never reaches Redis
+    // a minute on, the next request brings the summary: the two denials in one point
+    clock += 61_000;
+    await statuses(gate, 1, "/", { ip: "192.0.2.1" });
+    const denied = points.filter((p) => p.blobs![0] === "denied");
+    expect(denied).toEqual([expect.objectContaining({ blobs: ["denied", "default", "m", "ip"], doubles: [0, 0, 2], indexes: [points[0]!.indexes![0]] })]);
   });
 
   it("records failures as failed-open and failed-closed", async () => {

@@ -24,7 +24,7 @@ describe("round trips per decision", () => {
     expect(await roundTrips(() => statuses(gate, 10))).toBe(10);
   });
 
-  it("answers from the block cache while an identity is blocked: no Redis call", async () => {
+  it("answers from the denial cache while an identity is blocked: no Redis call", async () => {
     const gate = makeGate({ rules: [{ name: "a", limit: 2, window: "1m" }] }, viaCountingShim);
     expect(await roundTrips(() => statuses(gate, 3, "/", { ip: "192.0.2.50" }))).toBe(3);
     let codes: number[] = [];
@@ -36,8 +36,8 @@ describe("round trips per decision", () => {
     expect(await roundTrips(() => statuses(gate, 1, "/", { ip: "192.0.2.51" }))).toBe(1);
   });
 
-  it("with blockCacheSize 0, every denial asks Redis", async () => {
-    const gate = makeGate({ blockCacheSize: 0, rules: [{ name: "a", limit: 1, window: "1m" }] }, viaCountingShim);
+  it("with denialCacheSize 0, every denial asks Redis", async () => {
+    const gate = makeGate({ denialCacheSize: 0, rules: [{ name: "a", limit: 1, window: "1m" }] }, viaCountingShim);
     expect(await roundTrips(() => statuses(gate, 5))).toBe(5);
   });
 

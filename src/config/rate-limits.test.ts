@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseRateLimits } from "./config.ts";
+import { parseRateLimits } from "./rate-limits.ts";
 
 const errorsOf = (raw: unknown) => {
   const r = parseRateLimits(raw);
@@ -15,7 +15,7 @@ describe("parseRateLimits", () => {
 
   it("accepts a JSON string as well as an object, with the documented defaults", () => {
     const r = parseRateLimits('{"rules":[{"name":"default","limit":5,"window":"10s"}]}');
-    expect(r.ok && r.config).toMatchObject({ prefix: "sg", keyRequired: false, defaultTier: "default", blockCacheSize: 10_000, clock: "redis" });
+    expect(r.ok && r.config).toMatchObject({ prefix: "sg", keyRequired: false, defaultTier: "default", denialCacheSize: 10_000, clock: "redis" });
     expect(r.ok && r.config.tiers.get("default")![0]).toMatchObject({ limit: 5, windowMs: 10_000, cost: 1, fail: "open", timeoutMs: 1000 });
   });
 
@@ -77,7 +77,7 @@ describe("parseRateLimits", () => {
 
   it("defaults the request-shaping fields: IPv6 per /64, denials cached 10 s at most, X-Forwarded-For, case-insensitive paths", () => {
     const r = parseRateLimits({ rules: [{ name: "m", limit: 1, window: "1s", path: "/v1/*" }] });
-    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 64, blockCacheMaxAgeMs: 10_000, clientIpHeader: "x-forwarded-for", passForwardedHeaders: false });
+    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 64, denialCacheMaxAgeMs: 10_000, clientIpHeader: "x-forwarded-for", passForwardedHeaders: false });
     const path = r.ok ? r.config.tiers.get("default")![0]!.path! : undefined;
     expect(path?.test("/V1/Users")).toBe(true);
     expect(path?.test("/v1/u\u017Fers")).toBe(true); // "ſ" folds to "s", as Java's equalsIgnoreCase has it
@@ -89,8 +89,8 @@ describe("parseRateLimits", () => {
   });
 
   it("accepts and normalises the request-shaping fields", () => {
-    const r = parseRateLimits({ ipv6Prefix: 48, blockCacheMaxAge: "30s", clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 1, window: "1s", path: "//v1/%75sers" }] });
-    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 48, blockCacheMaxAgeMs: 30_000, clientIpHeader: "x-client-ip", passForwardedHeaders: true });
+    const r = parseRateLimits({ ipv6Prefix: 48, denialCacheMaxAge: "30s", clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 1, window: "1s", path: "//v1/%75sers" }] });
+    expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 48, denialCacheMaxAgeMs: 30_000, clientIpHeader: "x-client-ip", passForwardedHeaders: true });
     // the glob in the canonical form of the requests it is matched against
     expect(r.ok && r.config.tiers.get("default")![0]!.path!.test("/v1/users")).toBe(true);
   });
@@ -100,8 +100,8 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules, ipv6Prefix: 47 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be at least 48"]);
     expect(errorsOf({ rules, ipv6Prefix: 129 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be at most 128"]);
     expect(errorsOf({ rules, ipv6Prefix: 56.5 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be a whole number"]);
-    expect(errorsOf({ rules, blockCacheMaxAge: "2h" })).toEqual(["RATE_LIMITS.blockCacheMaxAge: must be at most 1h"]);
-    expect(errorsOf({ rules, blockCacheMaxAge: 0 })[0]).toMatch(/^RATE_LIMITS\.blockCacheMaxAge: must be/);
+    expect(errorsOf({ rules, denialCacheMaxAge: "2h" })).toEqual(["RATE_LIMITS.denialCacheMaxAge: must be at most 1h"]);
+    expect(errorsOf({ rules, denialCacheMaxAge: 0 })[0]).toMatch(/^RATE_LIMITS\.denialCacheMaxAge: must be/);
     expect(errorsOf({ rules, clientIpHeader: "client ip" })).toEqual(["RATE_LIMITS.clientIpHeader: must be an HTTP header name"]);
     expect(errorsOf({ rules, clientIpHeader: "Host" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: "Host" carries something else/);
     expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "x-api-key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);

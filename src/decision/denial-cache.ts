@@ -1,15 +1,15 @@
 /**
- * Isolate-local memory of who is blocked until when, so a caller hammering through a 429
- * costs no Redis round trip until their wait is over. Bounded: the least recently used
+ * Isolate-local memory of denials and how long they hold, so a caller hammering through a
+ * 429 costs no Redis round trip until their wait is over. Bounded: the least recently used
  * entry goes first once `size` is reached (a Map keeps insertion order).
  *
  * @example
- * const cache = createBlockCache<Decision>(10_000);
+ * const cache = createDenialCache<Decision>(10_000);
  * cache.set("k…|free|minute", Date.now() + 30_000, decision);
- * cache.get("k…|free|minute", Date.now()); // { until, value } while blocked, else undefined
+ * cache.get("k…|free|minute", Date.now()); // { until, value } while denied, else undefined
  * cache.forget("k…|");                     // every entry of that identity, gone
  */
-export interface BlockCache<T> {
+export interface DenialCache<T> {
   get(key: string, now: number): { until: number; value: T } | undefined;
   set(key: string, until: number, value: T): void;
   /** drops every entry whose key starts with `prefix`; returns how many */
@@ -17,7 +17,7 @@ export interface BlockCache<T> {
   readonly size: number;
 }
 
-export function createBlockCache<T>(size: number): BlockCache<T> {
+export function createDenialCache<T>(size: number): DenialCache<T> {
   const entries = new Map<string, { until: number; value: T }>();
   return {
     get(key, now) {

@@ -1,11 +1,11 @@
 import { errors, Redis } from "@upstash/redis/cloudflare";
-import { createBlockCache } from "./block-cache.ts";
-import type { GateConfig } from "./config.ts";
-import { retryAfterSeconds } from "./headers.ts";
-import { clientIp, identify, ipIdentity, sha256, type Identity } from "./identity.ts";
-import { createLimiter, LimiterError, redisKeys, type Limit } from "./limiter.ts";
-import { problem } from "./problem.ts";
-import { tierOf } from "./rules.ts";
+import { createDenialCache } from "../decision/denial-cache.ts";
+import type { GateConfig } from "../config/rate-limits.ts";
+import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
+import { clientAddress, identify, ipIdentity, sha256, type Identity } from "../decision/identity.ts";
+import { createLimiter, LimiterError, redisKeys, type Limit } from "../script/limiter.ts";
+import { problem } from "../http/problem.ts";
+import { tierOf } from "../decision/rules.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 export const ADMIN_PREFIX = "/__slidegate/";
@@ -99,7 +99,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
-  const throttled = createBlockCache<true>(10_000);
+  const throttled = createDenialCache<true>(10_000);
   const expected = sha256(`Bearer ${adminToken}`);
   const redis = new Redis({
     url: options.redisUrl, token: options.redisToken, enableTelemetry: false, enableAutoPipelining: false,
@@ -200,7 +200,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   return async (request, path) => {
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)
-    const caller = (await identify("i", `@admin ${clientIp(request, config.ipv6Prefix)}`)).tag;
+    const caller = (await identify("i", `@admin ${clientAddress(request, config.ipv6Prefix).bucket}`)).tag;
     const now = isolateNow();
     const over = throttled.get(caller, now);
     if (over) return tooManyAttempts(over.until - now);

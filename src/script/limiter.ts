@@ -1,5 +1,5 @@
 import { Redis } from "@upstash/redis/cloudflare";
-import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "./script.ts";
+import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "./sliding-window.ts";
 
 /** One limit to check: at most `limit` units of cost per `windowMs`. */
 export interface Limit {

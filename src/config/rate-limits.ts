@@ -1,6 +1,6 @@
 import * as v from "valibot";
-import { compileAccess, parseRange, type AccessCheck } from "./access.ts";
-import { canonicalPath } from "./canonical.ts";
+import { compileAccess, parseRange, type AccessCheck } from "../decision/access-lists.ts";
+import { canonicalPath } from "../http/canonical.ts";
 
 /**
  * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
@@ -37,9 +37,9 @@ export interface GateConfig {
   defaultTier: string;
   /** SHA-256 hex of an API key → tier name */
   keyTiers: ReadonlyMap<string, string>;
-  blockCacheSize: number;
+  denialCacheSize: number;
   /** the longest a cached denial is answered without asking Redis, ms */
-  blockCacheMaxAgeMs: number;
+  denialCacheMaxAgeMs: number;
   clock: "redis" | "edge";
   /** the allow and deny lists, for a client IP and an API key's SHA-256 hex */
   access: AccessCheck;
@@ -132,8 +132,8 @@ const schema = fields({
   shadow: v.optional(v.boolean()),
   fail: v.optional(FAIL),
   timeout: v.optional(TIMEOUT),
-  blockCacheSize: v.optional(int(0, 1_000_000)),
-  blockCacheMaxAge: v.optional(duration(3_600_000, "1h")),
+  denialCacheSize: v.optional(int(0, 1_000_000)),
+  denialCacheMaxAge: v.optional(duration(3_600_000, "1h")),
   clock: v.optional(v.picklist(["redis", "edge"], 'must be "redis" or "edge"')),
   ipv6Prefix: v.optional(int(48, 128)),
   caseSensitivePaths: v.optional(v.boolean()),
@@ -143,10 +143,13 @@ const schema = fields({
 
 type Raw = v.InferOutput<typeof schema>;
 
+/** RATE_LIMITS as written: the shape `parseRateLimits` validates (also the library's options). */
+export type RateLimits = v.InferInput<typeof schema>;
+
 /** What the shapes alone cannot say: fields that depend on each other. */
-function crossCheck(c: Raw): string[] {
+function crossCheck(c: Raw, root: string): string[] {
   const errors: string[] = [];
-  const issue = (path: string, message: string) => errors.push(`RATE_LIMITS${path}: ${message}`);
+  const issue = (path: string, message: string) => errors.push(`${root}${path}: ${message}`);
   if (c.rules && c.tiers) issue(".rules", 'give either "rules" or "tiers", not both');
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
@@ -213,46 +216,54 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
  * X-Forwarded-For.
  */
 export const DEFAULTS = {
-  prefix: "sg", fail: "open", timeoutMs: 1000, blockCacheSize: 10_000, blockCacheMaxAgeMs: 10_000, clock: "redis",
+  prefix: "sg", fail: "open", timeoutMs: 1000, denialCacheSize: 10_000, denialCacheMaxAgeMs: 10_000, clock: "redis",
   ipv6Prefix: 64, clientIpHeader: "x-forwarded-for",
 } as const;
 
 /** Object keys anywhere in the raw value that every JavaScript object already has, with where they are. */
-function reservedKeys(value: unknown, path = ""): string[] {
+function reservedKeys(value: unknown, path: string): string[] {
   if (typeof value !== "object" || value === null) return [];
   const found: string[] = [];
   for (const key of Object.keys(value)) {
     const at = Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`;
-    if (!Array.isArray(value) && RESERVED.has(key)) found.push(`RATE_LIMITS${at}: ${reservedName(key)}`);
+    if (!Array.isArray(value) && RESERVED.has(key)) found.push(`${at}: ${reservedName(key)}`);
     found.push(...reservedKeys((value as Record<string, unknown>)[key], at));
   }
   return found;
 }
 
-function describe(issue: v.BaseIssue<unknown>): string {
+function describe(issue: v.BaseIssue<unknown>, root: string): string {
   const path = (issue.path ?? []).map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
-  return `RATE_LIMITS${path}: ${issue.message}`;
+  return `${root}${path}: ${issue.message}`;
 }
 
-/** Validates RATE_LIMITS given as an object (a TOML table) or a JSON string. */
-export function parseRateLimits(raw: unknown): ConfigResult {
-  if (raw === undefined || raw === null || raw === "") return { ok: false, errors: ["RATE_LIMITS: is not set"] };
+/** Fields that changed name: the old name is refused with the new one, never silently dropped. */
+const RENAMED: Record<string, string> = { blockCacheSize: "denialCacheSize", blockCacheMaxAge: "denialCacheMaxAge" };
+
+/**
+ * Validates RATE_LIMITS given as an object (a TOML table) or a JSON string. Errors name each
+ * field from `root` ("RATE_LIMITS", or "options" for the library's options).
+ */
+export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResult {
+  if (raw === undefined || raw === null || raw === "") return { ok: false, errors: [`${root}: is not set`] };
   let value = raw;
   if (typeof raw === "string") {
     try {
       value = JSON.parse(raw);
     } catch (e) {
-      return { ok: false, errors: [`RATE_LIMITS: is not valid JSON (${(e as Error).message})`] };
+      return { ok: false, errors: [`${root}: is not valid JSON (${(e as Error).message})`] };
     }
   }
-  if (Array.isArray(value)) return { ok: false, errors: ["RATE_LIMITS: must be an object, not an array"] };
+  if (Array.isArray(value)) return { ok: false, errors: [`${root}: must be an object, not an array`] };
   // before the schema: it would drop such keys silently, and "in" would find them anyway
-  const reserved = reservedKeys(value);
+  const reserved = reservedKeys(value, root);
   if (reserved.length) return { ok: false, errors: reserved };
+  const renamed = Object.keys(Object(value)).filter((k) => Object.hasOwn(RENAMED, k)).map((k) => `${root}.${k}: is now called "${RENAMED[k]}"`);
+  if (renamed.length) return { ok: false, errors: renamed };
   const parsed = v.safeParse(schema, value);
-  if (!parsed.success) return { ok: false, errors: parsed.issues.map(describe) };
+  if (!parsed.success) return { ok: false, errors: parsed.issues.map((issue) => describe(issue, root)) };
   const c = parsed.output;
-  const errors = crossCheck(c);
+  const errors = crossCheck(c, root);
   if (errors.length) return { ok: false, errors };
   const fail = c.fail ?? DEFAULTS.fail;
   const timeoutMs = c.timeout ?? DEFAULTS.timeoutMs;
@@ -267,8 +278,8 @@ export function parseRateLimits(raw: unknown): ConfigResult {
       tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive))])),
       defaultTier: c.defaultTier ?? "default",
       keyTiers: new Map(Object.entries(c.keys ?? {})),
-      blockCacheSize: c.blockCacheSize ?? DEFAULTS.blockCacheSize,
-      blockCacheMaxAgeMs: c.blockCacheMaxAge ?? DEFAULTS.blockCacheMaxAgeMs,
+      denialCacheSize: c.denialCacheSize ?? DEFAULTS.denialCacheSize,
+      denialCacheMaxAgeMs: c.denialCacheMaxAge ?? DEFAULTS.denialCacheMaxAgeMs,
       clock: c.clock ?? DEFAULTS.clock,
       access: compileAccess({ allow: c.allow, deny: c.deny }),
       ipv6Prefix: c.ipv6Prefix ?? DEFAULTS.ipv6Prefix,

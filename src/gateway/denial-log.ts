@@ -38,7 +38,7 @@ export interface Denial {
   tier: string;
   /** the enforced rules that denied the request */
   rules: readonly DeniedRule[];
-  /** more fields for the full line (retry-after, whether the block cache answered, …) */
+  /** more fields for the full line (retry-after, whether the denial cache answered, …) */
   detail?: Record<string, unknown>;
 }
 

@@ -1,4 +1,4 @@
-import type { Decision, LimitState } from "./limiter.ts";
+import type { Decision, LimitState } from "../script/limiter.ts";
 
 const seconds = (ms: number) => Math.ceil(Math.max(ms, 0) / 1000);
 

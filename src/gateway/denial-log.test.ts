@@ -118,7 +118,7 @@ describe("denial log", () => {
 
   it("keeps the identity fields of the full line whatever the detail says", () => {
     const { log, full } = setup();
-    log.record({ tag: "iA", tier: "t", rules: [MINUTE], detail: { tag: "spoof", event: "other", fromBlockCache: true } });
-    expect(full()[0]).toEqual({ event: "slidegate.denied", tag: "iA", tier: "t", rules: ["minute"], fromBlockCache: true });
+    log.record({ tag: "iA", tier: "t", rules: [MINUTE], detail: { tag: "spoof", event: "other", fromDenialCache: true } });
+    expect(full()[0]).toEqual({ event: "slidegate.denied", tag: "iA", tier: "t", rules: ["minute"], fromDenialCache: true });
   });
 });

@@ -1,5 +1,4 @@
 import ipaddr from "ipaddr.js";
-import { DEFAULTS } from "./config.ts";
 
 /**
  * Who is calling. The API key (when configured) or the client IP from CF-Connecting-IP,
@@ -106,17 +105,6 @@ export function clientAddress(request: Request, ipv6Prefix: number): ClientAddre
   const address = header === null ? undefined : parseAddress(header);
   if (!address) return { bucket: UNKNOWN_CLIENT };
   return { address, text: addressText(address), bucket: addressBucket(address, ipv6Prefix) };
-}
-
-/** The bucket of the client IP as Cloudflare reports it (IPv6 grouped by `ipv6Prefix`, default /64). */
-export function clientIp(request: Request, ipv6Prefix: number = DEFAULTS.ipv6Prefix): string {
-  return clientAddress(request, ipv6Prefix).bucket;
-}
-
-/** The API key from `header`, or undefined when absent or blank. */
-export function apiKey(request: Request, header: string): string | undefined {
-  const value = request.headers.get(header)?.trim();
-  return value ? value : undefined;
 }
 
 export type KeyHeader = { kind: "absent" } | { kind: "key"; key: string } | { kind: "ambiguous" };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compileAccess } from "./access.ts";
+import { compileAccess } from "./access-lists.ts";
 import { addressBucket, addressText, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 
 describe("client addresses", () => {

@@ -1,12 +1,12 @@
-import { createBlockCache } from "./block-cache.ts";
-import type { GateConfig, Rule } from "./config.ts";
+import { createDenialCache } from "./denial-cache.ts";
+import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import type { Identity } from "./identity.ts";
-import { createLimiter, LimiterError, type Decision } from "./limiter.ts";
+import { createLimiter, LimiterError, type Decision } from "../script/limiter.ts";
 
 /** What one decision came to, before anyone turns it into a response. */
 export type Verdict =
   | { kind: "admitted"; decision: Decision; redisMs: number }
-  | { kind: "denied"; decision: Decision; redisMs: number; /** age of a decision served from the block cache */ elapsedMs: number }
+  | { kind: "denied"; decision: Decision; redisMs: number; /** age of a decision served from the denial cache */ elapsedMs: number }
   | { kind: "blocked"; ms: number; redisMs: number }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
@@ -19,16 +19,16 @@ export interface DeciderOptions {
   config: GateConfig;
   redisUrl: string;
   redisToken: string;
-  /** the edge clock: sent to Redis with `clock: "edge"`, and the block cache's clock */
+  /** the edge clock: sent to Redis with `clock: "edge"`, and the denial cache's clock */
   now?: () => number;
 }
 
 /**
- * The decision shared by the gateway and the library: the isolate's block cache first, then
+ * The decision shared by the gateway and the library: the isolate's denial cache first, then
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
  * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
  * change an outcome. A denial is cached until its Retry-After, but never longer than
- * `blockCacheMaxAgeMs`, so an operator's reset reaches every isolate within that bound.
+ * `denialCacheMaxAgeMs`, so an operator's reset reaches every isolate within that bound.
  *
  * @example
  * const decide = createDecider({ config, redisUrl, redisToken });
@@ -37,14 +37,14 @@ export interface DeciderOptions {
 export function createDecider(options: DeciderOptions): Decide {
   const { config } = options;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
-  const blocked = createBlockCache<{ decision: Decision; at: number }>(config.blockCacheSize);
+  const denials = createDenialCache<{ decision: Decision; at: number }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
     const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
     const now = clock();
-    const hit = blocked.get(cacheKey, now);
+    const hit = denials.get(cacheKey, now);
     if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at };
 
     // with only shadow rules there is no outcome to protect: their own budget, and open
@@ -60,8 +60,8 @@ export function createDecider(options: DeciderOptions): Decide {
     const redisMs = performance.now() - asked;
     if (decision.blockedMs > 0) return { kind: "blocked", ms: decision.blockedMs, redisMs };
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
-    if (decision.retryAfterMs > 0) blocked.set(cacheKey, now + Math.min(decision.retryAfterMs, config.blockCacheMaxAgeMs), { decision, at: now });
+    if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now });
     return { kind: "denied", decision, redisMs, elapsedMs: 0 };
   };
-  return Object.assign(decide, { forget: (tag: string) => void blocked.forget(`${tag}|`) });
+  return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) });
 }

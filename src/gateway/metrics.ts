@@ -5,7 +5,8 @@
  *
  * Columns: blob1 outcome, blob2 tier, blob3 rules (comma-separated), blob4 identity kind
  * ("key" | "ip"); double1 Redis latency in ms (0 without a Redis call), double2 Retry-After
- * in ms; index1 the identity's hashed tag (never the raw key or IP).
+ * in ms, double3 how many requests the point stands for (1, or a denial summary's count);
+ * index1 the identity's hashed tag (never the raw key or IP).
  */
 export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | "denylisted";
 
@@ -16,6 +17,8 @@ export interface DataPoint {
   tag: string;
   redisMs?: number;
   retryAfterMs?: number;
+  /** requests this point stands for (default 1): denials are written as counted summaries */
+  count?: number;
 }
 
 export type Record = (point: DataPoint) => void;
@@ -25,7 +28,7 @@ export function createMetrics(dataset: AnalyticsEngineDataset | undefined): Reco
   return (p) =>
     dataset.writeDataPoint({
       blobs: [p.outcome, p.tier, p.rules.join(","), p.tag.startsWith("k") ? "key" : "ip"],
-      doubles: [p.redisMs ?? 0, p.retryAfterMs ?? 0],
+      doubles: [p.redisMs ?? 0, p.retryAfterMs ?? 0, p.count ?? 1],
       indexes: [p.tag],
     });
 }

@@ -1,0 +1,65 @@
+/**
+ * slidegate as Hono middleware: limits each request, sets the rate-limit headers on the
+ * response with `c.header()` (so a proxied `fetch()` response works too), and throws an
+ * `HTTPException` carrying slidegate's problem+json answer when the request may not pass, so
+ * `app.onError` can restyle it.
+ *
+ * @example
+ * import { Hono } from "hono";
+ * import { rateLimit } from "slidegate/hono";
+ * const app = new Hono<{ Bindings: { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string } }>();
+ * app.use("/api/*", rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }] }));
+ */
+import type { Context, MiddlewareHandler } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { problem } from "../http/problem.ts";
+import { CostError } from "../script/limiter.ts";
+import { limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
+
+export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
+  /** default: c.env.UPSTASH_REDIS_REST_URL */
+  url?: string;
+  /** default: c.env.UPSTASH_REDIS_REST_TOKEN */
+  token?: string;
+  /** an identity of your own (a user id, say); default: the API key or client IP of the request */
+  identify?: (c: Context) => string | undefined;
+  /** what a request weighs, a whole number from 1 to the rules' limits (else the request gets 400); default: each rule's own cost */
+  cost?: (c: Context) => number | undefined;
+}
+
+/** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
+export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
+  const { url, token, identify, cost, ...limits } = options;
+  if (identify !== undefined && typeof identify !== "function") throw new TypeError("slidegate: options.identify must be a function");
+  if (cost !== undefined && typeof cost !== "function") throw new TypeError("slidegate: options.cost must be a function");
+  const config = parseLimits(limits);
+  // The store may come from the bindings, known only per request: one limiter per store, kept for the isolate.
+  let limiter: { url: string; token: string; limiter: RateLimiter } | undefined;
+  const limiterOf = (c: Context) => {
+    const env = (c.env ?? {}) as Record<string, unknown>;
+    const u = url ?? String(env.UPSTASH_REDIS_REST_URL ?? "");
+    const t = token ?? String(env.UPSTASH_REDIS_REST_TOKEN ?? "");
+    if (limiter?.url !== u || limiter.token !== t) limiter = { url: u, token: t, limiter: limiterFor(config, u, t) };
+    return limiter.limiter;
+  };
+
+  return async (c, next) => {
+    let result;
+    try {
+      result = await limiterOf(c).limit(identify?.(c) ?? c.req.raw, { cost: cost?.(c) });
+    } catch (e) {
+      // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
+      if (e instanceof CostError) {
+        throw new HTTPException(400, { res: problem(400, "invalid-cost", "Bad Request", e.message.replace(/^slidegate: /, "This request's ")), cause: e });
+      }
+      throw e;
+    }
+    if (!result.success) {
+      const res = result.response();
+      throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
+    }
+    await next();
+    result.headers.forEach((value, name) => c.header(name, value));
+  };
+}

@@ -1,0 +1,109 @@
+/**
+ * slidegate as a library: the gateway's request pipeline inside your own Worker. Same script,
+ * same semantics, same answers, one Redis round trip per decision.
+ *
+ * @example
+ * import { createRateLimiter } from "slidegate";
+ * const limiter = createRateLimiter({ url, token, rules: [{ name: "default", limit: 5, window: "10s" }] });
+ * const result = await limiter.limit(request);            // or limiter.limit("user-42", { cost: 3 })
+ * if (!result.success) return result.response();          // 429/403/503 problem+json, headers set
+ * const response = await handle(request);
+ * result.headers.forEach((v, k) => response.headers.set(k, v));
+ */
+import { parseRateLimits, type GateConfig, type RateLimits } from "../config/rate-limits.ts";
+import { identify } from "../decision/identity.ts";
+import { createPipeline } from "../decision/pipeline.ts";
+import { answer, type Reason } from "../http/answers.ts";
+import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import type { Decision } from "../script/limiter.ts";
+
+export { CostError } from "../script/limiter.ts";
+export type { Decision, LimitState } from "../script/limiter.ts";
+export type { Reason } from "../http/answers.ts";
+export type { RateLimits } from "../config/rate-limits.ts";
+
+/** The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`, `timeout`, lists, … */
+export interface RateLimiterOptions extends RateLimits {
+  /** the Upstash REST URL (or the slidegate shim's) */
+  url: string;
+  token: string;
+}
+
+export interface LimitResult {
+  /** go ahead: admitted, failed open, allow-listed, or no rule applied */
+  success: boolean;
+  reason: Reason;
+  /** the headers to put on your response (X-RateLimit-*, RateLimit, RateLimit-Policy; Retry-After when denied) */
+  headers: Headers;
+  /** whole seconds to wait, when denied or blocked */
+  retryAfter?: number;
+  decision?: Decision;
+  /** the answer slidegate would give (400 / 401 / 403 / 429 / 503 problem+json, headers set), or 204 when it lets the request through */
+  response(): Response;
+}
+
+export interface LimitOptions {
+  /**
+   * What this call weighs against every rule it is checked against: a whole number from 1 to
+   * the smallest of their limits (default: each rule's own cost). Anything else throws a
+   * {@link CostError} (a TypeError) before Redis is asked.
+   */
+  cost?: number;
+}
+
+export interface RateLimiter {
+  /**
+   * A Request (identity from the API-key header or the client IP, rules matched on its
+   * canonical path and methods, lists applied: as the gateway does) or an identity of your own
+   * (every rule of the default tier).
+   */
+  limit(input: Request | string, options?: LimitOptions): Promise<LimitResult>;
+}
+
+const passed = () => new Response(null, { status: 204 });
+
+/** Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that names each bad one. */
+export function parseLimits(limits: RateLimits): GateConfig {
+  const parsed = parseRateLimits(limits, "options");
+  if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.join("; ")}`);
+  return parsed.config;
+}
+
+function assertStore(url: string, token: string): void {
+  if (!url || !token) {
+    throw new Error("slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)");
+  }
+}
+
+/** The limiter over a configuration already validated, on one store. */
+export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
+  assertStore(url, token);
+  const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
+  const keyHeader = config.keyHeader ?? "X-API-Key";
+  return {
+    async limit(input, { cost } = {}) {
+      let step;
+      if (typeof input === "string") {
+        step = await pipeline.decideFor(await identify("k", input), cost);
+      } else {
+        const url = new URL(input.url);
+        const canonical = canonicalPath(url.pathname);
+        // a path the gateway would refuse counts against every rule of its method
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost });
+      }
+      const a = answer(step, keyHeader);
+      return {
+        success: a.pass, reason: a.reason, headers: a.headers, decision: a.decision,
+        retryAfter: a.pass ? undefined : a.retryAfter,
+        response: a.pass ? passed : a.response,
+      };
+    },
+  };
+}
+
+/** Validates `options` once (throwing an error that names the bad field) and returns the limiter. */
+export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
+  const { url, token, ...limits } = options;
+  assertStore(url, token);
+  return limiterFor(parseLimits(limits), url, token);
+}

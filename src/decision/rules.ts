@@ -1,0 +1,20 @@
+import type { GateConfig, Rule } from "../config/rate-limits.ts";
+
+/** The tier of an API key's SHA-256 hex, or the default tier for unknown keys and IPs. */
+export function tierOf(config: GateConfig, keyHash: string | undefined): string {
+  return (keyHash && config.keyTiers.get(keyHash)) || config.defaultTier;
+}
+
+/**
+ * The rules of `tier` that apply to a request handled as any of `methods`, at any of `paths`
+ * (the forms of its canonical path; undefined for a path that has none, which every rule
+ * covers): a rule without methods or path applies to all, and a rule applies when any pair
+ * matches — covering more, never less.
+ *
+ * @example
+ * rulesFor(config, "default", ["HEAD", "GET"], ["/V1/users"]); // the GET rules on "/v1/*"
+ */
+export function rulesFor(config: GateConfig, tier: string, methods: readonly string[], paths: readonly string[] | undefined): Rule[] {
+  const rules = config.tiers.get(tier) ?? [];
+  return rules.filter((r) => (!r.methods || methods.some((m) => r.methods!.has(m))) && (!r.path || !paths || paths.some((p) => r.path!.test(p))));
+}

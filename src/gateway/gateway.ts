@@ -1,0 +1,193 @@
+import { createAdmin, isAdminPath } from "../admin/admin.ts";
+import type { GateConfig } from "../config/rate-limits.ts";
+import { clientAddress } from "../decision/identity.ts";
+import { createPipeline, type Step } from "../decision/pipeline.ts";
+import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
+import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import { createDenialLog } from "./denial-log.ts";
+import { createMetrics, type Outcome } from "./metrics.ts";
+import { prepare, send } from "./proxy.ts";
+
+export interface GateOptions {
+  config: GateConfig;
+  /** where admitted requests go; undefined: on to the request's own URL */
+  origin?: URL;
+  redisUrl: string;
+  redisToken: string;
+  /** enables the admin API under /__slidegate/ */
+  adminToken?: string;
+  /** a Workers Analytics Engine dataset: data points of the gate's decisions */
+  metrics?: AnalyticsEngineDataset;
+  /** the edge clock: sent to Redis with `clock: "edge"`, and the clock of the isolate's caches and denial log */
+  now?: () => number;
+  /** where structured log lines go (default: console) */
+  log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
+}
+
+/** The part of a Worker's ExecutionContext the gate uses: work that may finish after the response. */
+export interface Background {
+  waitUntil(promise: Promise<unknown>): void;
+}
+
+export type Gate = (request: Request, ctx?: Background) => Promise<Response>;
+
+/** The most of an unread upload the gate reads (and drops) before answering on its own. */
+const DRAIN_LIMIT = 1 << 20;
+
+/**
+ * An answer of the gate's own (400, 401, 403, 429, 503) leaves the upload unread. Reading what
+ * is still arriving, up to a limit, lets the client finish sending and read that answer, where
+ * an unread upload can end in a connection reset; past the limit the rest is refused.
+ */
+async function discard(body: ReadableStream<Uint8Array>): Promise<void> {
+  try {
+    const reader = body.getReader();
+    for (let read = 0; read <= DRAIN_LIMIT; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // a client that went away: nothing left to answer
+  }
+}
+
+const defaultLog: NonNullable<GateOptions["log"]> = (level, line) => console[level](JSON.stringify(line));
+const names = (rules: readonly { name: string }[]) => rules.map((r) => r.name);
+const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
+
+/** Thrown when the origin cannot be reached: the one failure that is a 502. */
+class OriginError extends Error {
+  override name = "OriginError";
+}
+
+/**
+ * The gateway: the canonical request, the admin routes, then the request pipeline (caller,
+ * lists, rules, one decision: src/decision/pipeline.ts) and its answer (src/http/answers.ts),
+ * and for a request that passes, the origin (src/gateway/proxy.ts). Everything that depends
+ * only on the configuration is settled here, once, so each request runs straight through.
+ *
+ * Failures are kept apart: the origin unreachable is a 502, the store per the rules' fail
+ * mode, and anything else — a bug — a logged 500 `internal-error`. Denials are logged per
+ * identity, not per request (src/gateway/denial-log.ts), so a flood costs log lines in
+ * proportion to its callers, not its requests.
+ *
+ * @example
+ * const gate = createGate({ config, origin: new URL("https://api.example.com"), redisUrl, redisToken });
+ * const response = await gate(request, ctx);
+ */
+export function createGate(options: GateOptions): Gate {
+  const { config } = options;
+  const log = options.log ?? defaultLog;
+  const record = createMetrics(options.metrics);
+  const pipeline = createPipeline({ config, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
+  const admin = createAdmin({
+    config, adminToken: options.adminToken, redisUrl: options.redisUrl, redisToken: options.redisToken,
+    now: options.now, log, forget: pipeline.forget,
+  });
+  const denials = createDenialLog({
+    now: options.now,
+    write: (line) => {
+      safeLog("warn", line);
+      // the summaries carry the exact counts: one data point per identity and rule, weighted by them
+      if (line.event === "slidegate.denied_summary") {
+        record({ outcome: "denied", tier: String(line.tier ?? ""), rules: line.rule ? [String(line.rule)] : [], tag: String(line.tag ?? ""), count: Number(line.denied) });
+      }
+    },
+  });
+  const forwarding = { origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders };
+  const keyHeader = config.keyHeader ?? "X-API-Key";
+
+  return async (request, ctx) => {
+    // the body not yet handed on: whatever the gate answers itself, it drains this first
+    const pending: { body: ReadableStream<Uint8Array> | null } = { body: request.body };
+    let response: Response;
+    try {
+      response = await handle(request, pending);
+    } catch (error) {
+      if (error instanceof OriginError) {
+        safeLog("error", { event: "slidegate.upstream_error", error: error.message });
+        response = badGateway();
+      } else {
+        safeLog("error", { event: "slidegate.internal_error", error: message(error), stack: error instanceof Error ? error.stack : undefined });
+        response = internalError();
+      }
+    }
+    if (pending.body) await discard(pending.body);
+    if (denials.due()) {
+      if (ctx) ctx.waitUntil(denials.flush());
+      else await denials.flush();
+    }
+    return response;
+  };
+
+  /** A log sink that throws must not turn a 500 into an unhandled exception. */
+  function safeLog(level: "warn" | "error", line: Record<string, unknown>) {
+    try {
+      log(level, line);
+    } catch {
+      // nowhere left to report it
+    }
+  }
+
+  async function forward(outbound: Request, pending: { body: unknown }, extra: Headers): Promise<Response> {
+    // the origin reads the body now; a GET's body, not forwarded, is still drained
+    if (outbound.body) pending.body = null;
+    try {
+      return await send(outbound, extra);
+    } catch (error) {
+      throw new OriginError(message(error), { cause: error });
+    }
+  }
+
+  /** The log line and data point a step earns; a denial goes to the denial log instead of a line per request. */
+  function report(step: Step, request: Request, path: string) {
+    const { tier, identity: { tag } } = step.caller;
+    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) =>
+      record({ outcome, tier, rules, tag, ...extra });
+    if (step.kind === "denylisted") return point("denylisted");
+    if (step.kind === "allowlisted") return point("allowlisted");
+    if (step.kind !== "decided") return;
+    const { verdict, rules } = step;
+    switch (verdict.kind) {
+      case "failed": {
+        const fail = verdict.closed ? "closed" : "open";
+        safeLog("error", { event: "slidegate.store_failure", fail, tier, rules: names(rules), method: request.method, path, error: verdict.error.message });
+        return point(`failed-${fail}`, names(rules));
+      }
+      case "blocked":
+        safeLog("warn", { event: "slidegate.blocked", tier, tag, blockedForMs: verdict.ms });
+        return point("blocked", [], { redisMs: verdict.redisMs, retryAfterMs: verdict.ms });
+      case "denied": {
+        const { decision, elapsedMs } = verdict;
+        const deniedBy = decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
+        denials.record({ tag, tier, rules: deniedBy, detail: { retryAfterMs: decision.retryAfterMs - elapsedMs, fromDenialCache: elapsedMs > 0 } });
+        return;
+      }
+      case "admitted": {
+        const { decision, redisMs } = verdict;
+        if (decision.wouldDeny.length === 0) return point("admitted", names(rules), { redisMs });
+        safeLog("warn", { event: "slidegate.shadow_denied", tier, tag, rules: decision.wouldDeny });
+        return point("shadow-denied", decision.wouldDeny, { redisMs });
+      }
+    }
+  }
+
+  async function handle(request: Request, pending: { body: ReadableStream<Uint8Array> | null }): Promise<Response> {
+    const url = new URL(request.url);
+    const canonical = canonicalPath(url.pathname);
+    if (!canonical.ok) return invalidPath(canonical.refused);
+    const path = canonical.path;
+    if (isAdminPath(path)) return await admin(request, path);
+
+    const client = clientAddress(request, config.ipv6Prefix);
+    // built before any quota is charged: a request the gate cannot send costs the caller nothing
+    const outbound = prepare(request, { url, path, clientIp: client.text }, forwarding);
+    pending.body = outbound.body ?? request.body;
+    const step = await pipeline.run(request, { methods: methodsOf(request, url), paths: canonical.matchOn }, { client });
+    report(step, request, path);
+    const answered = answer(step, keyHeader);
+    return answered.pass ? await forward(outbound, pending, answered.headers) : answered.response();
+  }
+}

@@ -1,0 +1,99 @@
+import type { Step } from "../decision/pipeline.ts";
+import type { Decision } from "../script/limiter.ts";
+import { problem } from "./problem.ts";
+import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.ts";
+
+/** The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail. */
+
+export const keyRequired = (header: string) =>
+  problem(401, "api-key-required", "API Key Required", `Send your API key in the ${header} header.`, { "WWW-Authenticate": 'Bearer realm="api"' });
+
+export const ambiguousKey = (header: string) =>
+  problem(400, "ambiguous-api-key", "Ambiguous API Key", `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`);
+
+export const invalidPath = (refused: string) =>
+  problem(400, "invalid-path", "Invalid Path", `The path contains ${refused}, which this gateway does not accept.`);
+
+export const forbidden = () => problem(403, "forbidden", "Forbidden", "This caller is on the deny list.");
+
+export const blocked = (ms: number) =>
+  problem(403, "blocked", "Blocked", "This caller is blocked by the operator for now.", Number.isFinite(ms) ? { "Retry-After": retryAfterSeconds(ms) } : {});
+
+export const storeUnavailable = () =>
+  problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
+
+export const badGateway = () => problem(502, "bad-gateway", "Bad Gateway", "The origin could not be reached.");
+
+export const internalError = () => problem(500, "internal-error", "Internal Error", "The gateway failed on this request; the operator can find it in the logs.");
+
+export const configurationError = () =>
+  problem(500, "configuration-error", "Gateway Misconfigured", "The gateway is misconfigured; the operator can find the details in the logs and with `npm run check-config`.");
+
+/** 429 for a decision `elapsedMs` old (from the denial cache) or fresh. */
+export function rateLimited(decision: Decision, elapsedMs = 0): Response {
+  const limits = decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) }));
+  const headers = rateLimitHeaders({ ...decision, limits });
+  const enforced = decision.limits.filter((l) => !l.shadow);
+  const wait = retryAfterSeconds(decision.retryAfterMs - elapsedMs);
+  headers.set("Retry-After", wait);
+  const names = enforced.filter((l) => l.retryMs > 0).map((l) => `"${l.name}"`).join(", ");
+  return problem(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`, headers);
+}
+
+/** Marks a request let through only because the store failed and its rules fail open. */
+export const FAIL_OPEN_HEADER = "X-Slidegate-Fail-Open";
+
+export type Reason =
+  | "admitted" | "rate-limited" | "blocked" | "failed-open" | "failed-closed"
+  | "no-rule" | "allowlisted" | "denylisted" | "ambiguous-key" | "key-required";
+
+/** What a step of the pipeline means over HTTP. */
+export type Answer =
+  /** go on (to the origin, or to the application's handler), with these headers on the response */
+  | { pass: true; reason: Reason; headers: Headers; decision?: Decision }
+  /** the gate's own answer; `headers` are its rate-limit headers, for a response of the application's own */
+  | { pass: false; reason: Reason; headers: Headers; decision?: Decision; retryAfter?: number; response: () => Response };
+
+const none = () => new Headers();
+
+/**
+ * The one way from a step of the pipeline to HTTP, for the gateway and the library alike.
+ *
+ * @example
+ * const a = answer(await pipeline.run(request, match), "x-api-key");
+ * if (!a.pass) return a.response();
+ */
+export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
+  switch (step.kind) {
+    case "no-rule":
+      return { pass: true, reason: "no-rule", headers: none() };
+    case "allowlisted":
+      return { pass: true, reason: "allowlisted", headers: none() };
+    case "denylisted":
+      return { pass: false, reason: "denylisted", headers: none(), response: forbidden };
+    case "ambiguous-key":
+      return { pass: false, reason: "ambiguous-key", headers: none(), response: () => ambiguousKey(keyHeader) };
+    case "key-required":
+      return { pass: false, reason: "key-required", headers: none(), response: () => keyRequired(keyHeader) };
+  }
+  const { verdict } = step;
+  switch (verdict.kind) {
+    case "admitted":
+      return { pass: true, reason: "admitted", headers: rateLimitHeaders(verdict.decision), decision: verdict.decision };
+    case "denied": {
+      const response = () => rateLimited(verdict.decision, verdict.elapsedMs);
+      const retryAfter = Number(retryAfterSeconds(verdict.decision.retryAfterMs - verdict.elapsedMs));
+      const headers = rateLimitHeaders(verdict.decision);
+      headers.set("Retry-After", String(retryAfter));
+      return { pass: false, reason: "rate-limited", headers, decision: verdict.decision, retryAfter, response };
+    }
+    case "blocked": {
+      const retryAfter = Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined;
+      return { pass: false, reason: "blocked", headers: none(), retryAfter, response: () => blocked(verdict.ms) };
+    }
+    case "failed":
+      return verdict.closed
+        ? { pass: false, reason: "failed-closed", headers: new Headers({ "Retry-After": "1" }), retryAfter: 1, response: storeUnavailable }
+        : { pass: true, reason: "failed-open", headers: new Headers({ [FAIL_OPEN_HEADER]: "store-unavailable" }) };
+  }
+}
