@@ -48,7 +48,7 @@ describe("Hono middleware", () => {
     const app = new Hono();
     app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "default", limit: 2, window: "1m" }] }));
     // a fetch() response's headers are immutable: writing to them after next() would throw
-    app.get("/proxy/*", (c) => fetch(`${services.originUrl}/v1/echo`));
+    app.get("/proxy/*", () => fetch(`${services.originUrl}/v1/echo`));
     const first = await app.fetch(request("/proxy/x", { ip: "198.51.100.31" }));
     expect(first.status).toBe(200);
     expect(await first.json()).toMatchObject({ path: "/v1/echo" });
