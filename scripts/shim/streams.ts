@@ -27,11 +27,11 @@ export interface StreamOptions {
 /** `kind` and its channel or pattern from a request path, or undefined for any other path. */
 export function streamRoute(path: string): { kind: StreamKind; target?: string } | undefined {
   if (path === "/monitor") return { kind: "monitor" };
-  const match = /^\/(p?subscribe)\/(.*)$/.exec(path);
+  const match = /^\/(p?subscribe)(?:\/(.*))?$/.exec(path);
   if (!match) return undefined;
   let target: string;
   try {
-    target = decodeURIComponent(match[2]!);
+    target = decodeURIComponent(match[2] ?? "");
   } catch {
     throw new BadRequest(`ERR ${match[1]} target in ${path} is not valid percent-encoding`);
   }
