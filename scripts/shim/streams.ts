@@ -97,6 +97,8 @@ export function createStreams(options: StreamOptions) {
     } catch (e) {
       close();
       if (gone) return;
+      // Redis's own refusal (NOPERM from an ACL, say) keeps its text, as a command error does.
+      if (e instanceof Error && e.name === "ReplyError") throw new BadRequest(e.message);
       throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
     }
     if (gone) return; // the client left while Redis was answering

@@ -25,7 +25,7 @@ async function commandStats(): Promise<Map<string, number>> {
 }
 
 /** How a REST client names a listed command: `client|kill` → ["CLIENT", "KILL"]. */
-const asCommand = (name: string) => name.toUpperCase().split("|");
+const asCommand = (name: string) => name.toUpperCase().split("|") as [string, ...string[]];
 
 const isSubcommand = (name: string) => name.includes("|");
 const refused = (name: string) => !isSubcommand(name) && isContainer(name) ? true : classify(name) !== "allow";
@@ -105,7 +105,8 @@ describe("shim command policy", () => {
 
   it("leaves the server's settings alone when a leaked token tries to change them", async () => {
     const redis = own.client();
-    for (const command of [["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"], ["CLIENT", "PAUSE", "3000", "ALL"], ["CLIENT", "NO-EVICT", "on"], ["ACL", "SETUSER", "intruder", "on", ">pw", "+@all"]]) {
+    const attempts: [string, ...string[]][] = [["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"], ["CLIENT", "PAUSE", "3000", "ALL"], ["CLIENT", "NO-EVICT", "on"], ["ACL", "SETUSER", "intruder", "on", ">pw", "+@all"]];
+    for (const command of attempts) {
       await expect(redis.exec(command)).rejects.toThrow(`Command is not available: '${command[0]} ${command[1]}'`);
     }
     expect(await own.admin.config("GET", "maxmemory-policy")).toEqual(["maxmemory-policy", "noeviction"]);
