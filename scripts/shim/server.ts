@@ -48,6 +48,15 @@ const DEFAULT_BODY_LIMIT = 1024 * 1024;
  * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
 const DRAIN_FACTOR = 16;
 
+/** The 413; `early` when it goes out before the body has ended, so the connection closes after it. */
+class BodyTooLarge extends BadRequest {
+  readonly early: boolean;
+  constructor(limit: number, early: boolean) {
+    super(`ERR request body is larger than the limit of ${limit} bytes`, 413);
+    this.early = early;
+  }
+}
+
 /** A Redis URL with its password blanked, for logs and banners. */
 export function redactUrl(url: string): string {
   try {
@@ -110,7 +119,6 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     return accepted.map((a) => timingSafeEqual(presented, a)).includes(true);
   };
 
-  const tooLarge = () => new BadRequest(`ERR request body is larger than the limit of ${bodyLimit} bytes`, 413);
   const readJson = (req: IncomingMessage): Promise<unknown> =>
     new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
@@ -120,11 +128,11 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       req.on("data", (chunk: Buffer) => {
         size += chunk.length;
         if (size <= bodyLimit) chunks.push(chunk);
-        else if (size > DRAIN_FACTOR * bodyLimit && size - chunk.length <= DRAIN_FACTOR * bodyLimit) reject(tooLarge());
+        else if (size > DRAIN_FACTOR * bodyLimit && size - chunk.length <= DRAIN_FACTOR * bodyLimit) reject(new BodyTooLarge(bodyLimit, true));
       });
       req.on("error", reject);
       req.on("end", () => {
-        if (size > bodyLimit) return reject(tooLarge());
+        if (size > bodyLimit) return reject(new BodyTooLarge(bodyLimit, false));
         const text = Buffer.concat(chunks).toString("utf8");
         try {
           resolve(JSON.parse(text));
@@ -223,8 +231,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       const answer = await route!(body, base64);
       send(answer.status, answer.body);
     } catch (e) {
-      // A 413 may go out before the body has ended: the connection closes after it.
-      if (e instanceof BadRequest) return send(e.status, { error: e.message }, e.status === 413 ? { connection: "close" } : {});
+      if (e instanceof BadRequest) return send(e.status, { error: e.message }, e instanceof BodyTooLarge && e.early ? { connection: "close" } : {});
       if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable: ${e.message}` });
       if (e instanceof ShimBusy) return send(503, { error: e.message });
       log(`slidegate shim: unexpected error: ${e instanceof Error ? e.stack : String(e)}`);

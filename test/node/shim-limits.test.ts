@@ -55,7 +55,7 @@ describe("shim transaction connections", () => {
 });
 
 describe("shim oversized bodies", () => {
-  it("answers a body just over the limit with a JSON 413 after reading it, and keeps the connection", async () => {
+  it("answers a body just over the limit with a JSON 413 after reading it, and keeps serving", async () => {
     const redis = own.client();
     await expect(redis.set("limits:big", "x".repeat(BODY_LIMIT))).rejects.toThrow(`ERR request body is larger than the limit of ${BODY_LIMIT} bytes`);
     expect(await redis.ping()).toBe("PONG");
