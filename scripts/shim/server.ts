@@ -30,6 +30,8 @@ export interface ShimOptions {
   transactionQueue?: number;
   /** most /subscribe, /psubscribe and /monitor streams open at once (default 64) */
   maxStreams?: number;
+  /** bytes a stream holds for a client that does not read before it is cut (default 8 MiB) */
+  streamBacklog?: number;
   /** serve HTTPS with this certificate chain and key (PEM) */
   tls?: { cert: string | Buffer; key: string | Buffer };
   log?: (line: string) => void;
@@ -105,7 +107,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const pool: RedisPool = options.clusterNodes?.length ? await createClusterPool(options.clusterNodes, poolOptions) : await createPool(redisUrl, poolOptions);
   const scripts = createScriptRegistry();
   const semantics = createSemantics(pool);
-  const streams = createStreams({ open: pool.dedicated, max: options.maxStreams ?? 64 });
+  const streams = createStreams({ open: pool.dedicated, max: options.maxStreams ?? 64, backlog: options.streamBacklog });
   const session = randomBytes(6).toString("hex");
   let responses = 0;
   // Served requests and Redis commands, for tests and benchmarks that count round trips.

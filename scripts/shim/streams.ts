@@ -11,8 +11,10 @@ import { RedisUnavailable, ShimBusy } from "./pool.ts";
  * `data: OK`, then one `data: <time> [<db> <client>] "<arg>" …` line per command Redis runs.
  *
  * Every stream has a Redis connection of its own (two subscribers to one channel each see
- * count 1), closed when the client goes away; a stream ends when its Redis connection does.
- * A text with line breaks goes out as one `data:` line per line, as SSE defines it.
+ * count 1), closed when the client goes away; a stream ends when its Redis connection does,
+ * and when its client falls more than `backlog` bytes behind (the shim would otherwise hold
+ * everything a stalled reader has not taken). A text with line breaks goes out as one
+ * `data:` line per line, as SSE defines it.
  */
 
 export type StreamKind = "subscribe" | "psubscribe" | "monitor";
@@ -22,6 +24,8 @@ export interface StreamOptions {
   open: () => Redis;
   /** most streams open at once */
   max: number;
+  /** bytes a stream may hold for a client that does not read (default 8 MiB) */
+  backlog?: number;
 }
 
 /** `kind` and its channel or pattern from a request path, or undefined for any other path. */
@@ -61,21 +65,30 @@ export function createStreams(options: StreamOptions) {
     let closed = false;
     let gone = false; // the client left
     const early: string[] = [];
-    const send = (line: string) => (started ? res.write(event(line)) : early.push(line));
-    const close = () => {
+    const backlog = options.backlog ?? 8 * 1024 * 1024;
+    const send = (line: string) => {
+      if (!started) return early.push(line);
+      res.write(event(line));
+      if (res.writableLength > backlog) close(true);
+    };
+    /** `abrupt`: cut the connection, for a reader so far behind that an end() would never drain */
+    const close = (abrupt = false) => {
       if (closed) return;
       closed = true;
       active--;
       connection.disconnect();
       monitor?.disconnect();
-      if (started && !res.writableEnded) res.end();
+      if (started && !res.writableEnded) {
+        if (abrupt) res.destroy();
+        else res.end();
+      }
     };
     res.on("close", () => {
       gone = true;
       close();
     });
     connection.on("error", () => {}); // a lost connection ends the stream through "end"
-    connection.on("end", close);
+    connection.on("end", () => close());
     // Listening before subscribing: a message may arrive in the same read as the confirmation.
     connection.on("message", (channel: string, message: string) => send(`message,${channel},${message}`));
     connection.on("pmessage", (pattern: string, channel: string, message: string) => send(`pmessage,${pattern},${channel},${message}`));
@@ -85,7 +98,7 @@ export function createStreams(options: StreamOptions) {
       if (route.kind === "monitor") {
         monitor = await connection.monitor();
         monitor.on("error", () => {});
-        monitor.on("end", close);
+        monitor.on("end", () => close());
         monitor.on("monitor", (time: string, args: string[], source: string, database: string) =>
           send(`${time} [${database} ${source}] ${args.map((a) => JSON.stringify(a)).join(" ")}`));
         first = "OK";

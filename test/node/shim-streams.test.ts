@@ -1,12 +1,14 @@
+import { connect } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
 
 // A Redis and shim of this file's own: the tests count subscriber connections on the Redis
 // and open streams up to the shim's cap, which no other file may disturb.
 const MAX_STREAMS = 3;
+const BACKLOG = 256 * 1024;
 let own: OwnShim;
 beforeAll(async () => {
-  own = await startOwnShim({ maxStreams: MAX_STREAMS });
+  own = await startOwnShim({ maxStreams: MAX_STREAMS, streamBacklog: BACKLOG });
 });
 afterAll(async () => {
   await own?.close();
@@ -189,6 +191,25 @@ describe("shim streams on the wire", () => {
     expect(await stream.next()).toBe("second line");
     stream.close();
   });
+
+  it("cuts a stream whose client stops reading, rather than hold everything it has not taken", async () => {
+    const ch = channel("stalled");
+    const url = new URL(own.shim.url);
+    const socket = connect({ host: url.hostname, port: Number(url.port) });
+    socket.on("error", () => {}); // the shim cuts it: that is the point
+    socket.write(`POST /subscribe/${encodeURIComponent(ch)} HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${own.token}\r\ncontent-length: 2\r\n\r\n[]`);
+    socket.pause(); // and never read again
+    await until("the stalled client is subscribed", async () => (await streamConnections()).subscribers === 1);
+    const redis = own.client();
+    const payload = "x".repeat(64 * 1024);
+    // far more than the backlog and every socket buffer between them
+    await until("the shim cuts the stalled stream", async () => {
+      await redis.publish(ch, payload);
+      return (await streamConnections()).subscribers === 0;
+    }, 60_000);
+    expect((await own.stats()).streams).toBe(0);
+    socket.destroy();
+  }, 90_000);
 
   it("answers JSON errors before any stream: 401, 400 for no channel, 405 for GET", async () => {
     const post = (path: string, token = own.token, method = "POST") =>
