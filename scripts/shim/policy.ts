@@ -135,7 +135,8 @@ const ROWS: [Verdict, string][] = [
 /** Rules that look past the name: a command allowed in general, refused in one form. */
 const ARGUMENT_RULES: Record<string, (args: readonly string[]) => { label: string; refusal: Refusal } | undefined> = {
   xread: (args) => (hasWord(beforeStreams(args), "BLOCK") ? { label: "XREAD BLOCK", refusal: BLOCKING } : undefined),
-  xreadgroup: (args) => (hasWord(beforeStreams(args), "BLOCK") ? { label: "XREADGROUP BLOCK", refusal: BLOCKING } : undefined),
+  // GROUP <group> <consumer> come first, and may be named anything
+  xreadgroup: (args) => (hasWord(beforeStreams(args.slice(3)), "BLOCK") ? { label: "XREADGROUP BLOCK", refusal: BLOCKING } : undefined),
   copy: (args) => (hasWord(args.slice(2), "DB") ? { label: "COPY DB", refusal: OTHER_DATABASES } : undefined),
 };
 

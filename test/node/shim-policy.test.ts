@@ -83,6 +83,11 @@ describe("shim command policy", () => {
     await expect(redis.exec(["XREAD", "BLOCK", "0", "STREAMS", "s", "$"])).rejects.toThrow("Command is not available: 'XREAD BLOCK' (it blocks a connection other requests share)");
     await expect(redis.exec(["COPY", "a", "b", "DB", "1"])).rejects.toThrow("Command is not available: 'COPY DB' (Upstash exposes a single database");
     await expect(redis.exec(["SCRIPT"])).rejects.toThrow("Command is not available: 'SCRIPT' (SCRIPT needs a subcommand)");
+    await expect(redis.exec(["XREADGROUP", "GROUP", "g", "c", "COUNT", "1", "BLOCK", "10", "STREAMS", "s", ">"])).rejects.toThrow("'XREADGROUP BLOCK'");
+    // names that spell BLOCK or DB are names, not options
+    await expect(redis.exec(["XREADGROUP", "GROUP", "block", "block", "STREAMS", "block", ">"])).rejects.toThrow("NOGROUP");
+    await redis.set("DB", "copied");
+    expect(await redis.exec(["COPY", "DB", "policy:copy-of-db"])).toBe(1);
   });
 
   it("refuses inside a pipeline and a transaction, and runs the rest of the pipeline", async () => {
