@@ -63,7 +63,7 @@ describe("shim oversized bodies", () => {
 
   it("answers a body far over the limit with a JSON 413 too, through the official client, without retries", async () => {
     const redis = own.client();
-    for (const size of [64 * BODY_LIMIT, 8 * 1024 * 1024]) {
+    for (const size of [64 * BODY_LIMIT, 2 * 1024 * 1024]) {
       const started = (await own.stats()).requests;
       await expect(redis.set("limits:huge", "x".repeat(size))).rejects.toThrow(`ERR request body is larger than the limit of ${BODY_LIMIT} bytes`);
       // one request: a cut connection would have made the client retry
