@@ -39,7 +39,21 @@ export function toCommands(value: unknown): Command[] {
   return value.map((c, i) => toCommand(c, `command ${i}`));
 }
 
-export type Json = string | number | null | Json[];
+/** JSON text spliced in verbatim: an integer with every digit Redis sent. */
+export interface RawJson {
+  readonly rawJSON: string;
+}
+export type Json = string | number | null | RawJson | Json[];
+
+// Node 22's JSON.rawJSON (not yet in TypeScript's lib): JSON.stringify writes its text as is.
+const rawJSON = (JSON as unknown as { rawJSON(text: string): RawJson }).rawJSON;
+
+/**
+ * Redis integer replies, which the pool hands over as bigints so no digit is lost, become JSON
+ * numbers written digit for digit: `INCRBY k 9007199254740993` answers `{"result":9007199254740993}`,
+ * as Upstash does, where a JavaScript number would have sent …992.
+ */
+const integer = (value: bigint): RawJson => rawJSON(value.toString());
 
 /** A RESP2 reply as JSON: integers stay numbers, nil stays null, every string is text or base64. */
 export function encodeReply(reply: unknown, base64: boolean): Json {
@@ -47,6 +61,7 @@ export function encodeReply(reply: unknown, base64: boolean): Json {
     const bytes = Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength);
     return bytes.toString(base64 ? "base64" : "utf8");
   }
+  if (typeof reply === "bigint") return integer(reply);
   if (typeof reply === "string") return base64 ? Buffer.from(reply).toString("base64") : reply;
   if (typeof reply === "number" || reply === null) return reply;
   if (Array.isArray(reply)) return reply.map((r: unknown) => encodeReply(r, base64));

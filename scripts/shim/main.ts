@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 /**
  * `npm run shim`: the Upstash REST API in front of a Redis, for local development and
- * self-hosting. Environment: SHIM_TOKEN (required), REDIS_URL, or REDIS_CLUSTER_NODES
- * (host:port,host:port,… for a Redis Cluster), SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes).
+ * self-hosting. Environment: SHIM_TOKEN (required), SHIM_PREVIOUS_TOKEN (also accepted, while
+ * clients rotate), REDIS_URL, or REDIS_CLUSTER_NODES (host:port,host:port,… for a Redis
+ * Cluster), SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes), SHIM_MAX_TRANSACTIONS,
+ * SHIM_MAX_STREAMS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
+import { readFileSync } from "node:fs";
 import { DEFAULT_REDIS_URL, startShim } from "./server.ts";
 
 function fail(message: string): never {
@@ -25,6 +28,23 @@ if (badNode !== undefined) fail(`REDIS_CLUSTER_NODES: "${badNode}" is not host:p
 const token = process.env.SHIM_TOKEN;
 if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it, e.g. SHIM_TOKEN=$(openssl rand -hex 16) npm run shim");
 
+function pem(name: string): Buffer {
+  try {
+    return readFileSync(process.env[name]!);
+  } catch (e) {
+    fail(`${name}: cannot read "${process.env[name]}" (${(e as Error).message})`);
+  }
+}
+const { SHIM_TLS_CERT: certFile, SHIM_TLS_KEY: keyFile } = process.env;
+if (!!certFile !== !!keyFile) fail(`HTTPS needs both SHIM_TLS_CERT and SHIM_TLS_KEY (PEM files); only ${certFile ? "SHIM_TLS_CERT" : "SHIM_TLS_KEY"} is set`);
+const tls = certFile ? { cert: pem("SHIM_TLS_CERT"), key: pem("SHIM_TLS_KEY") } : undefined;
+
+function positiveEnv(name: string, fallback: number): number {
+  const value = integerEnv(name, fallback);
+  if (value < 1) fail(`${name} must be at least 1, not ${value}`);
+  return value;
+}
+
 const shim = await startShim({
   token,
   redisUrl: process.env.REDIS_URL || DEFAULT_REDIS_URL,
@@ -32,6 +52,10 @@ const shim = await startShim({
   host: process.env.SHIM_HOST || "127.0.0.1",
   port: integerEnv("SHIM_PORT", 8079),
   bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),
+  previousToken: process.env.SHIM_PREVIOUS_TOKEN || undefined,
+  maxTransactions: positiveEnv("SHIM_MAX_TRANSACTIONS", 16),
+  maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),
+  tls,
 }).catch((e: Error) => fail(`cannot start: ${e.message}`));
 
 console.log(`slidegate shim listening on ${shim.url} -> ${shim.redis}`);

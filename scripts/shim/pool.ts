@@ -4,6 +4,9 @@ import type { Command } from "./codec.ts";
 /** Redis could not be reached (down, restarting, too slow): the shim answers 503. */
 export class RedisUnavailable extends Error {}
 
+/** Every transaction connection is busy and the queue for one is full or too slow: 503. */
+export class ShimBusy extends Error {}
+
 /** Replies in order, one [error, reply] pair per command. */
 export type Replies = [Error | null, unknown][];
 
@@ -17,12 +20,20 @@ export type Replies = [Error | null, unknown][];
 export interface RedisPool {
   exec(commands: Command[]): Promise<Replies>;
   transaction(commands: Command[]): Promise<Replies>;
+  /** A connection of the caller's own (for a stream), not yet connected, that never reconnects. */
+  dedicated(): Redis;
+  /** transaction connections in use, and requests waiting for one */
+  stats(): { active: number; waiting: number };
   close(): Promise<void>;
 }
 
 export interface PoolOptions {
   size?: number;
   commandTimeoutMs?: number;
+  /** most transactions holding a connection of their own at once (default 16) */
+  maxTransactions?: number;
+  /** most transactions waiting for one (default 4 × maxTransactions); more answer 503 at once */
+  transactionQueue?: number;
   onStatus?: (event: "lost" | "restored", detail: string) => void;
 }
 
@@ -36,10 +47,23 @@ function connectionOptions(options: PoolOptions): RedisOptions {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
     commandTimeout: options.commandTimeoutMs ?? 5000,
+    // Integer replies as strings, turned into bigints below: a JavaScript number would round
+    // anything past 2^53, and the REST reply must carry Redis's exact digits.
+    stringNumbers: true,
     connectTimeout: 2000,
     // Retry soon and often: a Redis that comes back should serve again within a fraction of a second.
     retryStrategy: (attempt) => Math.min(attempt * 50, 200),
   };
+}
+
+/**
+ * A reply as the codec expects it: with `stringNumbers` and callBuffer, ioredis gives integers
+ * as strings and every string reply as a Buffer, so a string here is always an integer.
+ */
+export function fromRedis(reply: unknown): unknown {
+  if (typeof reply === "string") return BigInt(reply);
+  if (Array.isArray(reply)) return reply.map(fromRedis);
+  return reply;
 }
 
 /** Upper-case names: ioredis reshapes some replies (HGETALL into an object), but only for its lower-case command names. */
@@ -47,10 +71,48 @@ async function pipelined(client: Redis | Cluster, commands: Command[]): Promise<
   const batch = client.pipeline();
   for (const [name, ...args] of commands) batch.callBuffer(name, args);
   try {
-    return ((await batch.exec()) ?? []) as Replies;
+    const replies = ((await batch.exec()) ?? []) as Replies;
+    return replies.map(([error, reply]) => [error, fromRedis(reply)]);
   } catch (e) {
     throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
   }
+}
+
+/**
+ * At most `max` holders at once; the next `queue` callers wait in turn, each for at most
+ * `waitMs`; anyone beyond is refused at once. Bounds the Redis connections transactions open.
+ */
+function createLeases(max: number, queue: number, waitMs: number) {
+  let active = 0;
+  const waiting: { grant: () => void; timer: NodeJS.Timeout }[] = [];
+  const busy = (why: string) =>
+    new ShimBusy(`ERR ${why}: this shim runs at most ${max} transactions at once (SHIM_MAX_TRANSACTIONS); retry shortly`);
+  return {
+    async acquire(): Promise<void> {
+      if (active < max) {
+        active++;
+        return;
+      }
+      if (waiting.length >= queue) throw busy(`${waiting.length} transactions already waiting`);
+      await new Promise<void>((resolve, reject) => {
+        const entry = {
+          grant: () => (clearTimeout(entry.timer), resolve()),
+          timer: setTimeout(() => {
+            waiting.splice(waiting.indexOf(entry), 1);
+            reject(busy(`no transaction connection came free within ${waitMs} ms`));
+          }, waitMs),
+        };
+        waiting.push(entry);
+      });
+    },
+    /** hands the lease straight to the next waiter, if any */
+    release() {
+      const next = waiting.shift();
+      if (next) next.grant();
+      else active--;
+    },
+    stats: () => ({ active, waiting: waiting.length }),
+  };
 }
 
 /** A single Redis: a few multiplexed connections, and leased ones for transactions. */
@@ -77,6 +139,8 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
 
   const shared = await Promise.all(Array.from({ length: options.size ?? 4 }, open));
   const idle: Redis[] = [];
+  const maxTransactions = options.maxTransactions ?? 16;
+  const leases = createLeases(maxTransactions, options.transactionQueue ?? 4 * maxTransactions, options.commandTimeoutMs ?? 5000);
   let next = 0;
   // Round robin over the connections that are up: after an outage they reconnect one by
   // one, and a request should not fail on one still down while another already serves.
@@ -91,20 +155,27 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   return {
     exec: (commands) => pipelined(pick(), commands),
     async transaction(commands) {
-      const connection = idle.pop() ?? (await open().catch((e: Error) => {
-        throw new RedisUnavailable(e.message);
-      }));
-      let reusable = true;
+      await leases.acquire();
       try {
-        return await pipelined(connection, [["MULTI"], ...commands, ["EXEC"]]);
-      } catch (e) {
-        reusable = false; // a broken transaction may leave the connection mid-MULTI
-        throw e;
+        const connection = idle.pop() ?? (await open().catch((e: Error) => {
+          throw new RedisUnavailable(e.message);
+        }));
+        let reusable = true;
+        try {
+          return await pipelined(connection, [["MULTI"], ...commands, ["EXEC"]]);
+        } catch (e) {
+          reusable = false; // a broken transaction may leave the connection mid-MULTI
+          throw e;
+        } finally {
+          if (reusable && idle.length < MAX_IDLE_LEASES && connection.status === "ready") idle.push(connection);
+          else connection.disconnect();
+        }
       } finally {
-        if (reusable && idle.length < MAX_IDLE_LEASES && connection.status === "ready") idle.push(connection);
-        else connection.disconnect();
+        leases.release();
       }
     },
+    dedicated: () => new Redis(url, { ...connectionOptions(options), retryStrategy: () => null }),
+    stats: leases.stats,
     async close() {
       for (const c of [...shared, ...idle]) c.disconnect();
     },
@@ -143,7 +214,7 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
       const replies: Replies = [];
       for (const [name, ...args] of commands) {
         try {
-          replies.push([null, await cluster.callBuffer(name, args)]);
+          replies.push([null, fromRedis(await cluster.callBuffer(name, args))]);
         } catch (e) {
           if (e instanceof Error && e.name === "ReplyError") replies.push([e, null]);
           else throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
@@ -151,7 +222,15 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
       }
       return replies;
     },
+    // MULTI … EXEC goes out as one write on the owning node's connection, which it never
+    // holds past that: no connection of its own, so nothing to cap.
     transaction: (commands) => pipelined(cluster, [["MULTI"], ...commands, ["EXEC"]]),
+    // Pub/sub messages reach every node of a cluster, so a stream may listen on any of them.
+    dedicated: () => {
+      const [host, port] = nodes[0]!.split(":");
+      return new Redis({ ...redisOptions, host, port: Number(port), lazyConnect: true, retryStrategy: () => null });
+    },
+    stats: () => ({ active: 0, waiting: 0 }),
     async close() {
       cluster.disconnect();
     },

@@ -1,13 +1,18 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import { BadRequest, encodeReply, toCommand, toCommands, type Command, type Json } from "./codec.ts";
-import { refusal } from "./commands.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
-import { createClusterPool, createPool, RedisUnavailable, type RedisPool, type Replies } from "./pool.ts";
+import { refusal } from "./policy.ts";
+import { createClusterPool, createPool, RedisUnavailable, ShimBusy, type RedisPool, type Replies } from "./pool.ts";
+import { createSemantics } from "./semantics.ts";
+import { createStreams, streamRoute } from "./streams.ts";
 
 export interface ShimOptions {
   token: string;
+  /** a second token accepted too, while clients move from it to `token` */
+  previousToken?: string;
   redisUrl?: string;
   /** host:port of Redis Cluster nodes: cluster mode, instead of redisUrl */
   clusterNodes?: string[];
@@ -19,6 +24,16 @@ export interface ShimOptions {
   bodyLimit?: number;
   poolSize?: number;
   commandTimeoutMs?: number;
+  /** most /multi-exec transactions holding a Redis connection at once (default 16) */
+  maxTransactions?: number;
+  /** most transactions waiting for one (default 4 × maxTransactions) */
+  transactionQueue?: number;
+  /** most /subscribe, /psubscribe and /monitor streams open at once (default 64) */
+  maxStreams?: number;
+  /** bytes a stream holds for a client that does not read before it is cut (default 8 MiB) */
+  streamBacklog?: number;
+  /** serve HTTPS with this certificate chain and key (PEM) */
+  tls?: { cert: string | Buffer; key: string | Buffer };
   log?: (line: string) => void;
 }
 
@@ -31,6 +46,18 @@ export interface RunningShim {
 
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
+/** A body up to this many times the limit is read to its end before the 413, so a client that
+ * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
+const DRAIN_FACTOR = 16;
+
+/** The 413; `early` when it goes out before the body has ended, so the connection closes after it. */
+class BodyTooLarge extends BadRequest {
+  readonly early: boolean;
+  constructor(limit: number, early: boolean) {
+    super(`ERR request body is larger than the limit of ${limit} bytes`, 413);
+    this.early = early;
+  }
+}
 
 /** A Redis URL with its password blanked, for logs and banners. */
 export function redactUrl(url: string): string {
@@ -52,8 +79,11 @@ function settle(error: unknown): { error: string } {
 
 /**
  * The Upstash REST API in front of a Redis: POST `/` (one command), `/pipeline` and
- * `/multi-exec`, bearer-token auth, base64 replies on request. See the wire contract in
- * the project docs; what Upstash leaves open is decided and commented where it happens.
+ * `/multi-exec`, server-sent events at `/subscribe/<channel>`, `/psubscribe/<pattern>` and
+ * `/monitor`, bearer-token auth, base64 replies on request, HTTPS when given a certificate.
+ * Commands go through the policy (policy.ts) and Upstash's semantics (semantics.ts) first.
+ * See the wire contract in the project docs; what Upstash leaves open is decided and
+ * commented where it happens.
  *
  * @example
  * const shim = await startShim({ token: "dev-token", redisUrl: "redis://127.0.0.1:6379" });
@@ -65,38 +95,46 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
   const log = options.log ?? ((line) => console.error(line));
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
-  const expected = createHash("sha256").update(`Bearer ${options.token}`).digest();
+  const digest = (text: string) => createHash("sha256").update(text).digest();
+  const accepted = [options.token, options.previousToken].filter((t): t is string => !!t).map((t) => digest(`Bearer ${t}`));
   const poolOptions = {
     size: options.poolSize,
     commandTimeoutMs: options.commandTimeoutMs,
+    maxTransactions: options.maxTransactions,
+    transactionQueue: options.transactionQueue,
     onStatus: (event: string, detail: string) => log(`slidegate shim: redis connection ${event}${detail ? `: ${detail}` : ""}`),
   };
   const pool: RedisPool = options.clusterNodes?.length ? await createClusterPool(options.clusterNodes, poolOptions) : await createPool(redisUrl, poolOptions);
   const scripts = createScriptRegistry();
+  const semantics = createSemantics(pool);
+  const streams = createStreams({ open: pool.dedicated, max: options.maxStreams ?? 64, backlog: options.streamBacklog });
   const session = randomBytes(6).toString("hex");
   let responses = 0;
   // Served requests and Redis commands, for tests and benchmarks that count round trips.
   let requests = 0;
   let commands = 0;
 
-  // Hashing both sides first gives equal lengths, so the compare is constant-time.
-  const authorised = (req: IncomingMessage) =>
-    timingSafeEqual(createHash("sha256").update(req.headers.authorization ?? "").digest(), expected);
+  // Hashing both sides first gives equal lengths, so each compare is constant-time; every
+  // accepted token is compared, so the time does not tell which one matched.
+  const authorised = (req: IncomingMessage) => {
+    const presented = digest(req.headers.authorization ?? "");
+    return accepted.map((a) => timingSafeEqual(presented, a)).includes(true);
+  };
 
   const readJson = (req: IncomingMessage): Promise<unknown> =>
     new Promise((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
-      // Past the cap the rest is read and dropped, so the client can finish sending and
-      // read the 413; only a body far past it has its connection cut.
+      // Past the cap the rest is read and dropped, so the client can finish sending and read
+      // the 413. Far past it the 413 goes out at once and the connection closes after it.
       req.on("data", (chunk: Buffer) => {
         size += chunk.length;
         if (size <= bodyLimit) chunks.push(chunk);
-        else if (size > 16 * bodyLimit) req.destroy();
+        else if (size > DRAIN_FACTOR * bodyLimit && size - chunk.length <= DRAIN_FACTOR * bodyLimit) reject(new BodyTooLarge(bodyLimit, true));
       });
       req.on("error", reject);
       req.on("end", () => {
-        if (size > bodyLimit) return reject(new BadRequest(`ERR request body is larger than the limit of ${bodyLimit} bytes`, 413));
+        if (size > bodyLimit) return reject(new BodyTooLarge(bodyLimit, false));
         const text = Buffer.concat(chunks).toString("utf8");
         try {
           resolve(JSON.parse(text));
@@ -117,14 +155,15 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     return transaction ? pool.transaction(list) : pool.exec(list);
   };
 
-  const translate = (command: Command): Translation => {
+  /** Refused before it reaches Redis, or rewritten for Upstash's semantics or script flags. */
+  const translate = async (command: Command): Promise<Translation> => {
     const why = refusal(command);
     if (why) throw new BadRequest(why);
-    return scripts.translate(command);
+    return (await semantics.translate(command)) ?? scripts.translate(command);
   };
 
   async function single(body: unknown, base64: boolean) {
-    const t = translate(toCommand(body, "body"));
+    const t = await translate(toCommand(body, "body"));
     const [[error, reply]] = (await run([t])) as [[Error | null, unknown]];
     const entry = outcome(t, error ?? reply, base64);
     return { status: "error" in entry ? 400 : 200, body: entry };
@@ -132,14 +171,10 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function pipeline(body: unknown, base64: boolean) {
     // A refused command answers for itself; the rest of the batch still runs.
-    const prepared = toCommands(body).map((c) => {
-      try {
-        return translate(c);
-      } catch (e) {
-        if (e instanceof BadRequest) return e;
-        throw e;
-      }
-    });
+    const prepared = await Promise.all(toCommands(body).map((c) => translate(c).catch((e: unknown) => {
+      if (e instanceof BadRequest) return e;
+      throw e;
+    })));
     const runnable = prepared.filter((p): p is Translation => !(p instanceof BadRequest));
     const results = runnable.length ? await run(runnable) : [];
     let next = 0;
@@ -154,7 +189,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   }
 
   async function multiExec(body: unknown, base64: boolean) {
-    const translated = toCommands(body).map(translate);
+    const translated = await Promise.all(toCommands(body).map(translate));
     const results = await run(translated, true);
     const [execError, replies] = results[results.length - 1]!;
     // Discarded as a whole (EXECABORT after a queue-time error): a non-2xx answer, never
@@ -171,32 +206,43 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   };
 
   async function handle(req: IncomingMessage, res: ServerResponse) {
-    const send = (status: number, body: unknown) => {
-      res.writeHead(status, { "content-type": "application/json", "upstash-sync-token": `${session}-${++responses}` });
+    const syncToken = () => `${session}-${++responses}`;
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "content-type": "application/json", "upstash-sync-token": syncToken(), ...headers });
       res.end(JSON.stringify(body));
     };
     try {
       const path = new URL(req.url ?? "/", "http://shim").pathname.replace(/(.)\/$/, "$1");
       if (!authorised(req)) return send(401, { error: "Unauthorized" });
-      if (path === "/__shim/stats" && req.method === "GET") return send(200, { result: { requests, commands } });
+      if (path === "/__shim/stats" && req.method === "GET") {
+        return send(200, { result: { requests, commands, streams: streams.open(), transactions: pool.stats() } });
+      }
+      const stream = streamRoute(path);
       const route = routes[path];
-      if (!route) return send(404, { error: `ERR unknown path ${path}: use POST /, /pipeline or /multi-exec` });
+      if (!route && !stream) return send(404, { error: `ERR unknown path ${path}: use POST /, /pipeline, /multi-exec, /subscribe/<channel>, /psubscribe/<pattern> or /monitor` });
       if (req.method !== "POST") return send(405, { error: `ERR method ${req.method} not allowed: use POST` });
+      if (stream) {
+        requests++;
+        req.resume(); // the client's body ("[]") says nothing the path does not
+        return await streams.serve(stream, res, { "upstash-sync-token": syncToken() });
+      }
       // Like Upstash, any content type is read as JSON: `curl -d '["PING"]'` sends a form type.
       requests++;
       const body = await readJson(req);
       const base64 = req.headers["upstash-encoding"]?.toString().toLowerCase() === "base64";
-      const answer = await route(body, base64);
+      const answer = await route!(body, base64);
       send(answer.status, answer.body);
     } catch (e) {
-      if (e instanceof BadRequest) return send(e.status, { error: e.message });
+      if (e instanceof BadRequest) return send(e.status, { error: e.message }, e instanceof BodyTooLarge && e.early ? { connection: "close" } : {});
       if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable: ${e.message}` });
+      if (e instanceof ShimBusy) return send(503, { error: e.message });
       log(`slidegate shim: unexpected error: ${e instanceof Error ? e.stack : String(e)}`);
       send(500, { error: "ERR internal shim error" });
     }
   }
 
-  const server = createServer((req, res) => void handle(req, res));
+  const listener = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
+  const server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
   server.keepAliveTimeout = 30_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
@@ -205,7 +251,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   return {
-    url: `http://${host}:${address.port}`,
+    url: `${options.tls ? "https" : "http"}://${host}:${address.port}`,
     redis: options.clusterNodes?.length ? `cluster ${options.clusterNodes.join(",")}` : redactUrl(redisUrl),
     async close() {
       server.closeAllConnections();

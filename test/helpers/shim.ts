@@ -1,5 +1,8 @@
 import { Redis } from "@upstash/redis";
+import IORedis from "ioredis";
 import { inject } from "vitest";
+import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
+import { startShim, type RunningShim, type ShimOptions } from "../../scripts/shim/server.ts";
 
 /** The project's shim, Redis and origin (started by test/setup/services.ts). */
 export const services = () => inject("services");
@@ -24,3 +27,49 @@ export async function raw(path: string, body: string | undefined, headers: Recor
 
 /** A key unique to this test run, so parallel files never share data. */
 export const key = (name: string) => `test:${name}:${crypto.randomUUID()}`;
+
+export interface ShimStats {
+  requests: number;
+  commands: number;
+  streams: number;
+  transactions: { active: number; waiting: number };
+}
+
+/** A shim's own counters (GET /__shim/stats). */
+export async function shimStats(url: string, token: string): Promise<ShimStats> {
+  const res = await fetch(`${url}/__shim/stats`, { headers: { authorization: `Bearer ${token}` } });
+  return ((await res.json()) as { result: ShimStats }).result;
+}
+
+export interface OwnShim {
+  redis: LocalRedis;
+  shim: RunningShim;
+  token: string;
+  /** a direct connection to the Redis, for what a test must see or do behind the shim */
+  admin: IORedis;
+  /** the official client, pointed at this shim */
+  client(options?: { responseEncoding?: false; token?: string }): Redis;
+  stats(): Promise<ShimStats>;
+  close(): Promise<void>;
+}
+
+/**
+ * A redis-server and a shim of the calling test file's own, for tests that pause, flush, count
+ * or fill them without disturbing any other file.
+ */
+export async function startOwnShim(options: Omit<ShimOptions, "token" | "redisUrl" | "clusterNodes"> = {}): Promise<OwnShim> {
+  const token = crypto.randomUUID();
+  const redis = await startRedis();
+  const shim = await startShim({ log: () => {}, ...options, token, redisUrl: redis.url });
+  const admin = new IORedis(redis.url, { protocol: 2 });
+  return {
+    redis, shim, token, admin,
+    client: (o = {}) => new Redis({ url: shim.url, token: o.token ?? token, responseEncoding: o.responseEncoding, enableTelemetry: false }),
+    stats: () => shimStats(shim.url, token),
+    async close() {
+      admin.disconnect();
+      await shim.close();
+      await redis.stop();
+    },
+  };
+}

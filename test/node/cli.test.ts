@@ -41,6 +41,21 @@ describe("npm run shim", () => {
     expect(r.stderr).toMatch(/SHIM_TOKEN is not set/);
   });
 
+  it("refuses a half-given TLS setup, an unreadable certificate and a zero cap, naming the variable", () => {
+    const cases: [Record<string, string>, RegExp][] = [
+      [{ SHIM_TLS_CERT: "cert.pem" }, /HTTPS needs both SHIM_TLS_CERT and SHIM_TLS_KEY \(PEM files\); only SHIM_TLS_CERT is set/],
+      [{ SHIM_TLS_KEY: "key.pem" }, /only SHIM_TLS_KEY is set/],
+      [{ SHIM_TLS_CERT: "/nonexistent/cert.pem", SHIM_TLS_KEY: "/nonexistent/key.pem" }, /SHIM_TLS_CERT: cannot read "\/nonexistent\/cert.pem"/],
+      [{ SHIM_MAX_STREAMS: "0" }, /SHIM_MAX_STREAMS must be at least 1, not 0/],
+      [{ SHIM_MAX_TRANSACTIONS: "many" }, /SHIM_MAX_TRANSACTIONS must be a whole number, not "many"/],
+    ];
+    for (const [env, message] of cases) {
+      const r = run("scripts/shim/main.ts", [], undefined, { SHIM_TOKEN: "t", REDIS_URL: services().redisUrl, SHIM_PORT: "1", ...env });
+      expect(r.status, JSON.stringify(env)).toBe(1);
+      expect(r.stderr).toMatch(message);
+    }
+  });
+
   it("prints exactly one ready line without the Redis password, serves, and stops on SIGTERM", async () => {
     const port = await freePort();
     const child = spawn(process.execPath, ["scripts/shim/main.ts"], {

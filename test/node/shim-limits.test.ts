@@ -1,0 +1,96 @@
+import { request } from "node:http";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
+
+// A Redis and shim of this file's own: the transaction test pauses its Redis's writes, and
+// the shim runs with a cap of one transaction connection and a one-place queue.
+const BODY_LIMIT = 1024;
+let own: OwnShim;
+beforeAll(async () => {
+  own = await startOwnShim({ maxTransactions: 1, transactionQueue: 1, bodyLimit: BODY_LIMIT, commandTimeoutMs: 60_000 });
+});
+afterAll(async () => {
+  await own?.admin.call("CLIENT", "UNPAUSE").catch(() => {});
+  await own?.close();
+});
+
+/** Waits (generously: this is no timing check) until `check` holds. */
+async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+const redisConnections = async () => ((await own.admin.call("CLIENT", "LIST")) as string).trim().split("\n").length;
+
+describe("shim transaction connections", () => {
+  it("queues a transaction while the cap is reached, refuses one beyond the queue with a 503, and never opens more", async () => {
+    const redis = own.client();
+    expect(await redis.multi().set("limits:warm", "1").exec()).toEqual(["OK"]); // one idle lease exists now
+    const before = await redisConnections();
+
+    // Redis holds every write until unpaused: the first transaction keeps its connection.
+    await own.admin.call("CLIENT", "PAUSE", "60000", "WRITE");
+    try {
+      const first = redis.multi().incr("limits:n").exec();
+      await until("the first transaction holds the connection", async () => (await own.stats()).transactions.active === 1);
+      const second = redis.multi().incr("limits:n").exec();
+      await until("the second one waits for it", async () => (await own.stats()).transactions.waiting === 1);
+      await expect(redis.multi().incr("limits:n").exec()).rejects.toThrow(
+        "ERR 1 transactions already waiting: this shim runs at most 1 transactions at once (SHIM_MAX_TRANSACTIONS); retry shortly",
+      );
+      expect(await redisConnections()).toBe(before);
+
+      await own.admin.call("CLIENT", "UNPAUSE");
+      expect(await first).toEqual([1]);
+      expect(await second).toEqual([2]);
+    } finally {
+      await own.admin.call("CLIENT", "UNPAUSE");
+    }
+    expect(await own.stats()).toMatchObject({ transactions: { active: 0, waiting: 0 } });
+    expect(await redisConnections()).toBe(before);
+  });
+});
+
+describe("shim oversized bodies", () => {
+  it("answers a body just over the limit with a JSON 413 after reading it, and keeps serving", async () => {
+    const redis = own.client();
+    await expect(redis.set("limits:big", "x".repeat(BODY_LIMIT))).rejects.toThrow(`ERR request body is larger than the limit of ${BODY_LIMIT} bytes`);
+    expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("answers a body far over the limit with a JSON 413 too, through the official client, without retries", async () => {
+    const redis = own.client();
+    for (const size of [64 * BODY_LIMIT, 2 * 1024 * 1024]) {
+      const started = (await own.stats()).requests;
+      await expect(redis.set("limits:huge", "x".repeat(size))).rejects.toThrow(`ERR request body is larger than the limit of ${BODY_LIMIT} bytes`);
+      // one request: a cut connection would have made the client retry
+      expect((await own.stats()).requests - started).toBe(1);
+    }
+    expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("settles an endless upload: the 413 arrives while the client is still sending", async () => {
+    const url = new URL(own.shim.url);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request({ host: url.hostname, port: url.port, method: "POST", path: "/", headers: { authorization: `Bearer ${own.token}` } }, (res) => {
+        let body = "";
+        res.on("data", (c: Buffer) => (body += c.toString()));
+        res.on("end", () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on("error", reject);
+      const chunk = Buffer.alloc(64 * 1024, "x");
+      // keep sending until the answer comes; the request body never ends on its own
+      const pump = () => {
+        while (!req.destroyed && req.write(chunk));
+        if (!req.destroyed) req.once("drain", pump);
+      };
+      req.write('["SET","k","');
+      pump();
+    });
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.body)).toEqual({ error: `ERR request body is larger than the limit of ${BODY_LIMIT} bytes` });
+  });
+});
