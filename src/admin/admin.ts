@@ -2,14 +2,16 @@ import { errors, Redis } from "@upstash/redis/cloudflare";
 import { createDenialCache } from "../decision/denial-cache.ts";
 import type { GateConfig } from "../config/rate-limits.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { clientAddress, identify, ipIdentity, sha256, type Identity } from "../decision/identity.ts";
-import { createLimiter, LimiterError, redisKeys, type Limit } from "../script/limiter.ts";
+import { clientAddress, identify, ipIdentity, keyIdentity, sha256, type Identity } from "../decision/identity.ts";
+import { createRegistry, IMPORT_BATCH, LIST_PAGE, type Entry } from "./registry.ts";
+import { createLimiter, decisionOf, LimiterError, redisKeys, type Limit } from "../script/limiter.ts";
 import { problem } from "../http/problem.ts";
 import { tierOf } from "../decision/rules.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 export const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
+const KEY_HASH = /^[0-9a-f]{64}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
 export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX;
@@ -57,7 +59,9 @@ export function isStoreFailure(error: unknown): boolean {
 
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
-const notFound = () => problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock.`);
+const notFound = () =>
+  problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import.`);
+const noEntry = () => problem(404, "no-such-key", "No Such Key", "The registry holds no entry for this key.");
 const unauthorized = (sent: boolean) =>
   problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.", {
     "WWW-Authenticate": sent ? 'Bearer realm="slidegate-admin", error="invalid_token"' : 'Bearer realm="slidegate-admin"',
@@ -106,6 +110,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     automaticDeserialization: false, retry: { retries: 0 }, signal: () => AbortSignal.timeout(5000),
   });
 
+  const registry = createRegistry({ config, redis });
+
   const authorised = async (request: Request) =>
     crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
 
@@ -120,8 +126,13 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   };
 
   async function usage(identity: Identity) {
-    const tier = tierOf(config, identity.keyHash);
-    const rules = config.tiers.get(tier) ?? [];
+    const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
+    const tier = entry?.tier || tierOf(config, identity.keyHash);
+    const rules = (config.tiers.get(tier) ?? config.tiers.get(config.defaultTier) ?? []).map((r) => ({
+      ...r,
+      limit: entry?.overrides[r.name]?.limit ?? r.limit,
+      windowMs: entry?.overrides[r.name]?.windowMs ?? r.windowMs,
+    }));
     const now = await clock();
     const block = redisKeys.block(config.prefix, identity.tag);
     const p = redis.pipeline();
@@ -132,6 +143,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     return {
       identity: { kind: identity.kind === "k" ? "key" : "ip", tag: identity.tag },
       tier,
+      ...(entry && { registry: entry }),
       blockedForMs: blockLeft(blockValue, blockTtl, now),
       rules: rules.map((r, i) => {
         const entries = logs[i] ?? [];
@@ -154,25 +166,118 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     };
   }
 
-  const routes: Record<string, (identity: Identity, body: Record<string, unknown>) => Promise<Response>> = {
-    usage: async (identity) => json(await usage(identity)),
-    reset: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }),
-    block: async (identity, body) => {
-      const seconds = body.seconds;
-      if (typeof seconds !== "number" || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_BLOCK_SECONDS) {
-        return badRequest(`"seconds" must be a whole number from 1 to ${MAX_BLOCK_SECONDS}`);
-      }
-      // The value (when it ends, on the script's clock) decides; the TTL, a second longer, only collects it.
-      const ends = (await clock()) + seconds * 1_000_000;
-      await redis.set(redisKeys.block(config.prefix, identity.tag), String(ends), { px: seconds * 1000 + 1000 });
-      return json({ blocked: true, seconds });
+  /**
+   * Each route: whom it is about ("any": a key, its hash or an IP; "key": a key or its hash;
+   * "none"), what it does, and whether this isolate forgets what it cached of that identity.
+   */
+  type Body = Record<string, unknown>;
+  type Route =
+    | { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> }
+    | { who: "none"; run: (body: Body) => Promise<Response> };
+  const routes: Record<string, Route> = {
+    usage: { who: "any", run: async (identity) => json(await usage(identity)) },
+    reset: { who: "any", forgets: true, run: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }) },
+    block: {
+      who: "any",
+      run: async (identity, body) => {
+        const seconds = body.seconds;
+        if (typeof seconds !== "number" || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_BLOCK_SECONDS) {
+          return badRequest(`"seconds" must be a whole number from 1 to ${MAX_BLOCK_SECONDS}`);
+        }
+        // The value (when it ends, on the script's clock) decides; the TTL, a second longer, only collects it.
+        const ends = (await clock()) + seconds * 1_000_000;
+        await redis.set(redisKeys.block(config.prefix, identity.tag), String(ends), { px: seconds * 1000 + 1000 });
+        return json({ blocked: true, seconds });
+      },
     },
-    unblock: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }),
+    unblock: { who: "any", forgets: true, run: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }) },
+    "keys/set": {
+      who: "key",
+      forgets: true,
+      run: async (identity, body) => {
+        const { key: _key, hash: _hash, ...fields } = body;
+        const checked = registry.check(fields);
+        if (!checked.ok) return badRequest(checked.errors.join("; "));
+        await registry.put(identity, checked.entry);
+        return json({ hash: identity.keyHash, ...checked.entry });
+      },
+    },
+    "keys/get": {
+      who: "key",
+      run: async (identity) => {
+        const entry = await registry.get(identity);
+        return entry ? json({ hash: identity.keyHash, ...entry }) : noEntry();
+      },
+    },
+    "keys/delete": { who: "key", forgets: true, run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
+    "keys/override": {
+      who: "key",
+      forgets: true,
+      run: async (identity, body) => {
+        const { rule, limit, window, clear } = body;
+        if (typeof rule !== "string") return badRequest('"rule" must name a rule');
+        if (clear === true) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
+        const checked = registry.check({ overrides: { [rule]: { limit, window } } });
+        if (!checked.ok) return badRequest(checked.errors.join("; "));
+        const o = checked.entry.overrides[rule]!;
+        return (await registry.override(identity, rule, o)) ? json({ rule, ...o }) : noEntry();
+      },
+    },
+    "keys/list": {
+      who: "none",
+      run: async (body) => {
+        const { cursor, limit = LIST_PAGE.default } = body;
+        if (cursor !== undefined && cursor !== null && (typeof cursor !== "string" || !KEY_HASH.test(cursor))) {
+          return badRequest('"cursor" must be the cursor of the page before (a key hash)');
+        }
+        if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > LIST_PAGE.max) {
+          return badRequest(`"limit" must be a whole number from 1 to ${LIST_PAGE.max}`);
+        }
+        return json(await registry.list(cursor ?? undefined, limit, keyIdentity));
+      },
+    },
+    "keys/import": {
+      who: "none",
+      run: async (body) => {
+        const { entries } = body;
+        if (!Array.isArray(entries) || entries.length === 0 || entries.length > IMPORT_BATCH) {
+          return badRequest(`"entries" must be an array of 1 to ${IMPORT_BATCH} entries like {"hash":"…","tier":"…"} (send more in several calls)`);
+        }
+        const errors: string[] = [];
+        const items: { identity: Identity; entry: Entry }[] = [];
+        for (const [i, raw] of entries.entries()) {
+          if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+            errors.push(`entries[${i}]: must be an object`);
+            continue;
+          }
+          const { key, hash, ...fields } = raw as Body;
+          const identity = await keyOf(key, hash);
+          if (typeof identity === "string") errors.push(`entries[${i}]: ${identity}`);
+          const checked = registry.check(fields, `entries[${i}]`);
+          if (!checked.ok) errors.push(...checked.errors);
+          else if (typeof identity !== "string") items.push({ identity, entry: checked.entry });
+        }
+        if (errors.length) {
+          return badRequest(`Nothing was imported: ${errors.slice(0, 20).join("; ")}${errors.length > 20 ? `; and ${errors.length - 20} more` : ""}`);
+        }
+        await registry.putMany(items);
+        for (const { identity } of items) options.forget?.(identity.tag);
+        return json({ imported: items.length });
+      },
+    },
   };
   // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
   const routeTable = new Map(Object.entries(routes));
-  /** routes after which this isolate's cached denials of the identity are stale */
-  const forgetting = new Set(["reset", "unblock"]);
+
+  /** The key named by a raw `key` or its SHA-256 `hash`, or what is wrong with them. */
+  async function keyOf(key: unknown, hash: unknown): Promise<Identity | string> {
+    if ((typeof key === "string") === (typeof hash === "string") || key === "" || hash === "") {
+      return 'give exactly one of "key" (the raw API key) or "hash" (its SHA-256, 64 lowercase hex digits)';
+    }
+    if (typeof key === "string") return identify("k", key.trim());
+    if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 lowercase hex digits';
+    return keyIdentity(hash as string);
+  }
 
   const refuse = (tag: string, now: number, ms: number) => {
     throttled.set(tag, now + ms, true);
@@ -186,13 +291,13 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
    */
   async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
     if (!request.headers.has("authorization")) return unauthorized(false);
-    const peek = await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES, AUTH_PEEK], AUTH_TIMEOUT_MS);
+    const peek = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES, AUTH_PEEK], AUTH_TIMEOUT_MS));
     const failures = peek.limits.find((l) => l.name === ADMIN_AUTH_FAILURES.name);
     if (!failures) throw new LimiterError("the admin failure count came back without its limit");
     if (failures.retryMs > 0) return refuse(tag, now, failures.retryMs);
     if (await authorised(request)) return undefined;
     // the peek that was admitted already counted this attempt
-    const counted = peek.admitted ? peek : await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS);
+    const counted = peek.admitted ? peek : decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS));
     log("warn", { event: "slidegate.admin_unauthorized", tag, throttled: !counted.admitted });
     if (!counted.admitted) return refuse(tag, now, counted.retryAfterMs);
     return unauthorized(true);
@@ -222,22 +327,33 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     } catch {
       return badRequest('The body must be JSON like {"key":"…"} or {"ip":"…"}.');
     }
-    if (typeof body !== "object" || body === null) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
-    const { key, ip } = body;
-    if ((typeof key === "string") === (typeof ip === "string") || key === "" || ip === "") {
-      return badRequest('Give exactly one of "key" (the raw API key) or "ip" (the client IP), as a non-empty string.');
+    if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
+    let identity: Identity | undefined;
+    if (route.who !== "none") {
+      const { key, hash, ip } = body;
+      if (route.who === "any" && typeof ip === "string" && ip !== "" && key === undefined && hash === undefined) {
+        identity = await identify("i", ipIdentity(ip, config.ipv6Prefix));
+      } else if (route.who === "any" && ip !== undefined) {
+        return badRequest('Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.');
+      } else {
+        const found = await keyOf(key, hash);
+        if (typeof found === "string") {
+          const nothing = route.who === "any" && key === undefined && hash === undefined;
+          return badRequest(nothing ? 'Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.' : `${found[0]!.toUpperCase()}${found.slice(1)}.`);
+        }
+        identity = found;
+      }
     }
-    const identity = typeof key === "string" ? await identify("k", key.trim()) : await identify("i", ipIdentity(ip as string, config.ipv6Prefix));
     let response: Response;
     try {
-      response = await route(identity, body);
+      response = route.who === "none" ? await route.run(body) : await route.run(identity!, body);
     } catch (e) {
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
       log("error", { event: "slidegate.admin_store_failure", route: name, error: e instanceof Error ? e.message.slice(0, 200) : String(e) });
       return storeFailed();
     }
-    if (response.ok && forgetting.has(name)) options.forget?.(identity.tag);
+    if (response.ok && route.who !== "none" && route.forgets) options.forget?.(identity!.tag);
     return response;
   };
 }

@@ -13,6 +13,12 @@ import { canonicalPath } from "../http/canonical.ts";
 
 export type FailMode = "open" | "closed";
 
+/**
+ * An API key nobody registered or configured: limited as the default tier (`"defaultTier"`),
+ * refused with 401 (`"reject"`), or limited as its client address (`"ip"`).
+ */
+export type UnknownKeys = "defaultTier" | "reject" | "ip";
+
 export interface Rule {
   name: string;
   limit: number;
@@ -26,6 +32,8 @@ export interface Rule {
   timeoutMs: number;
   /** decided and reported, never enforced */
   shadow: boolean;
+  /** the scope of its log when it is not the caller's tier (the address rules') */
+  scope?: string;
 }
 
 export interface GateConfig {
@@ -33,6 +41,13 @@ export interface GateConfig {
   /** header to read an API key from; undefined: identify by client IP only */
   keyHeader?: string;
   keyRequired: boolean;
+  /** what an API key that neither the registry nor `keys` knows gets */
+  unknownKeys: UnknownKeys;
+  /** rules every request also answers to per client address (IPv6 per prefix), whatever its key */
+  addressRules: readonly Rule[];
+  /** the fail mode and budget of a store call with no rule of its own (an API key checked against the registry) */
+  fail: FailMode;
+  timeoutMs: number;
   tiers: ReadonlyMap<string, readonly Rule[]>;
   defaultTier: string;
   /** SHA-256 hex of an API key → tier name */
@@ -122,8 +137,10 @@ const schema = fields({
   identity: v.optional(fields({
     header: v.optional(HEADER),
     required: v.optional(v.boolean()),
+    unknownKeys: v.optional(v.picklist(["defaultTier", "reject", "ip"], 'must be "defaultTier", "reject" or "ip"')),
   })),
   rules: v.optional(rules),
+  addressRules: v.optional(rules),
   tiers: v.optional(v.record(NAME, fields({ rules }))),
   defaultTier: v.optional(NAME),
   keys: v.optional(v.record(KEY_HASH, NAME)),
@@ -143,6 +160,9 @@ const schema = fields({
 
 type Raw = v.InferOutput<typeof schema>;
 
+/** The shapes of single values, for what validates them elsewhere (a registry entry's overrides). */
+export const valueSchemas = { name: NAME, limit: int(1, 1_000_000), window } as const;
+
 /** RATE_LIMITS as written: the shape `parseRateLimits` validates (also the library's options). */
 export type RateLimits = v.InferInput<typeof schema>;
 
@@ -153,6 +173,7 @@ function crossCheck(c: Raw, root: string): string[] {
   if (c.rules && c.tiers) issue(".rules", 'give either "rules" or "tiers", not both');
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
+  if (c.identity?.unknownKeys && !c.identity.header) issue(".identity.unknownKeys", 'needs "identity.header" to name the API-key header');
   const ipHeader = c.clientIpHeader?.toLowerCase();
   if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === c.identity?.header?.toLowerCase())) {
     issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
@@ -171,6 +192,7 @@ function crossCheck(c: Raw, root: string): string[] {
     });
   }
   const lists: [string, RawRule[]][] = c.tiers ? Object.entries(c.tiers).map(([t, { rules }]) => [`.tiers.${t}.rules`, rules]) : [[".rules", c.rules ?? []]];
+  if (c.addressRules) lists.push([".addressRules", c.addressRules]);
   for (const [path, list] of lists) {
     const seen = new Set<string>();
     list.forEach((r, i) => {
@@ -216,7 +238,7 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
  * X-Forwarded-For.
  */
 export const DEFAULTS = {
-  prefix: "sg", fail: "open", timeoutMs: 1000, denialCacheSize: 10_000, denialCacheMaxAgeMs: 10_000, clock: "redis",
+  prefix: "sg", fail: "open", timeoutMs: 1000, unknownKeys: "defaultTier", denialCacheSize: 10_000, denialCacheMaxAgeMs: 10_000, clock: "redis",
   ipv6Prefix: 64, clientIpHeader: "x-forwarded-for",
 } as const;
 
@@ -232,7 +254,8 @@ function reservedKeys(value: unknown, path: string): string[] {
   return found;
 }
 
-function describe(issue: v.BaseIssue<unknown>, root: string): string {
+/** "root.path.to.field: message", as every configuration error reads. */
+export function describe(issue: v.BaseIssue<unknown>, root: string): string {
   const path = (issue.path ?? []).map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
   return `${root}${path}: ${issue.message}`;
 }
@@ -275,6 +298,10 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
       prefix: c.prefix ?? DEFAULTS.prefix,
       keyHeader: c.identity?.header?.toLowerCase(),
       keyRequired: c.identity?.required ?? false,
+      unknownKeys: c.identity?.unknownKeys ?? DEFAULTS.unknownKeys,
+      addressRules: (c.addressRules ?? []).map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive)),
+      fail,
+      timeoutMs,
       tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive))])),
       defaultTier: c.defaultTier ?? "default",
       keyTiers: new Map(Object.entries(c.keys ?? {})),

@@ -1,7 +1,7 @@
 import { createDenialCache } from "./denial-cache.ts";
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import type { Identity } from "./identity.ts";
-import { createLimiter, LimiterError, type Decision } from "../script/limiter.ts";
+import { createLimiter, LimiterError, type Decision, type KeyLookup } from "../script/limiter.ts";
 
 /** What one decision came to, before anyone turns it into a response. */
 export type Verdict =
@@ -10,10 +10,22 @@ export type Verdict =
   | { kind: "blocked"; ms: number; redisMs: number }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
-export type Decide = ((identity: Identity, tier: string, rules: readonly Rule[], cost?: number) => Promise<Verdict>) & {
+/** What the registry said instead of a verdict, for an API key. */
+export type RegistryAnswer =
+  /** a key it does not know, and no configured tier */
+  | { kind: "unknown-key" }
+  | { kind: "disabled-key" }
+  /** the registry puts the key in another tier: decide again over that tier's rules */
+  | { kind: "other-tier"; tier: string };
+
+export interface Decide {
+  /** for an address, or an identity of the application's own */
+  (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict>;
+  /** for an API key: its registry entry is read in the same call */
+  (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup): Promise<Verdict | RegistryAnswer>;
   /** forgets this isolate's cached denials of an identity (after an operator's reset or unblock) */
   forget(tag: string): void;
-};
+}
 
 export interface DeciderOptions {
   config: GateConfig;
@@ -40,28 +52,32 @@ export function createDecider(options: DeciderOptions): Decide {
   const denials = createDenialCache<{ decision: Decision; at: number }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
 
-  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict> => {
+  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
     const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
     const now = clock();
     const hit = denials.get(cacheKey, now);
     if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at };
 
-    // with only shadow rules there is no outcome to protect: their own budget, and open
+    // with only shadow rules there is no outcome to protect: their own budget, and open; with
+    // no rule at all (an API key checked against the registry), the configuration's own
     const enforced = limits.filter((r) => !r.shadow);
+    const budget = enforced.length ? enforced : limits.length ? limits : [{ timeoutMs: config.timeoutMs, fail: config.fail }];
     const asked = performance.now();
-    let decision: Decision;
+    let reply;
     try {
-      decision = await check(identity.tag, tier, limits, Math.min(...(enforced.length ? enforced : limits).map((r) => r.timeoutMs)));
+      reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key);
     } catch (error) {
-      if (error instanceof LimiterError) return { kind: "failed", closed: enforced.some((r) => r.fail === "closed"), error };
+      if (error instanceof LimiterError) return { kind: "failed", closed: (enforced.length ? enforced : budget).some((r) => r.fail === "closed"), error };
       throw error;
     }
     const redisMs = performance.now() - asked;
-    if (decision.blockedMs > 0) return { kind: "blocked", ms: decision.blockedMs, redisMs };
+    if (reply.kind === "blocked") return { kind: "blocked", ms: reply.ms, redisMs };
+    if (reply.kind !== "decided") return reply;
+    const { decision } = reply;
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
     if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now });
     return { kind: "denied", decision, redisMs, elapsedMs: 0 };
   };
-  return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) });
+  return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) }) as Decide;
 }

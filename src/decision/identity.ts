@@ -43,6 +43,13 @@ export async function identify(kind: "k" | "i", value: string): Promise<Identity
   return { kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined };
 }
 
+/** The identity of an API key known only by its SHA-256, as 64 lowercase hex digits (the registry lists keys so). */
+export function keyIdentity(keyHash: string): Identity {
+  const bytes = new Uint8Array(16);
+  for (let i = 0; i < 16; i++) bytes[i] = parseInt(keyHash.slice(2 * i, 2 * i + 2), 16);
+  return { kind: "k", tag: `k${base64url(bytes)}`, keyHash };
+}
+
 /** A parsed address in its one canonical form: IPv4-mapped IPv6 as IPv4, no IPv6 zone. */
 export type Address = ipaddr.IPv4 | ipaddr.IPv6;
 

@@ -1,12 +1,14 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
-import { assertCost } from "../script/limiter.ts";
+import { assertCost, LimiterError, type Decision } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
+import { createDenialCache } from "./denial-cache.ts";
 import { clientAddress, identify, readApiKey, UNKNOWN_CLIENT, type ClientAddress, type Identity } from "./identity.ts";
 import { rulesFor, tierOf } from "./rules.ts";
 
 /** Who is calling, as every later step sees it. */
 export interface Caller {
   identity: Identity;
+  /** the tier that decided (for an API key, the registry's when it has one) */
   tier: string;
   /** the client address in canonical form, and the bucket it counts in */
   client: ClientAddress;
@@ -18,6 +20,8 @@ export type Step =
   | { kind: "denylisted"; caller: Caller }
   | { kind: "allowlisted"; caller: Caller }
   | { kind: "key-required"; caller: Caller }
+  | { kind: "unknown-key"; caller: Caller }
+  | { kind: "disabled-key"; caller: Caller }
   | { kind: "no-rule"; caller: Caller }
   | { kind: "decided"; caller: Caller; rules: readonly Rule[]; verdict: Verdict };
 
@@ -40,34 +44,130 @@ export interface Pipeline {
   run(request: Request, match: Match, options?: RunOptions): Promise<Step>;
   /** One decision for an identity of the embedding application's own, over every rule of the default tier. */
   decideFor(identity: Identity, cost?: number): Promise<Step>;
-  /** Forgets this isolate's cached denials of an identity (after an operator's reset or unblock). */
+  /** Forgets what this isolate cached of an identity: its denials, its registry tier (after an operator's change). */
   forget(tag: string): void;
 }
 
 const ABSENT = { kind: "absent" } as const;
+/** The scope (in Redis keys) of the rules every request answers to per client address. */
+export const ADDRESS_SCOPE = "@address";
+/** How often the registry may move a key between tiers within one decision before the store counts as failing. */
+const TIER_MOVES = 2;
+
+/**
+ * One verdict from the key's decision and its address's: an operator's block first, then a
+ * denial (the request is refused), then a failure, then an admission (the fail-open mark
+ * kept). Each call recorded what it admitted on its own: a request refused by one side is
+ * still counted by the other.
+ */
+function combine(key: Verdict, address: Verdict): Verdict {
+  const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? address : undefined);
+  const blocked = either("blocked");
+  if (blocked) return blocked;
+  if (key.kind === "admitted" || key.kind === "denied") {
+    if (address.kind === "admitted" || address.kind === "denied") {
+      const decision: Decision = {
+        admitted: key.decision.admitted && address.decision.admitted,
+        limits: [...key.decision.limits, ...address.decision.limits],
+        retryAfterMs: Math.max(key.decision.retryAfterMs, address.decision.retryAfterMs),
+        wouldDeny: [...key.decision.wouldDeny, ...address.decision.wouldDeny],
+      };
+      const redisMs = Math.max(key.redisMs, address.redisMs);
+      if (decision.admitted) return { kind: "admitted", decision, redisMs };
+      const elapsedMs = Math.max(key.kind === "denied" ? key.elapsedMs : 0, address.kind === "denied" ? address.elapsedMs : 0);
+      return { kind: "denied", decision, redisMs, elapsedMs };
+    }
+  }
+  const denied = either("denied");
+  if (denied) return denied;
+  if (key.kind === "failed" && address.kind === "failed") return { ...key, closed: key.closed || address.closed };
+  return either("failed") ?? key;
+}
 
 /**
  * The one request pipeline, shared by the gateway and the library: who is calling (the API
  * key, or the canonical client address), what the allow and deny lists say (before "key
  * required": a listed caller is settled either way), which rules of the caller's tier cover
- * the request, and one decision over them (the denial cache, else one Redis call). A cost
- * outside 1..limit throws before anything is asked or recorded.
+ * the request, and one decision over them (the denial cache, else one Redis call, which for an
+ * API key also reads its registry entry). A cost outside 1..limit throws before anything is
+ * asked or recorded.
+ *
+ * An API key's tier is the registry's when it has an entry, else `keys`', else the default
+ * tier — or, for a key nobody knows, what `identity.unknownKeys` says. Each isolate remembers
+ * a key's registry tier for `denialCacheMaxAge` to send the right rules at once; when the
+ * registry has moved the key, the script says so and the decision is asked again (one more
+ * round trip, after a change only). `addressRules` are decided per client address in a call
+ * of their own beside an API key's (the two keys live under different hash tags), or in the
+ * same call for a caller known by address.
  *
  * @example
  * const pipeline = createPipeline({ config, redisUrl, redisToken });
  * const step = await pipeline.run(request, { methods: ["GET"], paths: ["/v1/users"] });
- * if (step.kind === "decided") answer(step.verdict);
+ * if (step.kind === "decided") answer(step);
  */
 export function createPipeline(options: DeciderOptions): Pipeline {
   const config: GateConfig = options.config;
   const decide = createDecider(options);
+  const clock = options.now ?? Date.now;
   const defaultRules = config.tiers.get(config.defaultTier) ?? [];
+  // key tag → the tier the registry last put it in (a hint: the script checks it on every call)
+  const registryTiers = createDenialCache<string>(config.denialCacheSize);
+  const addressRules = config.addressRules.map((r) => ({ ...r, scope: ADDRESS_SCOPE }));
 
-  const decideOver = async (caller: Caller, rules: readonly Rule[], cost: number | undefined): Promise<Step> => {
-    if (rules.length === 0) return { kind: "no-rule", caller };
+  const checkCost = (cost: number | undefined, rules: readonly Rule[]) => {
     if (cost !== undefined) for (const rule of rules) assertCost(cost, rule);
-    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost) };
   };
+
+  /** The caller's address rules, or undefined when it has none to answer to. */
+  const addressIdentity = async (client: ClientAddress) => (addressRules.length ? identify("i", client.bucket) : undefined);
+
+  /** A caller known by address: its tier's rules and the address rules, in one call. */
+  async function decideAddress(caller: Caller, match: Match, cost: number | undefined): Promise<Step> {
+    const rules = [...rulesFor(config, caller.tier, match.methods, match.paths), ...addressRules];
+    if (rules.length === 0) return { kind: "no-rule", caller };
+    checkCost(cost, rules);
+    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost) };
+  }
+
+  /** A caller known by API key: the registry and the key's rules in one call, its address rules beside it. */
+  async function decideKey(caller: Caller, match: Match, cost: number | undefined): Promise<Step> {
+    const hash = caller.identity.keyHash!;
+    const configured = config.keyTiers.get(hash);
+    const fallback = configured ?? (config.unknownKeys === "defaultTier" ? config.defaultTier : "");
+    let tier = registryTiers.get(caller.identity.tag, clock())?.value ?? configured ?? config.defaultTier;
+    const address = await addressIdentity(caller.client);
+    const onAddress = address && (checkCost(cost, addressRules), decide(address, ADDRESS_SCOPE, addressRules, cost));
+    for (let moves = 0; ; moves++) {
+      // a tier the registry names but this configuration lacks is limited by the default tier's rules
+      const rules = rulesFor(config, config.tiers.has(tier) ? tier : config.defaultTier, match.methods, match.paths);
+      checkCost(cost, rules);
+      const verdict = await decide(caller.identity, tier, rules, cost, { fallback });
+      if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
+        tier = verdict.tier;
+        registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
+        continue;
+      }
+      if (verdict.kind === "other-tier") {
+        const error = new LimiterError("the registry moved the key between tiers while it was decided");
+        return { kind: "decided", caller: { ...caller, tier }, rules, verdict: { kind: "failed", closed: config.fail === "closed", error } };
+      }
+      if (verdict.kind === "unknown-key") {
+        // the address's own call has counted the request either way
+        if (config.unknownKeys !== "ip") return (await onAddress, { kind: "unknown-key", caller });
+        const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
+        const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
+        if (!onAddress) return decideAddress(byAddress, match, cost);
+        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: addressRules, verdict: await onAddress };
+        checkCost(cost, tierRules);
+        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), onAddress]);
+        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...addressRules], verdict: combine(asAddress, floor) };
+      }
+      if (verdict.kind === "disabled-key") return { kind: "disabled-key", caller };
+      const decided = { ...caller, tier };
+      if (!onAddress) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
+      return { kind: "decided", caller: decided, rules: [...rules, ...addressRules], verdict: combine(verdict, await onAddress) };
+    }
+  }
 
   return {
     async run(request, match, { cost, client = clientAddress(request, config.ipv6Prefix) } = {}) {
@@ -81,12 +181,18 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       if (key.kind === "ambiguous") return { kind: "ambiguous-key", caller };
       if (listed === "allow") return { kind: "allowlisted", caller };
       if (key.kind !== "key" && config.keyRequired) return { kind: "key-required", caller };
-      return decideOver(caller, rulesFor(config, caller.tier, match.methods, match.paths), cost);
+      return key.kind === "key" ? decideKey(caller, match, cost) : decideAddress(caller, match, cost);
     },
     async decideFor(identity, cost) {
       if (cost !== undefined) assertCost(cost);
-      return decideOver({ identity, tier: config.defaultTier, client: { bucket: UNKNOWN_CLIENT } }, defaultRules, cost);
+      const caller: Caller = { identity, tier: config.defaultTier, client: { bucket: UNKNOWN_CLIENT } };
+      if (defaultRules.length === 0) return { kind: "no-rule", caller };
+      checkCost(cost, defaultRules);
+      return { kind: "decided", caller, rules: defaultRules, verdict: await decide(identity, config.defaultTier, defaultRules, cost) };
     },
-    forget: decide.forget,
+    forget(tag) {
+      decide.forget(tag);
+      registryTiers.forget(tag);
+    },
   };
 }

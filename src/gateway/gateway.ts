@@ -148,6 +148,7 @@ export function createGate(options: GateOptions): Gate {
       record({ outcome, tier, rules, tag, ...extra });
     if (step.kind === "denylisted") return point("denylisted");
     if (step.kind === "allowlisted") return point("allowlisted");
+    if (step.kind === "unknown-key" || step.kind === "disabled-key") return point(step.kind);
     if (step.kind !== "decided") return;
     const { verdict, rules } = step;
     switch (verdict.kind) {

@@ -8,6 +8,11 @@ import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.ts";
 export const keyRequired = (header: string) =>
   problem(401, "api-key-required", "API Key Required", `Send your API key in the ${header} header.`, { "WWW-Authenticate": 'Bearer realm="api"' });
 
+export const unknownKey = () =>
+  problem(401, "unknown-api-key", "Unknown API Key", "This API key is not known to the gateway.", { "WWW-Authenticate": 'Bearer realm="api", error="invalid_token"' });
+
+export const disabledKey = () => problem(403, "api-key-disabled", "API Key Disabled", "This API key is disabled.");
+
 export const ambiguousKey = (header: string) =>
   problem(400, "ambiguous-api-key", "Ambiguous API Key", `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`);
 
@@ -45,7 +50,7 @@ export const FAIL_OPEN_HEADER = "X-Slidegate-Fail-Open";
 
 export type Reason =
   | "admitted" | "rate-limited" | "blocked" | "failed-open" | "failed-closed"
-  | "no-rule" | "allowlisted" | "denylisted" | "ambiguous-key" | "key-required";
+  | "no-rule" | "allowlisted" | "denylisted" | "ambiguous-key" | "key-required" | "unknown-key" | "disabled-key";
 
 /** What a step of the pipeline means over HTTP. */
 export type Answer =
@@ -75,6 +80,10 @@ export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
       return { pass: false, reason: "ambiguous-key", headers: none(), response: () => ambiguousKey(keyHeader) };
     case "key-required":
       return { pass: false, reason: "key-required", headers: none(), response: () => keyRequired(keyHeader) };
+    case "unknown-key":
+      return { pass: false, reason: "unknown-key", headers: none(), response: unknownKey };
+    case "disabled-key":
+      return { pass: false, reason: "disabled-key", headers: none(), response: disabledKey };
   }
   const { verdict } = step;
   switch (verdict.kind) {

@@ -10,10 +10,13 @@ export interface Limit {
   cost?: number;
   /** decided and reported, never enforced */
   shadow?: boolean;
+  /** the scope of this limit's log, when it is not the call's (the address floor's, say) */
+  scope?: string;
 }
 
 export interface LimitState {
   name: string;
+  /** the limit and window that decided: the rule's, or an API key's own overrides of them */
   limit: number;
   windowMs: number;
   shadow: boolean;
@@ -31,9 +34,23 @@ export interface Decision {
   retryAfterMs: number;
   /** shadow limits that would have denied this request */
   wouldDeny: string[];
-  /** ms left of an operator's block of this identity; 0 when not blocked */
-  blockedMs: number;
 }
+
+/** How the registry is read for an API key: its tier when the registry holds no entry ("" for a key nobody configured). */
+export interface KeyLookup {
+  fallback: string;
+}
+
+/** What one call of the script came to. */
+export type Reply =
+  | { kind: "decided"; decision: Decision }
+  /** an operator's block: ms left, Infinity for a block without end */
+  | { kind: "blocked"; ms: number }
+  /** an API key the registry does not know, with no configured tier */
+  | { kind: "unknown-key" }
+  | { kind: "disabled-key" }
+  /** the registry puts the key in another tier: ask again with that tier's limits */
+  | { kind: "other-tier"; tier: string };
 
 export interface LimiterOptions {
   url: string;
@@ -50,11 +67,12 @@ export class LimiterError extends Error {
   override name = "LimiterError";
 }
 
-export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number) => Promise<Decision>;
+export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup) => Promise<Reply>;
 
-/** The Redis keys of one identity: its operator block, and per scope and limit a log. */
+/** The Redis keys of one identity: its operator block, its registry entry (API keys), and per scope and limit a log. */
 export const redisKeys = {
   block: (prefix: string, tag: string) => `${prefix}:{${tag}}:block`,
+  entry: (prefix: string, tag: string) => `${prefix}:{${tag}}:key`,
   log: (prefix: string, tag: string, scope: string, limit: string) => `${prefix}:{${tag}}:${scope}:${limit}`,
 };
 
@@ -77,12 +95,13 @@ export class CostError extends TypeError {
 
 /**
  * One REST round trip per decision: EVALSHA of the sliding-window script, EVAL only when
- * Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH).
+ * Redis answers NOSCRIPT (after a restart or SCRIPT FLUSH). For an API key (`key` given), the
+ * same call reads the key's registry entry.
  *
  * @example
  * const check = createLimiter({ url, token, prefix: "sg" });
- * const d = await check("kAbc…", "free", [{ name: "minute", limit: 10, windowMs: 60_000 }], 1000);
- * d.admitted; // true for the first ten calls in any 60 s
+ * const r = await check("kAbc…", "free", [{ name: "minute", limit: 10, windowMs: 60_000 }], 1000, { fallback: "free" });
+ * r.kind === "decided" && r.decision.admitted; // true for the first ten calls in any 60 s
  */
 export function createLimiter(options: LimiterOptions): CheckLimits {
   const clients = new Map<number, Redis>();
@@ -106,13 +125,13 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
   };
   const edgeNow = options.clock === "edge" ? (options.now ?? Date.now) : undefined;
 
-  return async (tag, scope, limits, timeoutMs) => {
-    const keys: string[] = [redisKeys.block(options.prefix, tag)];
-    const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : ""];
+  return async (tag, scope, limits, timeoutMs, key) => {
+    const keys: string[] = [redisKeys.block(options.prefix, tag), redisKeys.entry(options.prefix, tag)];
+    const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", scope, key ? key.fallback : "-"];
     for (const l of limits) {
       assertCost(l.cost ?? 1, l);
-      keys.push(redisKeys.log(options.prefix, tag, scope, l.name));
-      args.push(l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
+      keys.push(redisKeys.log(options.prefix, tag, l.scope ?? scope, l.name));
+      args.push(l.name, l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);
     let reply: unknown;
@@ -124,34 +143,47 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     } catch (e) {
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
-    return toDecision(reply, limits);
+    return toReply(reply, limits);
   };
 }
 
-function toDecision(reply: unknown, limits: readonly Limit[]): Decision {
+/** The decision of a reply that must be one (a call for an address, on limits of the gate's own). */
+export function decisionOf(reply: Reply): Decision {
+  if (reply.kind !== "decided") throw new LimiterError(`expected a decision, the store answered ${reply.kind}`);
+  return reply.decision;
+}
+
+function toReply(reply: unknown, limits: readonly Limit[]): Reply {
   const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
-  if (!Array.isArray(reply) || !reply.every(Number.isInteger)) throw malformed();
-  if (reply[0] === 2 && reply.length === 2) {
-    // blocked by an operator: -1 means a block without end; never 0, so "blocked" never reads as "not blocked"
-    const blockedMs = reply[1] < 0 ? Number.POSITIVE_INFINITY : Math.max(1, reply[1]);
-    return { admitted: false, limits: [], retryAfterMs: blockedMs, wouldDeny: [], blockedMs };
+  if (!Array.isArray(reply)) throw malformed();
+  const [kind, arg] = reply as unknown[];
+  if (kind === 5 && reply.length === 2 && typeof arg === "string" && arg !== "") return { kind: "other-tier", tier: arg };
+  if (!reply.every(Number.isInteger)) throw malformed();
+  if (kind === 2 && reply.length === 2) {
+    // -1 means a block without end; never 0, so a block in its last millisecond still reads as one
+    return { kind: "blocked", ms: (arg as number) < 0 ? Number.POSITIVE_INFINITY : Math.max(1, arg as number) };
   }
-  if (reply.length !== 1 + 3 * limits.length || (reply[0] !== 0 && reply[0] !== 1)) throw malformed();
+  if (kind === 3 && reply.length === 1) return { kind: "unknown-key" };
+  if (kind === 4 && reply.length === 1) return { kind: "disabled-key" };
+  if (reply.length !== 1 + 5 * limits.length || (kind !== 0 && kind !== 1)) throw malformed();
+  const n = reply as number[];
   const states = limits.map((l, i): LimitState => ({
     name: l.name,
-    limit: l.limit,
-    windowMs: l.windowMs,
     shadow: l.shadow ?? false,
-    remaining: reply[1 + 3 * i],
-    resetMs: reply[2 + 3 * i],
-    retryMs: reply[3 + 3 * i],
+    remaining: n[1 + 5 * i]!,
+    resetMs: n[2 + 5 * i]!,
+    retryMs: n[3 + 5 * i]!,
+    limit: n[4 + 5 * i]!,
+    windowMs: n[5 + 5 * i]!,
   }));
   const enforced = states.filter((s) => !s.shadow);
   return {
-    admitted: reply[0] === 1,
-    limits: states,
-    retryAfterMs: Math.max(0, ...enforced.map((s) => s.retryMs)),
-    wouldDeny: states.filter((s) => s.shadow && s.retryMs !== 0).map((s) => s.name),
-    blockedMs: 0,
+    kind: "decided",
+    decision: {
+      admitted: kind === 1,
+      limits: states,
+      retryAfterMs: Math.max(0, ...enforced.map((s) => s.retryMs)),
+      wouldDeny: states.filter((s) => s.shadow && s.retryMs !== 0).map((s) => s.name),
+    },
   };
 }

@@ -15,20 +15,30 @@
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
     KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
                  clock); its TTL only collects it
-    KEYS[1 + i]  the log of rule i: a sorted set with one entry per recorded request,
+    KEYS[2]      the API key's registry entry: a hash with `tier`, `disabled` ("1"), and
+                 per-rule overrides `limit:<rule>`, `window:<rule>` (ms); read in this same
+                 call, so a change to it holds from the next decision anywhere
+    KEYS[2 + i]  the log of rule i: a sorted set with one entry per recorded request,
                  score = arrival time in µs, member = the log's running total of cost before
                  the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1
   ARGV:
     [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
-    then four per rule i, from j = 4i - 2: [j] limit, [j+1] window in ms, [j+2] cost of this
-    request (a whole number >= 1), [j+3] "1" for a shadow rule (decided, reported, recorded
-    when it fits, never enforced)
-  Returns
-    { 2, ms }  while an operator block holds (ms >= 1, or -1 for a block without end);
-               nothing is read or recorded
-    { admitted (1|0), then per rule: remaining, reset ms, retry ms }
+    [2]  the tier whose rules follow
+    [3]  the tier when the registry holds no entry for the key: its configured tier; "" for
+         a key nobody knows (answered { 3 }); "-" for a caller that is not a key (the
+         registry is not read)
+    then five per rule i, from j = 5i - 1: [j] name, [j+1] limit, [j+2] window in ms, [j+3]
+    cost of this request (a whole number >= 1), [j+4] "1" for a shadow rule (decided,
+    reported, recorded when it fits, never enforced)
+  Returns (nothing is read or recorded for 2 to 5)
+    { 2, ms }    while an operator block holds (ms >= 1, or -1 for a block without end)
+    { 3 }        a key the registry does not know, and no configured tier
+    { 4 }        a key the registry disables
+    { 5, tier }  the registry puts the key in another tier: ask again with its rules
+    { admitted (1|0), then per rule: remaining, reset ms, retry ms, limit, window ms }
       reset ms: until the oldest entry in the window leaves it (one more unit comes back)
       retry ms: until this request would fit (0 when it fits now, -1 when cost > limit)
+      limit, window ms: the rule's, or the key's overrides of them
 
   Why running totals instead of counting members: the weight in a window is
   (total after the newest entry) - (total before the oldest entry still in the window), two
@@ -43,9 +53,10 @@
   so a clock that was stepped back never brings entries back.
 
   The log's TTL is refreshed when a write starts a new eighth of a window (or is placed ahead
-  of the clock) rather than on every write: each refresh sets it to a window and an eighth
-  past the new entry, so it still covers a window past any entry written later in the same
-  eighth.
+  of the clock, or the key has its own window) rather than on every write: each refresh sets
+  it to a window and an eighth past the new entry, so it still covers a window past any entry
+  written later in the same eighth. (A rule whose configured window grows catches up within
+  an eighth of the new window.)
 ]]
 
 local call, format = redis.call, string.format
@@ -72,6 +83,28 @@ if block then
   end
 end
 
+-- The registry: one read for the whole entry. An override that is not a whole number >= 1
+-- (written by hand, say) is no override.
+local overrides = false
+local fallback = ARGV[3]
+if fallback ~= '-' then
+  local entry = call('HGETALL', KEYS[2])
+  local tier = fallback
+  for j = 1, #entry, 2 do
+    local field, value = entry[j], entry[j + 1]
+    if field == 'tier' then
+      tier = value
+    elseif field == 'disabled' then
+      if value == '1' then return { 4 } end
+    elseif string.find(value, '^%d+$') and tonumber(value) >= 1 then
+      overrides = overrides or {}
+      overrides[field] = tonumber(value)
+    end
+  end
+  if tier == '' then return { 3 } end
+  if tier ~= ARGV[2] then return { 5, tier } end
+end
+
 -- "<total>" or "<total>:<cost>" -> total before the entry, total after it (nil: not ours)
 local function totals(member)
   local before = tonumber(member)
@@ -80,7 +113,7 @@ local function totals(member)
   if b then return tonumber(b), b + c end
 end
 
-local rules = #KEYS - 1
+local rules = #KEYS - 2
 -- per rule i, at 8i-7 .. 8i: limit, window µs, cost, used, total after the newest entry,
 -- newest score, oldest member and oldest score in the window (false when none); one table for
 -- the whole call, sized up front for the usual single rule
@@ -89,8 +122,12 @@ local fits = true
 
 -- Pass 1: measure every window; record nothing yet.
 for i = 1, rules do
-  local log, a = KEYS[i + 1], 4 * i - 2
-  local limit, window, cost = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local log, a = KEYS[i + 2], 5 * i - 1
+  local limit, window, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  if overrides then
+    limit = overrides['limit:' .. ARGV[a]] or limit
+    window = overrides['window:' .. ARGV[a]] or window
+  end
   -- the caller validates; checked again because a bad number here would write nonsense
   if not (limit and window and cost and limit >= 1 and window >= 1 and cost >= 1 and cost % 1 == 0) then
     return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
@@ -133,7 +170,7 @@ for i = 1, rules do
   local k = 8 * i
   state[k - 7], state[k - 6], state[k - 5], state[k - 4] = limit, window, cost, used
   state[k - 3], state[k - 2], state[k - 1], state[k] = total, newest, oldest, since
-  if used + cost > limit and ARGV[a + 3] ~= '1' then fits = false end
+  if used + cost > limit and ARGV[a + 4] ~= '1' then fits = false end
 end
 
 -- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
@@ -172,9 +209,9 @@ end
 -- Pass 2: all or nothing over the enforced rules. A denied request records nothing, so a
 -- throttled caller cannot push its own window forward. A shadow rule records what it would
 -- have admitted, so its would-deny count stays what enforcing it would give.
-local out = { fits and 1 or 0, 0, 0, 0 }
+local out = { fits and 1 or 0, 0, 0, 0, 0, 0 }
 for i = 1, rules do
-  local log, k = KEYS[i + 1], 8 * i
+  local log, k = KEYS[i + 2], 8 * i
   local limit, window, cost, used = state[k - 7], state[k - 6], state[k - 5], state[k - 4]
   local total, newest, oldest, since = state[k - 3], state[k - 2], state[k - 1], state[k]
   local retry = 0
@@ -186,15 +223,16 @@ for i = 1, rules do
     call('ZADD', log, format('%d', score), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
     local eighth = window / 8
     -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
-    -- than the clock alone says
-    if not newest or score ~= now or score - score % eighth ~= newest - newest % eighth then
+    -- than the clock alone says; so does a key's own window, which may just have grown
+    if not newest or score ~= now or score - score % eighth ~= newest - newest % eighth
+      or (overrides and overrides['window:' .. ARGV[5 * i - 1]]) then
       call('PEXPIRE', log, math.ceil((score + window + eighth - now) / 1000))
     end
     used = used + cost
     if not since then since = score end
   end
-  out[3 * i - 1] = math.max(limit - used, 0)
-  out[3 * i] = since and math.ceil((since + window - now) / 1000) or 0
-  out[3 * i + 1] = retry
+  local o = 5 * i - 3
+  out[o], out[o + 1], out[o + 2] = math.max(limit - used, 0), since and math.ceil((since + window - now) / 1000) or 0, retry
+  out[o + 3], out[o + 4] = limit, window / 1000
 end
 return out

@@ -1,19 +1,34 @@
 /**
  * What src/script/sliding-window.lua must decide, written the plain way: every log a list of
- * (arrival, cost) entries, every sum a loop over the window. The script's tests run command
- * sequences against both and compare each reply.
+ * (arrival, cost) entries, every sum a loop over the window, the registry a map of fields. The
+ * script's tests run command sequences against both and compare each reply.
  *
  * @example
  * const model = new SlidingWindowModel();
- * model.decide("b", ["l"], 1_000_000, [{ limit: 2, windowMs: 1000, cost: 1, shadow: false }]); // [1, 1, 1000, 0]
+ * model.decide({ block: "b", registry: "k", logs: ["l"], now: 1_000_000, tier: "t", fallback: "-",
+ *   rules: [{ name: "m", limit: 2, windowMs: 1000, cost: 1, shadow: false }] }); // [1, 1, 1000, 0, 2, 1000]
  */
 
 export interface RuleCall {
+  name: string;
   limit: number;
   windowMs: number;
   /** whole number >= 1 */
   cost: number;
   shadow: boolean;
+}
+
+export interface Call {
+  block: string;
+  registry: string;
+  logs: readonly string[];
+  /** µs */
+  now: number;
+  /** the tier whose rules are sent */
+  tier: string;
+  /** the tier without a registry entry; "" for an unknown key; "-": not a key, the registry is not read */
+  fallback: string;
+  rules: readonly RuleCall[];
 }
 
 interface Entry {
@@ -22,24 +37,36 @@ interface Entry {
   cost: number;
 }
 
-/** The script's reply: [2, ms] while blocked; else [admitted, ...per rule remaining, reset ms, retry ms]. */
-export type Reply = number[];
+/**
+ * The script's reply: [2, ms] blocked; [3] unknown key; [4] disabled key; [5, tier] another
+ * tier; else [admitted, ...per rule remaining, reset ms, retry ms, limit, window ms].
+ */
+export type Reply = (number | string)[];
 
 const ceilMs = (us: number) => Math.ceil(us / 1000);
+const wholeAtLeast1 = (v: string | undefined) => (v !== undefined && /^\d+$/.test(v) && Number(v) >= 1 ? Number(v) : undefined);
 
 export class SlidingWindowModel {
   private readonly logs = new Map<string, Entry[]>();
   /** block key → when it ends, µs */
   private readonly blocks = new Map<string, number>();
+  /** registry key → its fields */
+  private readonly entries = new Map<string, Record<string, string>>();
 
   /** The key is gone (deleted, evicted, expired): whatever it held is forgotten. */
   delete(key: string): void {
     this.logs.delete(key);
     this.blocks.delete(key);
+    this.entries.delete(key);
   }
 
   block(key: string, endsUs: number): void {
     this.blocks.set(key, endsUs);
+  }
+
+  /** A registry entry, as the admin API (or a hand) writes it. */
+  register(key: string, fields: Record<string, string>): void {
+    this.entries.set(key, { ...fields });
   }
 
   /**
@@ -52,18 +79,34 @@ export class SlidingWindowModel {
     return log.filter((e) => e.at > end - windowMs * 1000);
   }
 
-  decide(blockKey: string, logKeys: readonly string[], now: number, rules: readonly RuleCall[]): Reply {
-    const ends = this.blocks.get(blockKey);
+  decide(call: Call): Reply {
+    const { now } = call;
+    const ends = this.blocks.get(call.block);
     if (ends !== undefined && ends > now) return [2, ceilMs(ends - now)];
 
+    let fields: Record<string, string> = {};
+    if (call.fallback !== "-") {
+      fields = this.entries.get(call.registry) ?? {};
+      if (fields.disabled === "1") return [4];
+      const tier = fields.tier ?? call.fallback;
+      if (tier === "") return [3];
+      if (tier !== call.tier) return [5, tier];
+    }
+    // a key's overrides replace the rule's limit and window; anything but a whole number >= 1 is ignored
+    const rules = call.rules.map((r) => ({
+      ...r,
+      limit: wholeAtLeast1(fields[`limit:${r.name}`]) ?? r.limit,
+      windowMs: wholeAtLeast1(fields[`window:${r.name}`]) ?? r.windowMs,
+    }));
+
     const measured = rules.map((r, i) => {
-      const key = logKeys[i]!;
+      const key = call.logs[i]!;
       // every call forgets first what has left the window by its own clock: a later clock
       // that runs behind never sees those entries again
       const log = (this.logs.get(key) ?? []).filter((e) => e.at > now - r.windowMs * 1000);
       this.logs.set(key, log);
       // a log whose newest entry is more than a window ahead of the clock starts afresh
-      if (log.length > 0 && log[log.length - 1]!.at > now + r.windowMs * 1000) this.delete(key);
+      if (log.length > 0 && log[log.length - 1]!.at > now + r.windowMs * 1000) this.logs.delete(key);
       const window = this.inWindow(key, now, r.windowMs);
       const used = window.reduce((sum, e) => sum + e.cost, 0);
       return { key, window, used, fits: used + r.cost <= r.limit };
@@ -89,7 +132,7 @@ export class SlidingWindowModel {
         used += r.cost;
         oldest ??= at;
       }
-      reply.push(Math.max(r.limit - used, 0), oldest === undefined ? 0 : ceilMs(oldest + w - now), retry);
+      reply.push(Math.max(r.limit - used, 0), oldest === undefined ? 0 : ceilMs(oldest + w - now), retry, r.limit, r.windowMs);
     });
     return reply;
   }

@@ -7,7 +7,7 @@ import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
 import { LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
 import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
-import { SlidingWindowModel, type Reply, type RuleCall } from "../model/sliding-window.ts";
+import { SlidingWindowModel, type Call, type Reply, type RuleCall } from "../model/sliding-window.ts";
 
 // The script as it ships, driven over RESP on a redis-server of this file's own (so INFO
 // commandstats counts only its work), with the flag rewrite the shim applies for stock Redis.
@@ -29,6 +29,8 @@ describe("the shipped script", () => {
 // SLIDEGATE_MODEL_RUNS=5000 for a longer hunt; CI runs the default.
 const RUNS = Number(process.env.SLIDEGATE_MODEL_RUNS ?? 300);
 const T0 = 1_764_000_000_000_000; // µs
+/** A rule as the tests below write it: named r0, r1, … by position. */
+type Rule = Omit<RuleCall, "name">;
 
 let server: LocalRedis;
 let redis: Redis;
@@ -47,9 +49,13 @@ beforeEach(async () => {
   await redis.flushall();
 });
 
-const argv = (now: number | "", rules: readonly RuleCall[]) => [String(now), ...rules.flatMap((r) => [r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0])];
-const evalsha = (block: string, logs: readonly string[], now: number | "", rules: readonly RuleCall[]) =>
-  redis.evalsha(sha, 1 + logs.length, block, ...logs, ...argv(now, rules)) as Promise<Reply>;
+/** One call as src/script/limiter.ts makes it: block, registry entry, logs; now, tier, fallback, then name, limit, window, cost, shadow per rule. */
+const evalCall = (c: Omit<Call, "now"> & { now: number | "" }) =>
+  redis.evalsha(sha, 2 + c.logs.length, c.block, c.registry, ...c.logs, String(c.now), c.tier, c.fallback,
+    ...c.rules.flatMap((r) => [r.name, r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0])) as Promise<Reply>;
+/** An address's call (the registry is not read), with every rule in tier "t". */
+const evalsha = (block: string, logs: readonly string[], now: number | "", rules: readonly Omit<RuleCall, "name">[]) =>
+  evalCall({ block, registry: `${block}:key`, logs, now, tier: "t", fallback: "-", rules: rules.map((r, i) => ({ name: `r${i}`, ...r })) });
 
 /** Redis commands the script ran inside one call, from Redis's own accounting. */
 async function commandsOf<T>(call: () => Promise<T>): Promise<{ result: T; commands: number }> {
@@ -64,9 +70,12 @@ async function commandsOf<T>(call: () => Promise<T>): Promise<{ result: T; comma
   return { result, commands };
 }
 
-/** The stated bound: 1 block read (+1 PTTL for a hand-made block), at most 7 calls per rule, and per rule that does not fit a rank and a binary search over at most its limit. */
-const bound = (rules: readonly RuleCall[], reply: Reply) =>
-  2 + 7 * rules.length + rules.reduce((sum, r, i) => sum + (reply[3 + 3 * i] !== 0 ? 2 + Math.ceil(Math.log2(r.limit + 1)) : 0), 0);
+/**
+ * The stated bound: the block read (+1 PTTL for a hand-made block), the registry read, at most
+ * 7 calls per rule, and per rule that does not fit a rank and a binary search over its limit.
+ */
+const bound = (rules: readonly Omit<RuleCall, "name">[], reply: Reply) =>
+  3 + 7 * rules.length + rules.reduce((sum, r, i) => sum + (reply[3 + 5 * i] !== 0 ? 2 + Math.ceil(Math.log2(Number(reply[4 + 5 * i] ?? r.limit) + 1)) : 0), 0);
 
 describe("sliding-window script against its model", () => {
   const ruleArb = fc.record({
@@ -74,6 +83,12 @@ describe("sliding-window script against its model", () => {
     windowMs: fc.integer({ min: 60_000, max: 600_000 }),
     shadow: fc.constantFrom(false, false, true),
   });
+  const TIERS = ["t1", "t2"] as const;
+  const overrideValue = fc.oneof(
+    fc.integer({ min: 1, max: 40 }).map(String), // limits
+    fc.integer({ min: 60_000, max: 600_000 }).map(String), // windows, ms
+    fc.constantFrom("0", "x", "1e3", "5.5", " 7", ""), // not whole numbers >= 1: no override
+  );
   const step = fc.oneof(
     { weight: 12, arbitrary: fc.record({
       kind: fc.constant("decide" as const),
@@ -90,9 +105,20 @@ describe("sliding-window script against its model", () => {
         // exactly one rule's window: an entry then sits on the window's edge
         fc.constantFrom("window 0", "window 1", "window 2"),
       ),
+      tier: fc.constantFrom(...TIERS),
+      // for identity 0, an API key: "" a key nobody knows, or its configured tier (identity 1
+      // is an address: the registry is never read)
+      fallback: fc.constantFrom("t1", "t2", ""),
     }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -1, max: 2 }) }) },
+    { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -2, max: 2 }) }) },
     { weight: 1, arbitrary: fc.record({ kind: fc.constant("block" as const), who: fc.integer({ min: 0, max: 1 }), forUs: fc.oneof(fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: 1, max: 600_000_000 })) }) },
+    { weight: 2, arbitrary: fc.record({
+      kind: fc.constant("register" as const),
+      who: fc.integer({ min: 0, max: 1 }),
+      tier: fc.option(fc.constantFrom(...TIERS), { nil: undefined }),
+      disabled: fc.constantFrom(undefined, undefined, undefined, "1", "0"),
+      overrides: fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom("limit", "window"), overrideValue), { maxLength: 3 }),
+    }) },
   );
 
   it(`decides as the model does over ${RUNS} command sequences, with keys deleted between calls`, async () => {
@@ -101,38 +127,51 @@ describe("sliding-window script against its model", () => {
         await redis.flushall();
         const model = new SlidingWindowModel();
         const blockKey = (who: number) => `sg:{${who}}:block`;
-        const logKey = (who: number, rule: number) => `sg:{${who}}:t:r${rule}`;
+        const registryKey = (who: number) => `sg:{${who}}:key`;
+        const logKey = (who: number, tier: string, rule: number) => `sg:{${who}}:${tier}:r${rule}`;
         let now = T0;
         for (const s of steps) {
           if (s.kind === "delete") {
-            const key = s.key < 0 ? blockKey(s.who) : logKey(s.who, s.key);
-            await redis.del(key);
-            model.delete(key);
+            const keys = s.key === -1 ? [blockKey(s.who)] : s.key === -2 ? [registryKey(s.who)] : TIERS.map((t) => logKey(s.who, t, s.key));
+            for (const key of keys) {
+              await redis.del(key);
+              model.delete(key);
+            }
           } else if (s.kind === "block") {
             // as the admin API writes it: when the block ends, on the script's clock
             await redis.set(blockKey(s.who), String(now + s.forUs), "PX", 3_600_000);
             model.block(blockKey(s.who), now + s.forUs);
+          } else if (s.kind === "register") {
+            const fields: Record<string, string> = {};
+            if (s.tier) fields.tier = s.tier;
+            if (s.disabled) fields.disabled = s.disabled;
+            for (const [rule, what, value] of s.overrides) fields[`${what}:r${rule}`] = value;
+            await redis.del(registryKey(s.who));
+            if (Object.keys(fields).length) await redis.hset(registryKey(s.who), fields);
+            model.delete(registryKey(s.who));
+            if (Object.keys(fields).length) model.register(registryKey(s.who), fields);
           } else {
             now += typeof s.dt === "number" ? s.dt : defs[Number(s.dt.slice(-1))]!.windowMs * 1000;
             const chosen = [0, 1, 2].filter((i) => s.rules[i]);
             if (chosen.length === 0) chosen.push(0);
             const rules = chosen.map((i): RuleCall => {
               const d = defs[i]!;
-              return { ...d, cost: 1 + Math.floor(s.costs[i]! * (d.limit - 1)) };
+              return { ...d, name: `r${i}`, cost: 1 + Math.floor(s.costs[i]! * (d.limit - 1)) };
             });
-            const logs = chosen.map((i) => logKey(s.who, i));
-            const expected = model.decide(blockKey(s.who), logs, now, rules);
-            const { result, commands } = await commandsOf(() => evalsha(blockKey(s.who), logs, now, rules));
+            const call: Call = { block: blockKey(s.who), registry: registryKey(s.who), logs: chosen.map((i) => logKey(s.who, s.tier, i)), now, tier: s.tier, fallback: s.who === 0 ? s.fallback : "-", rules };
+            const expected = model.decide(call);
+            const { result, commands } = await commandsOf(() => evalCall(call));
             expect(result).toEqual(expected);
             expect(commands).toBeLessThanOrEqual(bound(rules, result));
-            if (result[0] === 1) {
+            if (result[0] === 1 && result.length > 2) {
               // every log written to lives at least a window past its newest entry (a log the
               // call did not write keeps its TTL: a clock stepping back can outrun that one)
-              for (const [j, key] of logs.entries()) {
-                if (result[3 + 3 * j] !== 0) continue;
-                const newest = model.inWindow(key, now, rules[j]!.windowMs).at(-1);
+              for (const [j, key] of call.logs.entries()) {
+                if (result[3 + 5 * j] !== 0) continue;
+                const windowMs = Number(result[5 + 5 * j]);
+                const newest = model.inWindow(key, now, windowMs).at(-1);
                 if (!newest) continue;
-                expect(await redis.pttl(key)).toBeGreaterThanOrEqual(Math.ceil((newest.at + rules[j]!.windowMs * 1000 - now) / 1000) - 1000);
+                expect(await redis.pttl(key)).toBeGreaterThanOrEqual(Math.ceil((newest.at + windowMs * 1000 - now) / 1000) - 1000);
               }
             }
           }
@@ -144,14 +183,14 @@ describe("sliding-window script against its model", () => {
 });
 
 describe("sliding-window script on state it did not write", () => {
-  const rule = (limit: number, cost = 1): RuleCall => ({ limit, windowMs: 60_000, cost, shadow: false });
+  const rule = (limit: number, cost = 1): Rule => ({ limit, windowMs: 60_000, cost, shadow: false });
 
   it("answers at once when a weight key of an older version survives its log, and Redis stays up", async () => {
     // The state that once looped forever: a weight with no log behind it.
     await redis.set("w:{z}", "5", "PX", 60_000);
     await redis.set("l:{z}:w", "5", "PX", 60_000);
     const { result, commands } = await commandsOf(() => evalsha("b:{z}", ["l:{z}"], T0, [rule(5, 1)]));
-    expect(result).toEqual([1, 4, 60_000, 0]);
+    expect(result).toEqual([1, 4, 60_000, 0, 5, 60_000]);
     expect(commands).toBeLessThanOrEqual(8);
     expect(await redis.ping()).toBe("PONG");
   });
@@ -159,16 +198,16 @@ describe("sliding-window script on state it did not write", () => {
   it("starts a window afresh from a log of an older version instead of misreading it", async () => {
     // members of the older layout: random request ids, "<cost>.<id>" when weighted
     await redis.zadd("l:{y}", T0 - 2000, "AbC-12_x", T0 - 1000, "3.Zq9_k-Pe");
-    expect(await evalsha("b:{y}", ["l:{y}"], T0, [rule(5, 2)])).toEqual([1, 3, 60_000, 0]);
+    expect(await evalsha("b:{y}", ["l:{y}"], T0, [rule(5, 2)])).toEqual([1, 3, 60_000, 0, 5, 60_000]);
     expect(await redis.zrange("l:{y}", "0", "-1")).toEqual(["0:2"]);
     expect(await redis.ping()).toBe("PONG");
   });
 
   it("starts afresh when running totals are out of order, and when the newest entry is more than a window ahead", async () => {
     await redis.zadd("l:{x}", T0 - 2000, "7", T0 - 1000, "3");
-    expect(await evalsha("b:{x}", ["l:{x}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0]);
+    expect(await evalsha("b:{x}", ["l:{x}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
     await redis.zadd("l:{v}", T0 + 61_000_000, "0");
-    expect(await evalsha("b:{v}", ["l:{v}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0]);
+    expect(await evalsha("b:{v}", ["l:{v}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
   it("finds a weighted wait by binary search in a large log, not by a walk through it", async () => {
@@ -179,40 +218,40 @@ describe("sliding-window script on state it did not write", () => {
       for (let j = i; j < i + 10_000; j++) chunk.push(T0 - 50_000_000 + j * 100, `${3 * j}:3`);
       await redis.zadd("l:{big}", ...chunk);
     }
-    const rules: RuleCall[] = [{ limit: 300_000, windowMs: 60_000, cost: 250_000, shadow: false }];
+    const rules: Rule[] = [{ limit: 300_000, windowMs: 60_000, cost: 250_000, shadow: false }];
     const { result, commands } = await commandsOf(() => evalsha("b:{big}", ["l:{big}"], T0, rules));
     // that entry arrived at T0 - 50 s + 8.3333 s: it leaves the window 18.3333 s from now
-    expect(result).toEqual([0, 0, 10_000, 18_334]);
+    expect(result).toEqual([0, 0, 10_000, 18_334, 300_000, 60_000]);
     expect(commands).toBeLessThanOrEqual(bound(rules, result));
     expect(commands).toBeLessThan(30);
   });
 
   it("makes a heavier request wait for exactly as many of the oldest entries as it needs", async () => {
-    const rule = (cost: number): RuleCall => ({ limit: 5, windowMs: 60_000, cost, shadow: false });
+    const rule = (cost: number): Rule => ({ limit: 5, windowMs: 60_000, cost, shadow: false });
     for (let i = 0; i < 5; i++) await evalsha("b:{u}", ["l:{u}"], T0 + i * 1_000_000, [rule(1)]);
     // full; a request of 3 fits once the 3 oldest (at +0, +1, +2 s) have left
-    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(3)])).toEqual([0, 0, 50_000, 52_000]);
-    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(1)])).toEqual([0, 0, 50_000, 50_000]);
+    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(3)])).toEqual([0, 0, 50_000, 52_000, 5, 60_000]);
+    expect(await evalsha("b:{u}", ["l:{u}"], T0 + 10_000_000, [rule(1)])).toEqual([0, 0, 50_000, 50_000, 5, 60_000]);
   });
 
   it("lets an entry leave the window exactly one window after it arrived", async () => {
-    const rule: RuleCall = { limit: 1, windowMs: 60_000, cost: 1, shadow: false };
-    expect(await evalsha("b:{e}", ["l:{e}"], T0, [rule])).toEqual([1, 0, 60_000, 0]);
-    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 59_999_999, [rule])).toEqual([0, 0, 1, 1]);
-    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 60_000_000, [rule])).toEqual([1, 0, 60_000, 0]);
+    const rule: Rule = { limit: 1, windowMs: 60_000, cost: 1, shadow: false };
+    expect(await evalsha("b:{e}", ["l:{e}"], T0, [rule])).toEqual([1, 0, 60_000, 0, 1, 60_000]);
+    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 59_999_999, [rule])).toEqual([0, 0, 1, 1, 1, 60_000]);
+    expect(await evalsha("b:{e}", ["l:{e}"], T0 + 60_000_000, [rule])).toEqual([1, 0, 60_000, 0, 1, 60_000]);
   });
 
   it("reads the window from the log's newest entry when the clock asking is behind it", async () => {
     // Edge clocks tick in milliseconds: a burst within one millisecond is recorded 1 µs apart,
     // so the newest entry can stand ahead of the clock that reads it next.
-    const rule: RuleCall = { limit: 10, windowMs: 60_000, cost: 1, shadow: false };
+    const rule: Rule = { limit: 10, windowMs: 60_000, cost: 1, shadow: false };
     await evalsha("b:{n}", ["l:{n}"], T0, [rule]);
     const burst = T0 + 59_999_999;
     for (let i = 0; i < 3; i++) await evalsha("b:{n}", ["l:{n}"], burst, [rule]);
     // the entry at T0 has not been evicted by this clock, but the newest (burst + 2 µs) puts
     // it out of the window: 3 in the window, not 4
     expect(await redis.zcard("l:{n}")).toBe(4);
-    expect(await evalsha("b:{n}", ["l:{n}"], burst, [{ ...rule, cost: 7 }])).toEqual([1, 0, 60_000, 0]);
+    expect(await evalsha("b:{n}", ["l:{n}"], burst, [{ ...rule, cost: 7 }])).toEqual([1, 0, 60_000, 0, 10, 60_000]);
   });
 
   it("refuses a cost that is not a whole number from 1, before writing anything", async () => {
@@ -224,7 +263,7 @@ describe("sliding-window script on state it did not write", () => {
 });
 
 describe("operator blocks in the script", () => {
-  const rules: RuleCall[] = [{ limit: 5, windowMs: 60_000, cost: 1, shadow: false }];
+  const rules: Rule[] = [{ limit: 5, windowMs: 60_000, cost: 1, shadow: false }];
 
   it("holds until its last microsecond, then lets the identity through", async () => {
     const ends = T0 + 5_000_000;
@@ -235,7 +274,7 @@ describe("operator blocks in the script", () => {
     expect(await evalsha("b:{k}", ["l:{k}"], ends - 1000, rules)).toEqual([2, 1]);
     expect(await evalsha("b:{k}", ["l:{k}"], ends - 1, rules)).toEqual([2, 1]);
     expect(await redis.exists("l:{k}")).toBe(0);
-    expect(await evalsha("b:{k}", ["l:{k}"], ends, rules)).toEqual([1, 4, 60_000, 0]);
+    expect(await evalsha("b:{k}", ["l:{k}"], ends, rules)).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
   it("reads a block set by hand (any value) by its TTL, and one without TTL as lasting", async () => {
@@ -250,11 +289,37 @@ describe("operator blocks in the script", () => {
 
 describe("sliding-window script on Redis's clock", () => {
   it("takes now from Redis TIME when none is given", async () => {
-    const rules: RuleCall[] = [{ limit: 2, windowMs: 60_000, cost: 1, shadow: false }];
-    expect(await evalsha("b:{t}", ["l:{t}"], "", rules)).toEqual([1, 1, 60_000, 0]);
+    const rules: Rule[] = [{ limit: 2, windowMs: 60_000, cost: 1, shadow: false }];
+    expect(await evalsha("b:{t}", ["l:{t}"], "", rules)).toEqual([1, 1, 60_000, 0, 2, 60_000]);
     const [, at] = await redis.zrange("l:{t}", "0", "0", "WITHSCORES");
     const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
     // recorded at Redis's time (within a minute of it), not at 0 or at the caller's idea of now
     expect(Math.abs(seconds * 1e6 + micros - Number(at))).toBeLessThan(60_000_000);
+  });
+});
+
+describe("the key registry, read in the same call", () => {
+  const rules: RuleCall[] = [{ name: "minute", limit: 5, windowMs: 60_000, cost: 1, shadow: false }];
+  const keyCall = (tier: string, fallback: string) => evalCall({ block: "b:{r}", registry: "reg:{r}", logs: [`l:{r}:${tier}`], now: T0, tier, fallback, rules });
+
+  it("answers an unknown key without recording anything, and a configured key by its tier", async () => {
+    const { result, commands } = await commandsOf(() => keyCall("free", ""));
+    expect(result).toEqual([3]);
+    expect(commands).toBe(2); // the block and the registry, nothing else
+    expect(await keyCall("free", "free")).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+  });
+
+  it("puts the registry's tier before the configured one, and says so when it was not the tier asked about", async () => {
+    await redis.hset("reg:{r}", { tier: "paid" });
+    expect(await keyCall("free", "free")).toEqual([5, "paid"]);
+    expect(await redis.exists("l:{r}:free")).toBe(0);
+    expect(await keyCall("paid", "free")).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+  });
+
+  it("refuses a disabled key, and applies one key's own limit and window", async () => {
+    await redis.hset("reg:{r}", { tier: "paid", "limit:minute": "100", "window:minute": "3600000" });
+    expect(await keyCall("paid", "free")).toEqual([1, 99, 3_600_000, 0, 100, 3_600_000]);
+    await redis.hset("reg:{r}", { disabled: "1" });
+    expect(await keyCall("paid", "free")).toEqual([4]);
   });
 });

@@ -1,0 +1,175 @@
+import type { Redis } from "@upstash/redis/cloudflare";
+import * as v from "valibot";
+import { describe, valueSchemas, type GateConfig } from "../config/rate-limits.ts";
+import type { Identity } from "../decision/identity.ts";
+import { redisKeys } from "../script/limiter.ts";
+
+/**
+ * The key registry: an API key's tier, its own limits and windows per rule, a disabled flag
+ * and a label, kept in Redis and managed at runtime. An entry is a hash under the key's own
+ * hash tag (`<prefix>:{<tag>}:key`), so the decision script reads it in the same call that
+ * decides; keys appear only as their SHA-256. The index `<prefix>:keys` (a sorted set of the
+ * hashes) lists entries in pages without scanning the keyspace, which a cluster cannot do in
+ * one call.
+ *
+ * @example
+ * const registry = createRegistry({ config, redis });
+ * const checked = registry.check({ tier: "paid", overrides: { minute: { limit: 500 } } });
+ * if (checked.ok) await registry.put(identity, checked.entry);
+ */
+
+export interface Override {
+  limit?: number;
+  windowMs?: number;
+}
+
+export interface Entry {
+  /** the key's tier (the configuration's default tier when the entry was written without one) */
+  tier: string;
+  label?: string;
+  disabled: boolean;
+  /** rule name → the key's own limit and window (ms) */
+  overrides: Record<string, Override>;
+}
+
+export type Checked = { ok: true; entry: Entry } | { ok: false; errors: string[] };
+
+/** The most entries one import carries: each is a hash write and an index write. */
+export const IMPORT_BATCH = 1000;
+export const LIST_PAGE = { max: 1000, default: 100 } as const;
+
+const LABEL = v.pipe(v.string("must be text"), v.maxLength(200, "must be at most 200 characters"));
+const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window) }, (issue) =>
+  issue.expected === "never" ? 'unknown field (allowed: limit, window)' : `must be an object, not ${issue.received}`);
+const entrySchema = v.object({
+  tier: v.optional(valueSchemas.name),
+  label: v.optional(LABEL),
+  disabled: v.optional(v.boolean("must be true or false")),
+  overrides: v.optional(v.record(valueSchemas.name, overrideSchema, "must be an object of rule names")),
+});
+
+const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule: string) => `limit:${rule}`, window: (rule: string) => `window:${rule}` };
+
+/** HGETALL's answer as fields, whether the client hands it over as pairs or as an object. */
+function fieldsFrom(raw: unknown): Record<string, string> {
+  if (Array.isArray(raw)) {
+    const fields: Record<string, string> = {};
+    for (let i = 0; i + 1 < raw.length; i += 2) fields[String(raw[i])] = String(raw[i + 1]);
+    return fields;
+  }
+  return raw && typeof raw === "object" ? (raw as Record<string, string>) : {};
+}
+
+/** An entry from its Redis fields (the reverse of `fieldsOf`). */
+function entryOf(fields: Record<string, string>): Entry {
+  const entry: Entry = { tier: fields.tier ?? "", disabled: fields.disabled === "1", overrides: {} };
+  if (fields.label !== undefined) entry.label = fields.label;
+  for (const [field, value] of Object.entries(fields)) {
+    const m = /^(limit|window):(.+)$/.exec(field);
+    if (!m) continue;
+    const o = (entry.overrides[m[2]!] ??= {});
+    if (m[1] === "limit") o.limit = Number(value);
+    else o.windowMs = Number(value);
+  }
+  return entry;
+}
+
+function fieldsOf(hash: string, entry: Entry): Record<string, string> {
+  // never empty (Redis keeps no empty hash): a registered key is known even with nothing else set
+  const fields: Record<string, string> = { hash, [FIELD.tier]: entry.tier };
+  if (entry.label !== undefined) fields[FIELD.label] = entry.label;
+  if (entry.disabled) fields[FIELD.disabled] = "1";
+  for (const [rule, o] of Object.entries(entry.overrides)) {
+    if (o.limit !== undefined) fields[FIELD.limit(rule)] = String(o.limit);
+    if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
+  }
+  return fields;
+}
+
+export function createRegistry({ config, redis }: { config: GateConfig; redis: Redis }) {
+  const index = `${config.prefix}:keys`;
+  const entryKey = (identity: Identity) => redisKeys.entry(config.prefix, identity.tag);
+  // every rule name of every tier: an override must name one (a rule added later can take one then)
+  const ruleNames = new Set([...config.tiers.values()].flatMap((rules) => rules.map((r) => r.name)));
+
+  return {
+    /** Validates an entry as the admin API receives it; every error names its field from `root`. */
+    check(raw: unknown, root = ""): Checked {
+      const parsed = v.safeParse(entrySchema, raw);
+      if (!parsed.success) return { ok: false, errors: parsed.issues.map((issue) => describe(issue, root)) };
+      const { tier, label, disabled, overrides = {} } = parsed.output;
+      const errors: string[] = [];
+      if (tier !== undefined && !config.tiers.has(tier)) errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})`);
+      const entry: Entry = { tier: tier ?? config.defaultTier, label, disabled: disabled ?? false, overrides: {} };
+      for (const [rule, o] of Object.entries(overrides)) {
+        if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})`);
+        if (o.limit === undefined && o.window === undefined) errors.push(`${root}.overrides.${rule}: give "limit", "window" or both`);
+        entry.overrides[rule] = { limit: o.limit, windowMs: o.window };
+      }
+      return errors.length ? { ok: false, errors } : { ok: true, entry };
+    },
+
+    /** Creates or replaces the entry of a key. */
+    async put(identity: Identity, entry: Entry): Promise<void> {
+      const p = redis.pipeline();
+      p.del(entryKey(identity));
+      p.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
+      p.zadd(index, { score: 0, member: identity.keyHash! });
+      await p.exec();
+    },
+
+    async get(identity: Identity): Promise<Entry | undefined> {
+      const fields = fieldsFrom(await redis.hgetall(entryKey(identity)));
+      return Object.keys(fields).length ? entryOf(fields) : undefined;
+    },
+
+    /** true when there was an entry to delete. */
+    async remove(identity: Identity): Promise<boolean> {
+      const p = redis.pipeline();
+      p.del(entryKey(identity));
+      p.zrem(index, identity.keyHash!);
+      const [deleted] = (await p.exec()) as [number, number];
+      return deleted === 1;
+    },
+
+    /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */
+    async override(identity: Identity, rule: string, o: Override | "clear"): Promise<boolean> {
+      const key = entryKey(identity);
+      if (!(await redis.exists(key))) return false;
+      if (o === "clear") await redis.hdel(key, FIELD.limit(rule), FIELD.window(rule));
+      else {
+        const fields: Record<string, string> = {};
+        if (o.limit !== undefined) fields[FIELD.limit(rule)] = String(o.limit);
+        if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
+        await redis.hset(key, fields);
+      }
+      return true;
+    },
+
+    /** A page of entries in the order of their hashes, after `cursor` (the last hash of the page before). */
+    async list(cursor: string | undefined, limit: number, tagOf: (hash: string) => Identity) {
+      const hashes = (await redis.zrange(index, cursor ? `(${cursor}` : "-", "+", { byLex: true, offset: 0, count: limit })) as string[];
+      if (hashes.length === 0) return { entries: [], cursor: null };
+      const p = redis.pipeline();
+      for (const hash of hashes) p.hgetall(entryKey(tagOf(hash)));
+      const found = (await p.exec()) as unknown[];
+      return {
+        entries: hashes.map((hash, i) => ({ hash, ...entryOf(fieldsFrom(found[i])) })),
+        cursor: hashes.length === limit ? hashes.at(-1)! : null,
+      };
+    },
+
+    /** Writes many entries in one pipeline (each validated by the caller). */
+    async putMany(items: readonly { identity: Identity; entry: Entry }[]): Promise<void> {
+      const p = redis.pipeline();
+      for (const { identity, entry } of items) {
+        p.del(entryKey(identity));
+        p.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
+      }
+      p.zadd(index, ...items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]);
+      await p.exec();
+    },
+  };
+}
+
+export type Registry = ReturnType<typeof createRegistry>;

@@ -1,0 +1,152 @@
+import { Redis } from "@upstash/redis/cloudflare";
+import { describe, expect, it } from "vitest";
+import { makeGate, request, services, sha256Hex, statuses } from "./helpers.ts";
+
+const ADMIN = "admin-token-for-registry-tests";
+const TIERS = {
+  identity: { header: "x-api-key" },
+  defaultTier: "free",
+  tiers: {
+    free: { rules: [{ name: "minute", limit: 2, window: "1m" }] },
+    paid: { rules: [{ name: "minute", limit: 5, window: "1m" }] },
+  },
+};
+const store = new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false });
+const hashOf = async (key: string) => sha256Hex(new TextEncoder().encode(key));
+
+/** Two gates on one store and prefix: two isolates of one deployment, each with caches of its own. */
+function fleet(config: Record<string, unknown> = {}) {
+  const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+  const make = () => makeGate({ ...TIERS, ...config, prefix }, { adminToken: ADMIN });
+  return { a: make(), b: make(), prefix };
+}
+const admin = async (gate: ReturnType<typeof makeGate>, route: string, body: unknown) => {
+  const res = await gate(new Request(`https://gate.example/__slidegate/${route}`, { method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${ADMIN}` } }));
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+};
+
+describe("key registry", () => {
+  it("a tier change through the admin API holds from the next request, on another isolate too", async () => {
+    const { a, b } = fleet();
+    // b has met the key as free (2 a minute, both spent) and remembers it
+    expect(await statuses(b, 2, "/", { key: "cust-1" })).toEqual([200, 200]);
+    expect((await admin(a, "keys/set", { key: "cust-1", tier: "paid" })).status).toBe(200);
+    // on b: the script reads the registry in the same call and says the key is paid now
+    const next = await b(request("/", { key: "cust-1" }));
+    expect(next.status).toBe(200);
+    expect(next.headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
+    expect(await statuses(b, 5, "/", { key: "cust-1" })).toEqual([200, 200, 200, 200, 429]);
+  });
+
+  it("an override raises one customer's limit without touching the others of its tier", async () => {
+    const { a, b } = fleet();
+    expect((await admin(a, "keys/set", { key: "big-customer", tier: "free", overrides: { minute: { limit: 4, window: "2m" } } })).status).toBe(200);
+    const first = await b(request("/", { key: "big-customer" }));
+    expect(first.headers.get("RateLimit-Policy")).toBe('"minute";q=4;w=120');
+    expect(await statuses(b, 4, "/", { key: "big-customer" })).toEqual([200, 200, 200, 429]);
+    expect(await statuses(b, 3, "/", { key: "small-customer" })).toEqual([200, 200, 429]);
+    // cleared: back to its tier's limit (4 already used of 2)
+    expect((await admin(a, "keys/override", { key: "big-customer", rule: "minute", clear: true })).status).toBe(200);
+    expect(await statuses(a, 1, "/", { key: "big-customer" })).toEqual([429]);
+  });
+
+  it("a disabled key is refused with 403 everywhere, at once", async () => {
+    const { a, b } = fleet();
+    expect(await statuses(b, 1, "/", { key: "leaked" })).toEqual([200]);
+    await admin(a, "keys/set", { key: "leaked", disabled: true });
+    const res = await b(request("/", { key: "leaked" }));
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ type: "urn:slidegate:api-key-disabled" });
+  });
+
+  it('unknownKeys "reject": an invented key gets 401 and nothing is recorded in Redis', async () => {
+    const { a, prefix } = fleet({ identity: { header: "x-api-key", unknownKeys: "reject" } });
+    await admin(a, "keys/set", { key: "registered" });
+    for (let i = 0; i < 5; i++) {
+      const res = await a(request("/", { key: `invented-${crypto.randomUUID()}` }));
+      expect(res.status).toBe(401);
+      expect(res.headers.get("WWW-Authenticate")).toMatch(/^Bearer /);
+      expect(await res.json()).toMatchObject({ type: "urn:slidegate:unknown-api-key" });
+    }
+    // only the registered key's entry and the index (and the admin API's own failure counter):
+    // no log, no count for any invented key
+    const keys = (await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"));
+    expect(keys).toHaveLength(2);
+    expect(keys).toContain(`${prefix}:keys`);
+    expect(keys.find((k) => k !== `${prefix}:keys`)).toMatch(new RegExp(`^${prefix}:\\{k[A-Za-z0-9_-]{22}\\}:key$`));
+    expect(await statuses(a, 1, "/", { key: "registered" })).toEqual([200]);
+  });
+
+  it('unknownKeys "ip": invented keys are limited as their client address', async () => {
+    const { a } = fleet({ identity: { header: "x-api-key", unknownKeys: "ip" } });
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await a(request("/", { key: `invented-${i}`, ip: "198.51.100.61" }))).status);
+    expect(codes).toEqual([200, 200, 429, 429]);
+    expect(await statuses(a, 1, "/", { key: "invented-x", ip: "198.51.100.62" })).toEqual([200]);
+  });
+
+  it("the address rules stop a client that rotates keys at their limit", async () => {
+    const { a } = fleet({ addressRules: [{ name: "per-address", limit: 3, window: "1m" }] });
+    const codes = [];
+    for (let i = 0; i < 6; i++) codes.push((await a(request("/", { key: `rotating-${i}`, ip: "2001:db8:77::1" }))).status);
+    expect(codes).toEqual([200, 200, 200, 429, 429, 429]);
+    // another address of the same /64 is the same caller
+    expect(await statuses(a, 1, "/", { key: "rotating-x", ip: "2001:db8:77::ffff" })).toEqual([429]);
+    expect(await statuses(a, 1, "/", { key: "rotating-y", ip: "2001:db8:78::1" })).toEqual([200]);
+  });
+
+  it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
+    const { a } = fleet();
+    const hash = await hashOf("by-hash");
+    expect((await admin(a, "keys/set", { hash, tier: "paid", label: "Acme" })).body).toEqual({ hash, tier: "paid", label: "Acme", disabled: false, overrides: {} });
+    expect((await admin(a, "keys/get", { key: "by-hash" })).body).toMatchObject({ hash, tier: "paid", label: "Acme" });
+    const bad = await admin(a, "keys/set", { key: "k", tier: "gold", overrides: { hour: { limit: 0 }, minute: { window: "soon" } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.detail).toMatch(/overrides\.hour\.limit: must be at least 1/);
+    expect(bad.body.detail).toMatch(/overrides\.minute\.window: must be a duration/);
+    const unknown = await admin(a, "keys/set", { key: "k", tier: "gold" });
+    expect(unknown.body.detail).toMatch(/^\.tier: "gold" is not a tier/);
+    expect((await admin(a, "keys/set", { hash: "ABC", tier: "paid" })).body.detail).toMatch(/"hash" must be the SHA-256/);
+    expect((await admin(a, "keys/delete", { hash })).body).toEqual({ deleted: true });
+    expect((await admin(a, "keys/get", { hash })).status).toBe(404);
+  });
+});
+
+describe("key registry at scale", () => {
+  it("registers 10,000 keys through the admin API and lists each exactly once, page by page", async () => {
+    const { a, b } = fleet();
+    const hashes: string[] = [];
+    for (let batch = 0; batch < 10; batch++) {
+      const entries = [];
+      for (let i = 0; i < 1000; i++) {
+        const hash = await hashOf(`customer-${batch * 1000 + i}`);
+        hashes.push(hash);
+        entries.push({ hash, tier: i % 2 ? "paid" : "free" });
+      }
+      expect((await admin(a, "keys/import", { entries })).body).toEqual({ imported: 1000 });
+    }
+    const listed: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = (await admin(a, "keys/list", { cursor, limit: 1000 })).body as { entries: { hash: string; tier: string }[]; cursor: string | null };
+      listed.push(...page.entries.map((e) => e.hash));
+      cursor = page.cursor;
+    } while (cursor);
+    expect(listed).toHaveLength(10_000);
+    expect(new Set(listed)).toEqual(new Set(hashes));
+    // decided by their registered tier, on an isolate that never saw them
+    const paid = await b(request("/", { key: "customer-9999" }));
+    expect(paid.headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
+    const free = await b(request("/", { key: "customer-9998" }));
+    expect(free.headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
+  }, 120_000);
+
+  it("refuses a whole import that holds a bad entry, naming it, and writes none of it", async () => {
+    const { a, prefix } = fleet();
+    const res = await admin(a, "keys/import", { entries: [{ key: "fine", tier: "paid" }, { key: "bad", tier: "platinum" }, { tier: "free" }] });
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/entries\[1\]\.tier: "platinum" is not a tier/);
+    expect(res.body.detail).toMatch(/entries\[2\]: give exactly one of "key"/);
+    expect((await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"))).toEqual([]);
+  });
+});
