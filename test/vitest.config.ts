@@ -2,6 +2,9 @@ import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
+/** Node tests whose outcome a loaded machine could change: they run alone (see the "contention" project). */
+const CONTENTION = ["test/node/concurrency.test.ts", "test/node/faults.test.ts", "test/node/cluster.test.ts", "test/node/fleet.test.ts", "test/node/shim-load.test.ts"];
+
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
@@ -15,8 +18,21 @@ export default defineConfig({
         test: {
           name: "node",
           include: ["test/node/**/*.test.ts", "scripts/**/*.test.ts"],
+          exclude: CONTENTION,
           environment: "node",
-          
+          testTimeout: 30_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
+        // Bursts of hundreds of concurrent requests and budgets of a few hundred ms: run after
+        // everything else, one file at a time, so no other test's load decides their outcome.
+        test: {
+          name: "contention",
+          include: CONTENTION,
+          environment: "node",
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
           testTimeout: 30_000,
           hookTimeout: 60_000,
         },

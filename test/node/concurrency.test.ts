@@ -27,8 +27,9 @@ afterAll(async () => {
 describe(`contention: ${K} isolates, ${M} concurrent requests, limit ${L}`, () => {
   it("admits exactly the limit in each of 20 trials", async () => {
     const tally = await runTrials(single, { trials: 20, m: M, limit: L });
-    expect(tally.admitted).toEqual(Array(20).fill(L));
+    // any other answer first (an origin that failed, say): it would pass for a miscount
     expect(tally.unexpected).toEqual([]);
+    expect(tally.admitted).toEqual(Array(20).fill(L));
   }, 120_000);
 
   it("admits exactly each identity's limit when many identities burst at once", async () => {

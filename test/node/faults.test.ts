@@ -76,9 +76,11 @@ async function expectExactWithinASecond(faultEnded: number) {
     while ((answer.failOpen || answer.status === 503) && performance.now() - faultEnded < 1000);
     expect(answer.status, "undegraded within 1 s").toBe(200);
     expect(answer.failOpen).toBe(false);
-    const codes = await fleet.burst(60, fresh());
-    expect(codes.filter((c) => c === 200)).toHaveLength(LIMIT);
-    expect(codes.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+    // one at a time: a burst would measure the machine's load against the budget, not the store
+    const who = fresh();
+    const codes: number[] = [];
+    for (let i = 0; i < LIMIT + 3; i++) codes.push((await ask(fleet, who, i)).status);
+    expect(codes).toEqual([...Array(LIMIT).fill(200), 429, 429, 429]);
   }
 }
 
@@ -123,12 +125,13 @@ describe("faults between the Worker and Redis", () => {
 
   it("SCRIPT FLUSH mid-window: counts survive, the script reloads, limiting stays exact", async () => {
     const who = fresh();
-    expect((await open.burst(3, who)).filter((c) => c === 200)).toHaveLength(3);
+    const codes: number[] = [];
+    for (let i = 0; i < 3; i++) codes.push((await ask(open, who, i)).status);
     const admin = new Redis(redis.url);
     await admin.script("FLUSH");
     admin.disconnect();
-    const codes = await open.burst(40, who);
-    expect(codes.filter((c) => c === 200)).toHaveLength(LIMIT - 3);
+    for (let i = 0; i < 4; i++) codes.push((await ask(open, who, i)).status);
+    expect(codes).toEqual([200, 200, 200, 200, 200, 429, 429]);
   });
 
   it("no isolate ever logged an unhandled error", () => {
