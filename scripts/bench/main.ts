@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { startLocalStack } from "../lib/stack.ts";
 import { renderChart } from "./chart.ts";
 import { GATEWAY_FULL, GATEWAY_QUICK, measureGateway } from "./gateway.ts";
-import { measureMemory, measureScriptCost } from "./redis-ops.ts";
+import { measureMemory, measureRegistryMemory, measureScriptCost } from "./redis-ops.ts";
 import { measureShimOverhead } from "./shim-latency.ts";
 
 const { values } = parseArgs({ options: { quick: { type: "boolean", default: false }, render: { type: "boolean", default: false }, out: { type: "string" } } });
@@ -72,18 +72,20 @@ console.log(`slidegate benchmark${quick ? " (quick: a smoke check, not a measure
 // The shim in a process of its own, as it runs in front of a real Redis, not sharing a CPU with the load generators.
 const stack = await startLocalStack({ shimProcess: true });
 try {
-  const scriptCost = await measureScriptCost(stack.redis.url, quick ? { rounds: 1, ms: 200 } : { rounds: 7, ms: 700 }, step("a. script cost"));
+  const registered = quick ? 2000 : 100_000;
+  const scriptCost = await measureScriptCost(stack.redis.url, quick ? { rounds: 1, ms: 200, registered } : { rounds: 7, ms: 700, registered }, step("a. script cost"));
+  const registry = await measureRegistryMemory(stack.redis.url, registered);
   step("b. memory")("MEMORY USAGE at 100, 128, 1,000, 10,000 entries");
   const memory = await measureMemory(stack.redis.url, [100, 128, 1000, 10_000]);
   step("c. shim overhead")("EVALSHA through @upstash/redis + shim vs ioredis direct");
   const shim = await measureShimOverhead(stack.redis.url, stack.shim.url, stack.token, quick ? 200 : 3000, quick ? 200 : 3000);
   const gateway = await measureGateway(stack, quick ? GATEWAY_QUICK : GATEWAY_FULL, step("d–f. gateway"));
 
-  const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, shim, gateway };
+  const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, registry, shim, gateway };
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2) + "\n");
   writeFileSync(join(out, "chart.svg"), await chart(results));
-  console.log(JSON.stringify({ scriptCost, memory, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, admitted: undefined, denied: undefined } }, null, 1));
+  console.log(JSON.stringify({ scriptCost, memory, registry, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, admitted: undefined, denied: undefined } }, null, 1));
   console.log(`\nwrote ${join(out, "results.json")} and ${join(out, "chart.svg")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 } finally {
   await stack.close();

@@ -1,5 +1,6 @@
 import Redis from "ioredis";
 import { readFileSync } from "node:fs";
+import { createHash } from "node:crypto";
 import { createRequire } from "node:module";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
@@ -29,10 +30,27 @@ end`;
 
 type Command = [string, ...(string | number)[]];
 
-/** KEYS and ARGV as src/script/limiter.ts sends them: the block key, a log per rule; now ("" = Redis TIME), then limit, window ms, cost, shadow per rule. */
-function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = ""): Command {
-  const keys = [`bench:{${tag}}:block`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${r}`)];
-  return ["EVALSHA", sha, keys.length, ...keys, now, ...Array.from({ length: rules }, () => [limit, windowMs, 1, 0]).flat()];
+/**
+ * KEYS and ARGV as src/script/limiter.ts sends them: the block key, the registry entry, a log
+ * per rule; now ("" = Redis TIME), the tier, the registry fallback ("-": an address, not
+ * read), then name, limit, window ms, cost, shadow per rule.
+ */
+function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = "", fallback = "-"): Command {
+  const keys = [`bench:{${tag}}:block`, `bench:{${tag}}:key`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${r}`)];
+  return ["EVALSHA", sha, keys.length, ...keys, now, "t", fallback, ...Array.from({ length: rules }, (_, r) => [`r${r}`, limit, windowMs, 1, 0]).flat()];
+}
+
+/** Registers `count` API keys as the admin API does (an entry under each key's tag, and the index). */
+async function register(redis: Redis, count: number): Promise<void> {
+  for (let i = 0; i < count; i += 1000) {
+    const p = redis.pipeline();
+    for (let j = i; j < Math.min(count, i + 1000); j++) {
+      const hash = createHash("sha256").update(`customer-${j}`).digest("hex");
+      p.hset(`bench:{k${j}}:key`, { hash, tier: "t" });
+      p.zadd("bench:keys", 0, hash);
+    }
+    for (const [error] of (await p.exec()) ?? []) if (error) throw error;
+  }
 }
 
 /** Keeps `connections` clients each with a pipeline of `depth` commands in flight for `ms`: Redis is the limit. */
@@ -77,7 +95,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
  * each over 2,000 identities in steady state (a 2 s window, so every log both fills and
  * evicts), interleaved round by round on one redis-server; medians of the rounds.
  */
-export async function measureScriptCost(url: string, options: { rounds: number; ms: number }, progress: (s: string) => void): Promise<ScriptCost[]> {
+export async function measureScriptCost(url: string, options: { rounds: number; ms: number; registered: number }, progress: (s: string) => void): Promise<ScriptCost[]> {
   const admin = new Redis(url, { protocol: 2 });
   const clients = Array.from({ length: 8 }, () => new Redis(url, { protocol: 2 }));
   const [sha, peerSha, seedSha] = (await Promise.all([script, peerScript, seedScript].map((s) => admin.script("LOAD", rewriteShebang(s) ?? s)))) as string[];
@@ -95,7 +113,11 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
       return ["EVALSHA", peerSha!, 2, `bench:peer:${id}:${bucket}`, `bench:peer:${id}:${bucket - 1}`, 1e9, now, windowMs, 1];
     }),
     ...[1, 2, 4].map((rules) => variant(`slidegate, ${rules} rule${rules > 1 ? "s" : ""}`, rules, (id) => slidegateCall(sha!, `i${id}`, rules, 1e6, windowMs))),
+    // an API key: the same call also reads the key's registry entry
+    variant(`slidegate, 1 rule, an API key among ${options.registered.toLocaleString("en")} registered`, 1, (id) => slidegateCall(sha!, `k${id}`, 1, 1e6, windowMs, "", "t")),
   ];
+  progress(`registering ${options.registered.toLocaleString("en")} keys`);
+  await register(admin, options.registered);
   try {
     for (const v of variants) {
       progress(`warming up: ${v.label}`);
@@ -163,4 +185,26 @@ export async function measureMemory(url: string, sizes: number[]): Promise<Memor
   }
   redis.disconnect();
   return rows;
+}
+
+export interface RegistryMemory {
+  entries: number;
+  /** MEMORY USAGE of an entry (a small hash: the key's hash and tier), averaged over a sample */
+  bytesPerEntry: number;
+  /** the index's share per entry */
+  indexBytesPerEntry: number;
+}
+
+/** Memory of the key registry once `count` keys are registered (measureScriptCost registers them). */
+export async function measureRegistryMemory(url: string, count: number): Promise<RegistryMemory> {
+  const redis = new Redis(url, { protocol: 2 });
+  try {
+    const sample = Array.from({ length: 200 }, (_, i) => Math.floor((i * count) / 200));
+    let bytes = 0;
+    for (const i of sample) bytes += Number(await redis.call("MEMORY", "USAGE", `bench:{k${i}}:key`, "SAMPLES", "0"));
+    const index = Number(await redis.call("MEMORY", "USAGE", "bench:keys", "SAMPLES", "0"));
+    return { entries: count, bytesPerEntry: round(bytes / sample.length, 1), indexBytesPerEntry: round(index / count, 1) };
+  } finally {
+    redis.disconnect();
+  }
 }

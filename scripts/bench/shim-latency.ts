@@ -36,10 +36,11 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
   const sha = (await direct.script("LOAD", rewriteShebang(script) ?? script)) as string;
   const rest = new Upstash({ url: shimUrl, token, enableTelemetry: false, enableAutoPipelining: false });
   const restSha = await rest.scriptLoad(script); // the client's SHA1; the shim maps it
-  // KEYS and ARGV as src/script/limiter.ts sends them: block key, log; now ("" = Redis TIME), limit, window, cost, shadow
-  const args = ["", 1e9, 3_600_000, 1, 0];
-  const viaDirect = () => direct.evalsha(sha, 2, "bench:{lat}:block", "bench:{lat}:t:d", ...args);
-  const viaShim = () => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:t:s"], args);
+  // KEYS and ARGV as src/script/limiter.ts sends them for an address: block, registry entry, log;
+  // now ("" = Redis TIME), tier, "-" (no registry read), then name, limit, window, cost, shadow
+  const args = ["", "t", "-", "d", 1e9, 3_600_000, 1, 0];
+  const viaDirect = () => direct.evalsha(sha, 3, "bench:{lat}:block", "bench:{lat}:key", "bench:{lat}:t:d", ...args);
+  const viaShim = () => rest.evalsha(restSha, ["bench:{lat}:block", "bench:{lat}:key", "bench:{lat}:t:s"], args);
 
   await sequential(viaDirect, 200); // warm both paths
   await sequential(viaShim, 200);
@@ -53,7 +54,7 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
     requests: [{
       method: "POST",
       headers: { authorization: `Bearer ${token}` },
-      body: JSON.stringify(["EVALSHA", restSha, 2, "bench:{lat}:block", "bench:{lat}:t:a", ...args]),
+      body: JSON.stringify(["EVALSHA", restSha, 3, "bench:{lat}:block", "bench:{lat}:key", "bench:{lat}:t:a", ...args]),
     }],
   });
   direct.disconnect();

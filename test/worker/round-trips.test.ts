@@ -24,6 +24,18 @@ describe("round trips per decision", () => {
     expect(await roundTrips(() => statuses(gate, 10))).toBe(10);
   });
 
+  it("reads an API key's registry entry in the same round trip that decides", async () => {
+    const gate = makeGate({
+      identity: { header: "x-api-key" }, defaultTier: "free",
+      tiers: { free: { rules: [{ name: "m", limit: 50, window: "1m" }] }, paid: { rules: [{ name: "m", limit: 100, window: "1m" }] } },
+    }, { ...viaCountingShim, adminToken: "t" });
+    await gate(new Request("https://gate.example/__slidegate/keys/set", { method: "POST", body: '{"key":"registered","tier":"paid"}', headers: { authorization: "Bearer t" } }));
+    // the first call learns the key's registry tier (one more round trip, once); then one each
+    await statuses(gate, 1, "/", { key: "registered" });
+    expect(await roundTrips(() => statuses(gate, 10, "/", { key: "registered" }))).toBe(10);
+    expect(await roundTrips(() => statuses(gate, 10, "/", { key: `unregistered` }))).toBe(10);
+  });
+
   it("answers from the denial cache while an identity is blocked: no Redis call", async () => {
     const gate = makeGate({ rules: [{ name: "a", limit: 2, window: "1m" }] }, viaCountingShim);
     expect(await roundTrips(() => statuses(gate, 3, "/", { ip: "192.0.2.50" }))).toBe(3);
