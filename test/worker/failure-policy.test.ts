@@ -43,13 +43,17 @@ describe("gate when Redis is stopped", () => {
     expect((await gate(request())).status).toBe(503);
   });
 
-  it("times out an unreachable store instead of hanging", async () => {
-    // 192.0.2.0/24 is never routed, but a closed local port answers at once; this URL
-    // points at a local port nothing listens on, so the failure is the refusal.
-    const gate = makeGate({ fail: "closed", timeout: 300, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: "http://127.0.0.1:9" });
-    const started = Date.now();
+  it("gives up on a store slower than its budget: the timeout, not a refusal, decides", async () => {
+    // the slow shim answers every call, correctly, slowShimMs late: only the budget can fail it
+    const budget = 5;
+    expect(budget).toBeLessThan(services.slowShimMs);
+    const gate = makeGate({ fail: "closed", timeout: budget, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: services.slowShimUrl });
     expect((await gate(request())).status).toBe(503);
-    expect(Date.now() - started).toBeLessThan(300 + 500);
+    const failure = gate.logs.find((l) => l.line.event === "slidegate.store_failure")!;
+    expect(String(failure.line.error)).toMatch(/abort|time/i);
+    // the same store within a budget it meets decides as usual
+    const patient = makeGate({ fail: "closed", timeout: 5000, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: services.slowShimUrl });
+    expect((await patient(request())).status).toBe(200);
   });
 
   it("limits exactly again once Redis is back", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { makeGate, request, sleep, statuses } from "./helpers.ts";
+import { makeGate, request, statuses, testClock } from "./helpers.ts";
 
 const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) =>
   makeGate({ rules: [{ name: "default", limit, window }], ...extra });
@@ -35,7 +35,8 @@ describe("gate: the seed scenarios", () => {
   });
 
   it("100 per 60 s by X-API-Key: 100 admitted, the 101st denied, a later denial waits less", async () => {
-    const gate = makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }] });
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }] }, { now: clock.now });
     const codes = await statuses(gate, 101, "/v1/completions", { key: "sk-live-123" });
     expect(codes.slice(0, 100).every((c) => c === 200)).toBe(true);
     const first = await gate(request("/v1/completions", { key: "sk-live-123" }));
@@ -44,10 +45,10 @@ describe("gate: the seed scenarios", () => {
     const firstWait = Number(first.headers.get("Retry-After"));
     expect(firstWait).toBeGreaterThan(0);
     expect(firstWait).toBeLessThanOrEqual(60);
-    await sleep(1100);
+    clock.advance(1100);
     const later = await gate(request("/v1/completions", { key: "sk-live-123" }));
     expect(later.status).toBe(429);
-    expect(Number(later.headers.get("Retry-After"))).toBeLessThan(firstWait);
+    expect(Number(later.headers.get("Retry-After"))).toBe(firstWait - 1);
   });
 
   it("selects free 10/min, paid 100/min and enterprise 1000/min by the key's SHA-256", async () => {
@@ -117,29 +118,33 @@ describe("gate: identity", () => {
 
 describe("gate: the window and its rules", () => {
   it("slides: once the oldest entry leaves the window, exactly one more request is admitted", async () => {
-    const gate = perIp(3, "2s");
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", rules: [{ name: "default", limit: 3, window: "2s" }] }, { now: clock.now });
     expect(await statuses(gate, 1)).toEqual([200]);
-    await sleep(700);
+    clock.advance(700);
     expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
     const denied = await gate(request());
-    const waitMs = Number(denied.headers.get("Retry-After")) * 1000;
-    expect(waitMs).toBeGreaterThan(0);
-    expect(waitMs).toBeLessThanOrEqual(2000);
-    await sleep(1300 + 150); // the first request (t=0) leaves at t=2000; the others stay until t≈2700
+    // the first request (t=0) leaves at t=2000: 1.3 s from now, rounded up
+    expect(denied.headers.get("Retry-After")).toBe("2");
+    clock.advance(1299);
+    expect(await statuses(gate, 1)).toEqual([429]);
+    clock.advance(1); // t=2000: the others stay until t=2700
     expect(await statuses(gate, 2)).toEqual([200, 429]);
   });
 
   it("two rules: a request denied by one consumes nothing in the other", async () => {
-    const gate = makeGate({ rules: [{ name: "second", limit: 3, window: "1s" }, { name: "minute", limit: 10, window: "60s" }] });
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", rules: [{ name: "second", limit: 3, window: "1s" }, { name: "minute", limit: 10, window: "60s" }] }, { now: clock.now });
     expect(await statuses(gate, 3)).toEqual([200, 200, 200]);
     const denied = await gate(request());
     expect(denied.status).toBe(429);
     expect(denied.headers.get("RateLimit")).toMatch(/"second";r=0;t=1, "minute";r=7;t=60/);
     expect(await statuses(gate, 3)).toEqual([429, 429, 429]);
-    await sleep(1100);
+    // the three were recorded 1 µs apart (one clock reading, arrivals strictly increase): all gone a second on
+    clock.advance(1001);
     const next = await gate(request());
     expect(next.status).toBe(200);
-    expect(next.headers.get("RateLimit")).toMatch(/"second";r=2;t=1, "minute";r=6;t=(59|60)/);
+    expect(next.headers.get("RateLimit")).toBe('"second";r=2;t=1, "minute";r=6;t=59');
   });
 
   it("rules match by path and method; unmatched requests pass without limits", async () => {

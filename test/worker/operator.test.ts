@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { GateOptions } from "../../src/gateway/gateway.ts";
-import { makeGate, request, services, sleep, statuses } from "./helpers.ts";
+import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
 
 const sha256Hex = async (text: string) =>
   [...new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))].map((b) => b.toString(16).padStart(2, "0")).join("");
@@ -140,7 +140,11 @@ describe("admin API", () => {
   });
 
   it("a dynamic block takes effect on the next request, shows in usage, and ends on time", async () => {
-    const gate = withAdmin();
+    const clock = testClock();
+    const gate = makeGate(
+      { clock: "edge", identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 3, window: "1m" }, { name: "hour", limit: 10, window: "1h" }] },
+      { adminToken: ADMIN, now: clock.now },
+    );
     expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([200]);
     expect(await (await admin(gate, "block", { ip: "203.0.113.66", seconds: 1 })).json()).toEqual({ blocked: true, seconds: 1 });
     const res = await gate(request("/", { ip: "203.0.113.66" }));
@@ -150,7 +154,9 @@ describe("admin API", () => {
     const usage = (await (await admin(gate, "usage", { ip: "203.0.113.66" })).json()) as { blockedForMs: number };
     expect(usage.blockedForMs).toBeGreaterThan(0);
     expect(await statuses(gate, 1, "/", { ip: "203.0.113.67" })).toEqual([200]); // others unaffected
-    await sleep(1100);
+    clock.advance(999);
+    expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([403]);
+    clock.advance(1);
     expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([200]);
   });
 
@@ -195,10 +201,18 @@ describe("metrics", () => {
     expect(outcomes(points)).toEqual(["failed-open", "failed-closed"]);
   });
 
-  it("works with the runtime's own Analytics Engine binding", async () => {
+  it("writes data points the runtime's own Analytics Engine binding accepts", async () => {
     const { env } = await import("cloudflare:workers");
-    const gate = makeGate({ rules: [{ name: "m", limit: 2, window: "1m" }] }, { metrics: (env as unknown as Env).SLIDEGATE_METRICS });
-    expect((env as unknown as Env).SLIDEGATE_METRICS).toBeDefined();
+    const real = (env as unknown as Env).SLIDEGATE_METRICS!;
+    // through to the runtime's dataset, which refuses a malformed point by throwing; each call kept
+    const written: AnalyticsEngineDataPoint[] = [];
+    const dataset = { writeDataPoint: (p?: AnalyticsEngineDataPoint) => (real.writeDataPoint(p), void written.push(p!)) } as AnalyticsEngineDataset;
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", rules: [{ name: "m", limit: 2, window: "1m" }] }, { metrics: dataset, now: clock.now });
     expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
+    clock.advance(61_000);
+    expect(await statuses(gate, 1)).toEqual([200]); // brings the denial summary
+    expect(outcomes(written)).toEqual(["admitted", "admitted", "admitted", "denied"]);
+    expect(gate.logs.filter((l) => l.level === "error")).toEqual([]);
   });
 });
