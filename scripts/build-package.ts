@@ -10,7 +10,7 @@
  * @example
  * npm run build:package && ls lib   # adapters/ config/ … index.js index.d.ts shim/
  */
-import { spawnSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { chmodSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
@@ -30,12 +30,15 @@ export function rewriteDeclarationSpecifiers(text: string): string {
 
 if (import.meta.main) {
   rmSync(lib, { recursive: true, force: true });
-  for (const project of ["tsconfig.build.json", "tsconfig.build-shim.json"]) {
-    const run = spawnSync(process.execPath, [tsc, "-p", join(root, project)], { stdio: "inherit" });
-    if (run.status !== 0) {
-      console.error(`build:package: tsc -p ${project} failed`);
-      process.exit(1);
-    }
+  // the two projects share nothing: compiled side by side
+  const failed = (await Promise.all(["tsconfig.build.json", "tsconfig.build-shim.json"].map((project) =>
+    new Promise<string | undefined>((resolve) => {
+      spawn(process.execPath, [tsc, "-p", join(root, project)], { stdio: "inherit" })
+        .once("exit", (code) => resolve(code === 0 ? undefined : project));
+    })))).filter(Boolean);
+  if (failed.length) {
+    console.error(`build:package: tsc -p ${failed.join(", ")} failed`);
+    process.exit(1);
   }
   for (const file of readdirSync(lib, { recursive: true, encoding: "utf8" })) {
     if (!file.endsWith(".d.ts")) continue;
