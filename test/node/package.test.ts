@@ -110,7 +110,7 @@ let project: string;
 let shimHost: string;
 let tarball: string;
 /** outdir per Worker, built while the type-check runs */
-let builds: Promise<Record<"gateway" | "limiter" | "hono", string>>;
+let builds: Record<"gateway" | "limiter" | "hono", Promise<string>>;
 const isolates: Miniflare[] = [];
 const shims: ChildProcess[] = [];
 
@@ -150,15 +150,14 @@ beforeAll(async () => {
     await run(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, ...(entry ? [entry] : [])], project);
     return outdir;
   };
-  builds = Promise.all([build("gateway"), build("limiter", "src/limiter.ts"), build("hono", "src/hono.ts")])
-    .then(([gateway, limiter, hono]) => ({ gateway, limiter, hono }));
-  builds.catch(() => {}); // reported by the tests that await it
+  builds = { gateway: build("gateway"), limiter: build("limiter", "src/limiter.ts"), hono: build("hono", "src/hono.ts") };
+  for (const built of Object.values(builds)) built.catch(() => {}); // reported by the test that awaits it
 }, 300_000);
 
 afterAll(async () => {
   await Promise.all(isolates.map((mf) => mf.dispose()));
   for (const shim of shims) await stop(shim);
-  await builds?.catch(() => {});
+  if (builds) await Promise.allSettled(Object.values(builds));
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -238,7 +237,7 @@ describe("the package, installed from its tarball as a user installs it", () => 
   }, 180_000);
 
   it("serves the gateway entry (`export { default } from \"slidegate/worker\"`), built by wrangler, in workerd: 200 from the origin, then 429", async () => {
-    const mf = await startIsolate((await builds).gateway, {
+    const mf = await startIsolate(await builds.gateway, {
       ...storeBindings(),
       ORIGIN_URL: services().originUrl,
       // a budget no loaded machine exhausts: a timed-out decision would fail open
@@ -255,13 +254,13 @@ describe("the package, installed from its tarball as a user installs it", () => 
   }, 180_000);
 
   it("serves the README's limiter Worker (`slidegate`), built by wrangler, in workerd: 5 per 10 s per API key", async () => {
-    const mf = await startIsolate((await builds).limiter, storeBindings());
+    const mf = await startIsolate(await builds.limiter, storeBindings());
     isolates.push(mf);
     expectFiveThenDenied(await requests(mf, 6, "http://api.example/", { "x-api-key": crypto.randomUUID() }));
   }, 180_000);
 
   it("serves the README's Hono app (`slidegate/hono`), built by wrangler, in workerd: 5 per 10 s per client IP on /api/*", async () => {
-    const mf = await startIsolate((await builds).hono, storeBindings());
+    const mf = await startIsolate(await builds.hono, storeBindings());
     isolates.push(mf);
     const hex = () => Math.floor(Math.random() * 0x10000).toString(16);
     const answers = await requests(mf, 6, "http://api.example/api/hello", { "cf-connecting-ip": `2001:db8:${hex()}:${hex()}::1` });
