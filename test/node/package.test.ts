@@ -85,7 +85,8 @@ function installArgs(command: string, tarball: string): string[] {
   return ["install", ...pinned, "--prefer-offline", "--no-audit", "--no-fund"];
 }
 
-// The scratch project, as `npm create cloudflare` makes it (wrangler aside: this repository's).
+// The scratch project, as `npm create cloudflare` makes it (wrangler aside: this repository's),
+// with `"type": "module"` in its package.json so that node16 resolution reads its files as ESM.
 const stockTsconfig = {
   compilerOptions: {
     target: "es2024",
