@@ -4,8 +4,10 @@ import { createRequire } from "node:module";
 import { join, relative } from "node:path";
 import { describe, expect, it } from "vitest";
 
-// The README's Worker examples import "slidegate" and "slidegate/hono" as a user would; inside
-// this package those names resolve to its own exports, so the examples type-check as written.
+// The README's Worker examples import "slidegate", "slidegate/hono" and "slidegate/worker" as a
+// user would; here those names map to the sources the package is built from, so the examples
+// type-check as written without a build (test/node/package.test.ts checks them against the
+// built package, installed as a user installs it).
 describe("README TypeScript examples", () => {
   it("type-check against the package's exports", () => {
     const blocks = [...readFileSync("README.md", "utf8").matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
@@ -19,7 +21,14 @@ describe("README TypeScript examples", () => {
       });
       writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
         extends: relative(dir, "tsconfig.json"),
-        compilerOptions: { noUnusedLocals: false },
+        compilerOptions: {
+          noUnusedLocals: false,
+          paths: {
+            slidegate: [relative(dir, "src/adapters/library.ts")],
+            "slidegate/hono": [relative(dir, "src/adapters/hono.ts")],
+            "slidegate/worker": [relative(dir, "src/index.ts")],
+          },
+        },
         include: [...files.map((f) => relative(dir, f)), relative(dir, "src")],
       }));
       const tsc = join(createRequire(import.meta.url).resolve("typescript/package.json"), "..", "bin", "tsc");

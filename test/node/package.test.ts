@@ -1,0 +1,319 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { delimiter, dirname, join } from "node:path";
+import { Redis } from "@upstash/redis";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freshRateLimits, startIsolate } from "../../scripts/lib/fleet.ts";
+import { freePort } from "../../scripts/lib/ports.ts";
+import { services } from "../helpers/shim.ts";
+
+/**
+ * slidegate as a user gets it: `npm pack` (which builds the package), then the README's
+ * "Use as a library" and "Self-host the shim" commands, run outside this repository with the
+ * tarball in place of the registry's `slidegate`. A Worker project with a stock tsconfig.json
+ * and wrangler.toml holds the README's three examples (the limiter, the Hono middleware, the
+ * gateway entry); it is type-checked, built by wrangler and each Worker answers in workerd
+ * against the real shim and Redis. The shim command of a second install serves the official
+ * client. Packages come from the npm registry (npm's cache from this repository's install
+ * first); wrangler is this repository's, to spare a second install of it.
+ */
+
+const repo = process.cwd();
+const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { devDependencies: Record<string, string> };
+const require = createRequire(import.meta.url);
+const wrangler = join(dirname(require.resolve("wrangler/package.json")), "bin", "wrangler.js");
+const readme = readFileSync("README.md", "utf8");
+
+/** The README from `## <heading>` to the next `## `. */
+function section(heading: string): string {
+  const start = readme.indexOf(`\n## ${heading}\n`);
+  expect(start, `README section "${heading}"`).toBeGreaterThan(-1);
+  const end = readme.indexOf("\n## ", start + 1);
+  return readme.slice(start, end === -1 ? undefined : end);
+}
+
+/** The fenced blocks of one language in a README section. */
+const blocks = (text: string, lang: string) => [...text.matchAll(new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```", "gm"))].map((m) => m[1]!);
+
+/** The commands of a sh block (comments dropped), with the `# …` output line promised after each. */
+function commands(block: string): { command: string; expected?: string }[] {
+  const steps: { command: string; expected?: string }[] = [];
+  for (const line of block.split("\n").filter(Boolean)) {
+    if (!line.startsWith("#")) steps.push({ command: line.replace(/\s+#.*$/, "") });
+    else if (steps.length) steps[steps.length - 1]!.expected = line.slice(2);
+  }
+  return steps;
+}
+
+/** What a user's shell gives npm, npx and node: this run's Node 22 first, none of npm's script variables of this repository. */
+function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!/^npm_/i.test(name) || /^npm_config_(cache|registry)$/i.test(name)) env[name] = value;
+  }
+  return { ...env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", ...extra };
+}
+
+/**
+ * Runs a command to its end (at a lower priority: it is builds and installs, and the other
+ * test files keep their time budgets); rejects with its output when it fails.
+ */
+function run(command: string, args: string[], cwd: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("nice", ["-n", "10", command, ...args], { cwd, env: userEnv(), stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    child.once("error", reject);
+    child.once("exit", (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} ${args.join(" ")} (in ${cwd}) exited ${code}:\n${out}`))));
+  });
+}
+
+/** A README `npm install …` line with the tarball for `slidegate` and this repository's pinned versions for the rest. */
+function installArgs(command: string, tarball: string): string[] {
+  const [npm, install, ...names] = command.split(/\s+/);
+  expect([npm, install]).toEqual(["npm", "install"]);
+  const pinned = names.map((name) => {
+    if (name === "slidegate") return tarball;
+    expect(pkg.devDependencies, `the README installs ${name}, which this test does not know`).toHaveProperty(name);
+    return `${name}@${pkg.devDependencies[name]}`;
+  });
+  expect(names).toContain("slidegate");
+  return ["install", ...pinned, "--prefer-offline", "--no-audit", "--no-fund"];
+}
+
+// The scratch project, as `npm create cloudflare` makes it (wrangler aside: this repository's),
+// with `"type": "module"` in its package.json so that node16 resolution reads its files as ESM.
+const stockTsconfig = {
+  compilerOptions: {
+    target: "es2024",
+    lib: ["es2024"],
+    module: "es2022",
+    moduleResolution: "bundler",
+    types: ["@cloudflare/workers-types"],
+    resolveJsonModule: true,
+    noEmit: true,
+    isolatedModules: true,
+    allowSyntheticDefaultImports: true,
+    forceConsistentCasingInFileNames: true,
+    strict: true,
+    skipLibCheck: true,
+  },
+  include: ["src/**/*.ts"],
+};
+const compatibilityDate = "2026-08-01";
+
+let work: string;
+let project: string;
+let shimHost: string;
+let tarball: string;
+/** outdir per Worker, built while the type-check runs */
+let builds: Record<"gateway" | "limiter" | "hono", Promise<string>>;
+const isolates: Miniflare[] = [];
+const shims: ChildProcess[] = [];
+
+beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "slidegate-package-"));
+  const packs = join(work, "packs");
+  project = join(work, "my-worker");
+  shimHost = join(work, "shim-host");
+  for (const dir of [packs, join(project, "src"), shimHost]) mkdirSync(dir, { recursive: true });
+
+  await run("npm", ["pack", "--pack-destination", packs], repo); // prepack builds lib/
+  tarball = join(packs, readdirSync(packs).find((f) => f.endsWith(".tgz"))!);
+
+  writeFileSync(join(project, "package.json"), JSON.stringify({
+    name: "my-worker", version: "0.0.0", private: true, type: "module",
+    devDependencies: { "@cloudflare/workers-types": pkg.devDependencies["@cloudflare/workers-types"], typescript: pkg.devDependencies.typescript },
+  }, null, 2));
+  writeFileSync(join(project, "tsconfig.json"), JSON.stringify(stockTsconfig, null, 2));
+  writeFileSync(join(project, "wrangler.toml"), `name = "my-worker"\nmain = "src/index.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
+  for (const code of blocks(section("Use as a library"), "ts")) {
+    const entry = /from "slidegate\/worker"/.test(code) ? "index" : /from "slidegate\/hono"/.test(code) ? "hono" : /from "slidegate"/.test(code) ? "limiter" : undefined;
+    expect(entry, `a README example that imports none of slidegate's entry points:\n${code}`).toBeDefined();
+    expect(existsSync(join(project, "src", `${entry}.ts`)), `two README examples for ${entry}`).toBe(false);
+    writeFileSync(join(project, "src", `${entry}.ts`), code);
+  }
+  writeFileSync(join(shimHost, "package.json"), JSON.stringify({ name: "shim-host", version: "0.0.0", private: true }, null, 2));
+
+  const [libraryInstall] = commands(blocks(section("Use as a library"), "sh")[0]!);
+  const [shimInstall] = commands(blocks(section("Self-host the shim"), "sh")[0]!);
+  await Promise.all([
+    run("npm", installArgs(libraryInstall!.command, tarball), project),
+    run("npm", installArgs(shimInstall!.command, tarball), shimHost),
+  ]);
+
+  const build = async (name: string, entry?: string) => {
+    const outdir = join(work, `dist-${name}`);
+    await run(process.execPath, [wrangler, "deploy", "--dry-run", "--outdir", outdir, ...(entry ? [entry] : [])], project);
+    return outdir;
+  };
+  builds = { gateway: build("gateway"), limiter: build("limiter", "src/limiter.ts"), hono: build("hono", "src/hono.ts") };
+  for (const built of Object.values(builds)) built.catch(() => {}); // reported by the test that awaits it
+}, 300_000);
+
+afterAll(async () => {
+  await Promise.all(isolates.map((mf) => mf.dispose()));
+  for (const shim of shims) await stop(shim);
+  if (builds) await Promise.allSettled(Object.values(builds));
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+/** Stops what `npx` started: npm, its shell and the shim, the whole process group. */
+async function stop(child: ChildProcess) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once("exit", r));
+  process.kill(-child.pid!, "SIGTERM");
+  await exited;
+}
+
+/** Sends `n` requests one after another to a built Worker; returns each response with its body read. */
+async function requests(mf: Miniflare, n: number, url: string, headers: Record<string, string>) {
+  const out: { status: number; headers: Headers; body: string }[] = [];
+  for (let i = 0; i < n; i++) {
+    const res = await mf.dispatchFetch(url, { headers });
+    out.push({ status: res.status, headers: res.headers as unknown as Headers, body: await res.text() });
+  }
+  return out;
+}
+
+/** The README's 5-per-10-s examples: five admitted with the quota counting down, then a 429 with its headers. */
+function expectFiveThenDenied(answers: Awaited<ReturnType<typeof requests>>) {
+  expect(answers.map((a) => [a.status, a.headers.get("x-slidegate-fail-open")])).toEqual([...Array(5).fill([200, null]), [429, null]]);
+  expect(answers.slice(0, 5).map((a) => a.headers.get("x-ratelimit-remaining"))).toEqual(["4", "3", "2", "1", "0"]);
+  const denied = answers[5]!;
+  expect(denied.headers.get("content-type")).toBe("application/problem+json");
+  expect(JSON.parse(denied.body)).toMatchObject({ status: 429, type: "urn:slidegate:rate-limited" });
+  expect(Number(denied.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+  expect(Number(denied.headers.get("retry-after"))).toBeLessThanOrEqual(10);
+  expect(denied.headers.get("x-ratelimit-limit")).toBe("5");
+  expect(denied.headers.get("x-ratelimit-remaining")).toBe("0");
+  expect(denied.headers.get("ratelimit-policy")).toBe('"default";q=5;w=10');
+}
+
+const storeBindings = () => ({ UPSTASH_REDIS_REST_URL: services().shimUrl, UPSTASH_REDIS_REST_TOKEN: services().shimToken });
+
+describe("the package, installed from its tarball as a user installs it", () => {
+  it("ships compiled JavaScript with declarations, the LICENSE and the shim command, and no TypeScript source", () => {
+    const installed = join(project, "node_modules", "slidegate");
+    const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as {
+      private?: boolean; license: string; exports: Record<string, { types: string; default: string } | string>;
+      bin: Record<string, string>; dependencies: Record<string, string>;
+    };
+    expect(manifest.private).toBeUndefined();
+    expect(manifest.license).toBe("MIT");
+    expect(readFileSync(join(installed, "LICENSE"), "utf8")).toContain("Copyright (c) 2026 the slidegate authors");
+    expect(Object.keys(manifest.exports)).toEqual([".", "./hono", "./worker", "./package.json"]);
+    for (const [name, target] of Object.entries(manifest.exports)) {
+      if (typeof target === "string") continue;
+      expect(Object.keys(target), `${name}: types first`).toEqual(["types", "default"]);
+      expect(existsSync(join(installed, target.types)), `${name} types ${target.types}`).toBe(true);
+      expect(existsSync(join(installed, target.default)), `${name} ${target.default}`).toBe(true);
+    }
+    expect(manifest.bin).toEqual({ "slidegate-shim": "lib/shim/main.js" });
+    expect(readFileSync(join(installed, manifest.bin["slidegate-shim"]!), "utf8")).toMatch(/^#!\/usr\/bin\/env node\n/);
+    // the shim's Redis client is installed with the package; the pinned Node is the repository's own
+    expect(manifest.dependencies).toHaveProperty("ioredis");
+    expect(manifest.dependencies).not.toHaveProperty("node");
+
+    const files = readdirSync(installed, { recursive: true, encoding: "utf8" });
+    expect(files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))).toEqual([]);
+    // tsc leaves `./x.ts` in the declarations it emits; the build rewrites them to the shipped `./x.js`
+    const tsSpecifiers = files.filter((f) => f.endsWith(".d.ts"))
+      .filter((f) => /(?:from|import)\s*\(?\s*["']\.{1,2}\/[^"']*\.ts["']/.test(readFileSync(join(installed, f), "utf8")));
+    expect(tsSpecifiers).toEqual([]);
+  });
+
+  it("type-checks the README's examples with a stock tsconfig.json (bundler, and node16 with every declaration checked)", async () => {
+    const tsc = join(project, "node_modules", "typescript", "bin", "tsc");
+    const [bundler, node16] = await Promise.all([
+      run(process.execPath, [tsc, "-p", "tsconfig.json"], project),
+      run(process.execPath, [tsc, "-p", "tsconfig.json", "--module", "node16", "--moduleResolution", "node16", "--skipLibCheck", "false"], project),
+    ]);
+    expect(bundler).toBe("");
+    expect(node16).toBe("");
+  }, 180_000);
+
+  it("serves the gateway entry (`export { default } from \"slidegate/worker\"`), built by wrangler, in workerd: 200 from the origin, then 429", async () => {
+    const mf = await startIsolate(await builds.gateway, {
+      ...storeBindings(),
+      ORIGIN_URL: services().originUrl,
+      // a budget no loaded machine exhausts: a timed-out decision would fail open
+      RATE_LIMITS: freshRateLimits({ timeout: 30_000, rules: [{ name: "default", limit: 1, window: "1h" }] }),
+    });
+    isolates.push(mf);
+    const [admitted, denied] = await requests(mf, 2, "http://gate.example/hello", { "cf-connecting-ip": "198.51.100.14" });
+    expect(admitted!.status).toBe(200);
+    expect(JSON.parse(admitted!.body)).toMatchObject({ method: "GET", path: "/hello" });
+    expect(admitted!.headers.get("x-ratelimit-remaining")).toBe("0");
+    expect(denied!.status).toBe(429);
+    expect(JSON.parse(denied!.body)).toMatchObject({ type: "urn:slidegate:rate-limited" });
+    expect(denied!.headers.get("ratelimit-policy")).toBe('"default";q=1;w=3600');
+  }, 180_000);
+
+  it("serves the README's limiter Worker (`slidegate`), built by wrangler, in workerd: 5 per 10 s per API key", async () => {
+    const mf = await startIsolate(await builds.limiter, storeBindings());
+    isolates.push(mf);
+    expectFiveThenDenied(await requests(mf, 6, "http://api.example/", { "x-api-key": crypto.randomUUID() }));
+  }, 180_000);
+
+  it("serves the README's Hono app (`slidegate/hono`), built by wrangler, in workerd: 5 per 10 s per client IP on /api/*", async () => {
+    const mf = await startIsolate(await builds.hono, storeBindings());
+    isolates.push(mf);
+    const hex = () => Math.floor(Math.random() * 0x10000).toString(16);
+    const answers = await requests(mf, 6, "http://api.example/api/hello", { "cf-connecting-ip": `2001:db8:${hex()}:${hex()}::1` });
+    expect(JSON.parse(answers[0]!.body)).toEqual({ hello: "world" });
+    expectFiveThenDenied(answers);
+  }, 180_000);
+
+  it("runs the README's shim command from an install of the package alone, and serves the official client", async () => {
+    const [, start] = commands(blocks(section("Self-host the shim"), "sh")[0]!);
+    // `VAR=value … command`: the test gives the variables its own values (its Redis, a token it knows)
+    const assignment = /([A-Z_]+)=(?:\$\([^)]*\)|\S+)\s+/y;
+    const names: string[] = [];
+    let end = 0;
+    for (let m; (m = assignment.exec(start!.command)); end = assignment.lastIndex) names.push(m[1]!);
+    expect(names).toEqual(["SHIM_TOKEN", "REDIS_URL"]);
+    const command = start!.command.slice(end);
+    expect(command).toBe("npx slidegate-shim");
+    expect(existsSync(join(shimHost, "node_modules", ".bin", "slidegate-shim"))).toBe(true);
+    // what a production install of slidegate alone brings: no dev tooling beside it
+    expect(existsSync(join(shimHost, "node_modules", "typescript"))).toBe(false);
+
+    const token = crypto.randomUUID();
+    const port = await freePort();
+    const redisUrl = services().redisUrl;
+    const shim = spawn("bash", ["-c", command], {
+      cwd: shimHost,
+      env: userEnv({ SHIM_TOKEN: token, REDIS_URL: redisUrl, SHIM_PORT: String(port) }),
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    shims.push(shim);
+    let err = "";
+    shim.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = "";
+      shim.stdout!.on("data", (c: Buffer) => {
+        out += c.toString();
+        const found = out.split("\n").find((l) => l.startsWith("slidegate shim listening"));
+        if (found) resolve(found);
+      });
+      shim.once("exit", (code) => reject(new Error(`the shim exited (${code}): ${err}`)));
+    });
+    expect(line).toBe(start!.expected!.replace("8079", String(port)).replace("redis://127.0.0.1:6379", redisUrl));
+
+    const url = `http://127.0.0.1:${port}`;
+    const redis = new Redis({ url, token, enableTelemetry: false });
+    const key = `package:${crypto.randomUUID()}`;
+    expect(await redis.set(key, "from the installed shim", { ex: 60 })).toBe("OK");
+    expect(await redis.get(key)).toBe("from the installed shim");
+    expect(await redis.incr(`${key}:n`)).toBe(1);
+    await redis.del(`${key}:n`);
+    const stranger = new Redis({ url, token: "not-the-token", enableTelemetry: false, retry: false });
+    await expect(stranger.get(key)).rejects.toThrow(/unauthorized|401/i);
+  }, 60_000);
+});
