@@ -135,16 +135,21 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const configured = config.keyTiers.get(hash);
     const fallback = configured ?? (config.unknownKeys === "defaultTier" ? config.defaultTier : "");
     let tier = registryTiers.get(caller.identity.tag, clock())?.value ?? configured ?? config.defaultTier;
+    // a tier the registry names but this configuration lacks is limited by the default tier's rules
+    const rulesOf = (t: string) => rulesFor(config, config.tiers.has(t) ? t : config.defaultTier, match.methods, match.paths);
+    let rules = rulesOf(tier);
+    // every cost checked before the first call: a bad one records nothing anywhere
+    checkCost(cost, rules);
+    checkCost(cost, addressRules);
     const address = await addressIdentity(caller.client);
-    const onAddress = address && (checkCost(cost, addressRules), decide(address, ADDRESS_SCOPE, addressRules, cost));
+    const onAddress = address && decide(address, ADDRESS_SCOPE, addressRules, cost);
     for (let moves = 0; ; moves++) {
-      // a tier the registry names but this configuration lacks is limited by the default tier's rules
-      const rules = rulesFor(config, config.tiers.has(tier) ? tier : config.defaultTier, match.methods, match.paths);
-      checkCost(cost, rules);
       const verdict = await decide(caller.identity, tier, rules, cost, { fallback });
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
+        rules = rulesOf(tier);
+        checkCost(cost, rules);
         continue;
       }
       if (verdict.kind === "other-tier") {
@@ -153,7 +158,10 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       }
       if (verdict.kind === "unknown-key") {
         // the address's own call has counted the request either way
-        if (config.unknownKeys !== "ip") return (await onAddress, { kind: "unknown-key", caller });
+        if (config.unknownKeys !== "ip") {
+          await onAddress;
+          return { kind: "unknown-key", caller };
+        }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
         if (!onAddress) return decideAddress(byAddress, match, cost);
