@@ -3,7 +3,10 @@ import type { AddressInfo } from "node:net";
 import { posix } from "node:path";
 import { Hono, type Context } from "hono";
 import { methodOverride } from "hono/method-override";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll } from "vitest";
 import { WebSocketServer } from "ws";
+import { rateLimits, startGateIsolate } from "./miniflare.ts";
 
 /**
  * An origin that routes the way lenient web frameworks do, to stand behind the gate in
@@ -141,4 +144,34 @@ export function rawRequest(base: string, options: { method?: string; target: str
     req.on("error", reject);
     req.end(options.body);
   });
+}
+
+/**
+ * Built gates in front of a framework origin of the calling test file's own, started before its
+ * tests and stopped after them. Each gate gets a generous store budget: on a loaded machine a
+ * decision must not fail open and pass for an evasion.
+ *
+ * @example
+ * const { gate, origin } = frameworkGates();
+ * const base = await gate({ rules: [{ name: "users", limit: 1, window: "1m", path: "/v1/*" }] });
+ */
+export function frameworkGates() {
+  let started: FrameworkOrigin | undefined;
+  const isolates: Miniflare[] = [];
+  beforeAll(async () => {
+    started = await startFrameworkOrigin();
+  });
+  afterAll(async () => {
+    await Promise.all(isolates.map((mf) => mf.dispose()));
+    await started?.close();
+  });
+  const origin = () => started!;
+  /** A gate's base URL; RATE_LIMITS as an object (a fresh prefix and the budget are added) or as the raw string. */
+  async function gate(config: Record<string, unknown> | string, bindings: Record<string, string> = {}, log?: (line: string) => void): Promise<string> {
+    const RATE_LIMITS = typeof config === "string" ? config : rateLimits({ timeout: 10_000, ...config });
+    const mf = await startGateIsolate({ ORIGIN_URL: origin().url, RATE_LIMITS, ...bindings }, log);
+    isolates.push(mf);
+    return (await mf.ready).href;
+  }
+  return { gate, origin };
 }

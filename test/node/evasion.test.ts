@@ -1,35 +1,16 @@
 import { createHash } from "node:crypto";
 import fc from "fast-check";
-import type { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rawRequest, startFrameworkOrigin, type Echo, type FrameworkOrigin } from "../helpers/framework-origin.ts";
-import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import { beforeAll, describe, expect, it } from "vitest";
+import { frameworkGates, rawRequest, type Echo } from "../helpers/framework-origin.ts";
 import { services } from "../helpers/shim.ts";
 
 // No way around a rule: the built Worker in workerd, the real shim and Redis, and an origin
 // that routes like a lenient framework (test/helpers/framework-origin.ts). The origin is also
 // the oracle: whatever it would route to a handler must count against that handler's rules.
 
-let origin: FrameworkOrigin;
-const isolates: Miniflare[] = [];
+const { gate, origin } = frameworkGates();
 
-/**
- * The built gate in front of the framework origin; its base URL for raw requests. A generous
- * store budget: on a loaded machine a decision must not fail open and pass for an evasion.
- */
-async function gate(config: Record<string, unknown>, bindings: Record<string, string> = {}): Promise<string> {
-  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS: rateLimits({ timeout: 10_000, ...config }), ...bindings });
-  isolates.push(mf);
-  return (await mf.ready).href;
-}
 
-beforeAll(async () => {
-  origin = await startFrameworkOrigin();
-});
-afterAll(async () => {
-  await Promise.all(isolates.map((mf) => mf.dispose()));
-  await origin?.close();
-});
 
 // every test gets identities of its own: 100.64.0.0/10 (shared address space) and 2001:db8::/32
 let next = 0;
@@ -44,7 +25,7 @@ const via = (base: string, target: string, ip: string, options: { method?: strin
 
 /** The handler the origin runs for a request sent to it directly. */
 async function handlerFor(target: string, options: { method?: string; headers?: [string, string][] } = {}): Promise<string> {
-  const answer = await rawRequest(origin.url, { method: options.method, target, headers: options.headers });
+  const answer = await rawRequest(origin().url, { method: options.method, target, headers: options.headers });
   return (answer.headers["x-handler"] as string | undefined) ?? `status ${answer.status}`;
 }
 
@@ -60,21 +41,21 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
   it.each(spellings)("%s counts against the /v1/* rule once /v1/users spent it", async (spelling) => {
     expect(await handlerFor(spelling)).toBe("users"); // the origin's own routing: the same handler
     const ip = freshIpv4();
-    const before = origin.hits("users");
+    const before = origin().hits("users");
     expect((await via(base, "/v1/users", ip)).status).toBe(200);
     const other = await via(base, spelling, ip);
     expect(other.status).toBe(429);
-    expect(origin.hits("users") - before).toBe(1);
+    expect(origin().hits("users") - before).toBe(1);
   });
 
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
     for (const target of ["/v1%2Fusers", "/v1%2fusers", "/v1%5Cusers", "/v1/users%00", "/v1/%2e%2e%2Fv1/users", "/v1%C0%AFusers", "/v1%u002Fusers"]) {
-      const before = origin.hits("users") + origin.hits("echo");
+      const before = origin().hits("users") + origin().hits("echo");
       const res = await via(base, target, freshIpv4());
       expect(res.status, target).toBe(400);
       expect(res.headers["content-type"]).toBe("application/problem+json");
       expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:invalid-path", status: 400 });
-      expect(origin.hits("users") + origin.hits("echo")).toBe(before);
+      expect(origin().hits("users") + origin().hits("echo")).toBe(before);
     }
   });
 
@@ -100,10 +81,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
         const ip = freshIpv4();
         expect((await via(base, "/v1/users", ip)).status).toBe(200);
         const routed = await handlerFor(target);
-        const before = origin.hits("users");
+        const before = origin().hits("users");
         const res = await via(base, target, ip);
         // the origin's users handler ran for the first request only
-        expect(origin.hits("users") - before, `${target} reached the users handler (gate answered ${res.status})`).toBe(0);
+        expect(origin().hits("users") - before, `${target} reached the users handler (gate answered ${res.status})`).toBe(0);
         if (routed === "users") expect([400, 429]).toContain(res.status);
       }),
       { numRuns: 150 },
@@ -125,12 +106,12 @@ describe("methods: HEAD and overridden methods count where their handler's metho
   it("a GET rule limits HEAD, which the origin serves with its GET handler", async () => {
     expect(await handlerFor("/v1/users", { method: "HEAD" })).toBe("users");
     const ip = freshIpv4();
-    const before = origin.hits("users");
+    const before = origin().hits("users");
     const codes = [];
     for (let i = 0; i < 3; i++) codes.push((await via(base, "/v1/users", ip, { method: "HEAD" })).status);
     codes.push((await via(base, "/v1/users", ip)).status);
     expect(codes).toEqual([200, 200, 429, 429]);
-    expect(origin.hits("users") - before).toBe(2);
+    expect(origin().hits("users") - before).toBe(2);
   });
 
   it("a DELETE rule limits a POST that overrides its method to DELETE", async () => {
@@ -138,10 +119,10 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect(await handlerFor("/v1/users/7", { method: "POST", headers: override })).toBe("delete-user");
     const ip = freshIpv4();
     expect((await via(base, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
-    const before = origin.hits("delete-user");
+    const before = origin().hits("delete-user");
     expect((await via(base, "/v1/users/2", ip, { method: "POST", headers: override })).status).toBe(429);
     expect((await via(base, "/v1/users/3?_method=DELETE", ip, { method: "POST" })).status).toBe(429);
-    expect(origin.hits("delete-user") - before).toBe(0);
+    expect(origin().hits("delete-user") - before).toBe(0);
   });
 });
 
@@ -156,7 +137,7 @@ describe("an API key header sent twice: refused, never a new identity", () => {
     );
   });
   const twice = (key: string): [string, string][] => [["x-api-key", key], ["x-api-key", key]];
-  const originHits = () => origin.hits("echo");
+  const originHits = () => origin().hits("echo");
 
   it("a deny-listed key sent twice never reaches the origin", async () => {
     const before = originHits();

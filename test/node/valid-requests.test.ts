@@ -1,31 +1,14 @@
 import { createHash } from "node:crypto";
-import type { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { rawRequest, startFrameworkOrigin, type Echo, type FrameworkOrigin } from "../helpers/framework-origin.ts";
-import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import { frameworkGates, rawRequest, type Echo } from "../helpers/framework-origin.ts";
 
 // Valid requests the gate must not break, and what it must not tell: the built Worker in
 // workerd, the real shim and Redis, and the framework-like origin.
 
-let origin: FrameworkOrigin;
-const isolates: Miniflare[] = [];
+const { gate, origin } = frameworkGates();
 
-async function gate(config: Record<string, unknown> | string, bindings: Record<string, string> = {}, log?: (line: string) => void): Promise<string> {
-  // a generous store budget: on a loaded machine a decision must not fail open
-  const RATE_LIMITS = typeof config === "string" ? config : rateLimits({ timeout: 10_000, ...config });
-  const mf = await startGateIsolate({ ORIGIN_URL: origin.url, RATE_LIMITS, ...bindings }, log);
-  isolates.push(mf);
-  return (await mf.ready).href;
-}
 
-beforeAll(async () => {
-  origin = await startFrameworkOrigin();
-});
-afterAll(async () => {
-  await Promise.all(isolates.map((mf) => mf.dispose()));
-  await origin?.close();
-});
 
 let next = 0;
 const freshIp = () => `100.65.${(++next >> 8) & 255}.${next & 255}`;
@@ -85,7 +68,7 @@ describe("WebSocket upgrades", () => {
 
   it("proxies an admitted upgrade both ways, and counts it as one request", async () => {
     const ip = freshIp();
-    const before = origin.hits("socket");
+    const before = origin().hits("socket");
     const { ws, status } = await connect(ip);
     expect(status).toBeUndefined();
     const echoed = new Promise<string>((resolve) => ws!.once("message", (data) => resolve(data.toString())));
@@ -95,10 +78,10 @@ describe("WebSocket upgrades", () => {
     ws!.send(Buffer.from([0, 1, 2, 255]));
     expect([...(await binary)]).toEqual([0, 1, 2, 255]);
     ws!.close();
-    expect(origin.hits("socket") - before).toBe(1);
+    expect(origin().hits("socket") - before).toBe(1);
     // the one request the rule allows is spent
     expect((await connect(ip)).status).toBe(429);
-    expect(origin.hits("socket") - before).toBe(1);
+    expect(origin().hits("socket") - before).toBe(1);
   });
 });
 
