@@ -78,6 +78,8 @@ export const field = {
 /** Rule fields per minute in an isolate: outcomes × tiers × rules of one configuration stay far below it. */
 const MAX_RULE_FIELDS = 2000;
 const MINUTE_MS = 60_000;
+/** flush rounds one request's background runs at most: within the runtime's limit on waitUntil */
+const ROUNDS = 3;
 
 /**
  * Applies one batch once. KEYS[1] is the batch's marker; KEYS[2..] the figures' keys. ARGV: the
@@ -217,7 +219,8 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
   let pending = new Map<number, MinuteCounts>();
   let retry: Batch | undefined;
   let inFlight: Promise<void> | undefined;
-  let armed = false;
+  /** the flush loop armed in some request's background, if any */
+  let armed: object | undefined;
   // the first flush, too, waits an interval: an isolate's first decisions go out together
   let lastFlushAt = now();
 
@@ -308,17 +311,20 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
     flush,
     schedule(background) {
       if (armed || (!retry && pending.size === 0)) return;
-      armed = true;
+      const loop = {};
+      armed = loop;
       background.waitUntil((async () => {
         try {
           // a few rounds, so a batch that failed or counts that came meanwhile go out too
-          for (let round = 0; round < 3 && (retry || pending.size > 0); round++) {
-            const wait = Math.min(intervalMs, Math.max(0, lastFlushAt + intervalMs - now()));
-            await new Promise((resolve) => setTimeout(resolve, wait));
+          for (let round = 1; retry || pending.size > 0; round++) {
+            await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, lastFlushAt + intervalMs - now()))));
+            // before the last call: a decision counted while it is in flight arms a flush of its own
+            if (round === ROUNDS) armed = undefined;
             await flush();
+            if (round === ROUNDS) return;
           }
         } finally {
-          armed = false;
+          if (armed === loop) armed = undefined;
         }
       })());
     },
