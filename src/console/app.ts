@@ -153,7 +153,7 @@ export const CONSOLE_JS = String.raw`
   /** A line chart of per-minute series (null: no value that minute), with a legend carrying each series' total. */
   function lineChart(name, title, labels, series, opts) {
     opts = opts || {};
-    var W = 640, H = 190, L = 44, R = 10, T = 10, B = 24;
+    var W = opts.wide ? 1000 : 480, H = 190, L = 48, R = 10, T = 10, B = 24;
     var max = 0;
     series.forEach(function (s) { s.values.forEach(function (v) { if (v !== null && v > max) max = v; }); });
     max = niceMax(max);
@@ -187,7 +187,7 @@ export const CONSOLE_JS = String.raw`
       swatch.style.background = s.color;
       return el("li", { "data-series": s.name, "data-sum": s.sum }, [swatch, s.name + (s.sum !== undefined ? ": " + s.sum : "")]);
     }));
-    return el("div", { class: "card", "data-chart": name }, [el("h3", { text: title }), chart, legend]);
+    return el("div", { class: "card" + (opts.wide ? " wide" : ""), "data-chart": name }, [el("h3", { text: title }), chart, legend]);
   }
 
   /* ---------- health ---------- */
@@ -215,7 +215,7 @@ export const CONSOLE_JS = String.raw`
     ]));
     var decisions = lineChart("decisions", "Decisions per minute, by outcome", labels, outcomes.map(function (o) {
       return { name: o, color: COLORS[o] || "#555", sum: t.decisions[o], values: figures.minutes.map(function (m) { return m.decisions[o]; }) };
-    }));
+    }), { wide: true });
     var failOpen = lineChart("fail-open", "Failed open per minute", labels, [{
       name: "failed-open", color: COLORS["failed-open"], sum: t.decisions["failed-open"], values: figures.minutes.map(function (m) { return m.decisions["failed-open"]; }),
     }]);
@@ -374,11 +374,12 @@ export const CONSOLE_JS = String.raw`
     function list(title, items) {
       return el("div", {}, [el("h3", { text: title }), items.length ? el("ul", {}, items.map(function (i) { return el("li", { class: "mono", text: i }); })) : el("p", { class: "muted", text: "none" })]);
     }
+    function yes(v) { return v ? "yes" : "no"; }
     var settings = [
-      ["identity header", cfg.identity.header || "none (client IP)"], ["key required", cfg.identity.required], ["unknown keys", cfg.identity.unknownKeys],
+      ["identity header", cfg.identity.header || "none (client IP)"], ["key required", yes(cfg.identity.required)], ["unknown keys", cfg.identity.unknownKeys],
       ["default tier", cfg.defaultTier], ["fail", cfg.fail], ["timeout", duration(cfg.timeoutMs)], ["denial cache", cfg.denialCacheSize + " identities, " + duration(cfg.denialCacheMaxAgeMs)],
-      ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", cfg.caseSensitivePaths], ["client IP header", cfg.clientIpHeader],
-      ["pass forwarded headers", cfg.passForwardedHeaders], ["key prefix", cfg.prefix],
+      ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client IP header", cfg.clientIpHeader],
+      ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["key prefix", cfg.prefix],
     ];
     view.replaceChildren(
       el("h2", { text: "Configuration (read-only)" }),

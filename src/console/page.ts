@@ -19,6 +19,7 @@ export const CONSOLE_HTML = `<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
 <title>slidegate console</title>
+<link rel="icon" href="data:,">
 <style>${CONSOLE_CSS}</style>
 </head>
 <body>

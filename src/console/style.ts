@@ -18,9 +18,10 @@ h3 { font-size: 14px; margin: 0 0 8px; color: var(--muted); font-weight: 600; te
 .stat { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; background: #fbfcfd; }
 .stat dt { color: var(--muted); font-size: 12px; }
 .stat dd { margin: 0; font-size: 20px; font-variant-numeric: tabular-nums; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 16px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: 0 16px; }
+.charts .wide { grid-column: 1 / -1; }
 svg.chart { width: 100%; height: auto; display: block; }
-svg.chart text { font-size: 10px; fill: var(--muted); }
+svg.chart text { font-size: 11px; fill: var(--muted); }
 svg.chart .grid-line { stroke: var(--line); }
 .legend { display: flex; flex-wrap: wrap; gap: 4px 14px; margin: 6px 0 0; padding: 0; list-style: none; font-size: 12px; }
 .legend i { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; vertical-align: -1px; }

@@ -42,8 +42,10 @@ describe("the console page", () => {
     expect(csp).toContain(`style-src 'sha256-${await sha256Base64(style)}'`);
     expect(csp).toContain("default-src 'none'");
     expect(csp).toContain("connect-src 'self'");
-    // no external resource of any kind (the SVG namespace is a name, not a fetch)
-    expect(html).not.toMatch(/\bsrc=|<link\b|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
+    // no external resource of any kind (the SVG namespace is a name, not a fetch), and no
+    // favicon request: it would reach the origin, and count as a decision in the figures
+    expect(html).not.toMatch(/\bsrc=|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
+    expect(html.match(/<link\b[^>]*>/g)).toEqual(['<link rel="icon" href="data:,">']);
     expect(res.headers.get("x-frame-options")).toBe("DENY");
     const head = await gate(new Request("https://gate.example/__SLIDEGATE/", { method: "HEAD" }));
     expect(head.status).toBe(200);
