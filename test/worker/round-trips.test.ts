@@ -98,6 +98,16 @@ describe("round trips per decision", () => {
 });
 
 describe("round trips of the console's live figures", () => {
+  it("add no Redis call to any request: each request, counted at the shim, makes its one decision call while the figures count", async () => {
+    // no flush comes due while this test runs (the first waits an interval after the gate starts)
+    const gate = makeGate({ rules: [{ name: "a", limit: 100, window: "1m" }] }, { ...viaCountingShim, adminToken: "figures-admin", figuresIntervalMs: 600_000 });
+    const ctx = { waitUntil: () => {} };
+    await statuses(gate, 1); // loads the script if this Redis lacks it
+    for (let i = 0; i < 20; i++) {
+      expect(await roundTrips(async () => (await gate(request("/", { ip: `192.0.2.${120 + (i % 3)}` }), ctx)).body?.cancel()), `request ${i}`).toBe(1);
+    }
+  });
+
   it("add no Redis call to any request: N decisions cost N round trips, and each flush one more, after the responses", async () => {
     const gate = makeGate({ rules: [{ name: "a", limit: 100, window: "1m" }] }, { ...viaCountingShim, adminToken: "figures-admin", figuresIntervalMs: 10 });
     const promises: Promise<unknown>[] = [];
