@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { services } from "../../test/worker/helpers.ts";
+import { env } from "cloudflare:workers";
 import { createRegistry } from "../admin/registry.ts";
 import { parseRateLimits, type GateConfig } from "../config/rate-limits.ts";
 import { quantile, readFigures } from "../console/figures.ts";
@@ -8,6 +8,8 @@ import { keyIdentity } from "../decision/identity.ts";
 import type { Step } from "../decision/pipeline.ts";
 import { createLiveFigures, figureKeys, FIGURES_DEFAULTS, FLUSH_SCRIPT, latencyBucket, LATENCY_BUCKETS_MS, type LiveFiguresOptions } from "./live-figures.ts";
 
+// the test shim, as the test setup hands it to every Worker test (test/setup/services.ts)
+const services = JSON.parse((env as unknown as { TEST_SERVICES: string }).TEST_SERVICES) as { shimUrl: string; shimToken: string };
 const redis = new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false });
 const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 
