@@ -270,9 +270,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       },
     },
   };
-  // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
   // the console's reads: figures and configuration
   for (const [name, run] of Object.entries(consoleRoutes({ config, redis, registry, now: isolateNow }))) routes[name] = { who: "none", run };
+  // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
   const routeTable = new Map(Object.entries(routes));
 
   /** The key named by a raw `key` or its SHA-256 `hash`, or what is wrong with them. */
