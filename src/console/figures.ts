@@ -118,6 +118,7 @@ export async function readFigures(
   const p = redis.pipeline();
   for (const minute of span) p.hgetall(figureKeys.minute(prefix, minute));
   p.zunionstore(scratch, recent.length, recent.map((m) => figureKeys.top(prefix, m)));
+  p.expire(scratch, 60); // gone by itself should the DEL below never run
   p.zrange(scratch, 0, TOP_LISTED - 1, { rev: true, withScores: true });
   p.del(scratch);
   const replies = (await p.exec()) as unknown[];
@@ -146,7 +147,7 @@ export async function readFigures(
     return { at: new Date(minute * MINUTE_MS).toISOString(), decisions, storeLatencyMs: latencyOf(own) };
   });
 
-  const ranked = replies[span.length + 1] as unknown[];
+  const ranked = replies[span.length + 2] as unknown[];
   const top: { member: string; refused: number }[] = [];
   for (let i = 0; i + 1 < ranked.length; i += 2) top.push({ member: String(ranked[i]), refused: Number(ranked[i + 1]) });
   const keys = top.filter((t) => KEY_HASH.test(t.member)).map((t) => keyIdentity(t.member));
