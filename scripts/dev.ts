@@ -136,6 +136,10 @@ if (vars.ORIGIN_URL) {
   say(`• Origin: demo echo API on ${origin.url}`);
 }
 
+// The admin API and its console: the developer's ADMIN_TOKEN, else one for this run (printed in the banner).
+const adminTokenSource = vars.ADMIN_TOKEN ? (fileVars.ADMIN_TOKEN ? devVarsFile : "the environment") : undefined;
+workerVars.ADMIN_TOKEN = vars.ADMIN_TOKEN || randomBytes(16).toString("hex");
+
 // Secrets reach wrangler through a private file, never the command line or its output.
 const envDir = mkdtempSync(join(tmpdir(), "slidegate-dev-"));
 stops.push(() => rmSync(envDir, { recursive: true, force: true }));
@@ -155,7 +159,7 @@ const child = spawn(process.execPath, [
   detached: true,
   stdio: ["ignore", "pipe", "pipe"],
   // The gate reads no request.cf data, so wrangler need not fetch it from the network.
-  env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", UPSTASH_REDIS_REST_TOKEN: undefined },
+  env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", UPSTASH_REDIS_REST_TOKEN: undefined, ADMIN_TOKEN: undefined },
 });
 started.ports.push(gatePort, inspectorPort);
 started.pids.push(child.pid!);
@@ -180,8 +184,9 @@ child.once("exit", (code) => {
 
 const gate = `http://127.0.0.1:${gatePort}`;
 const mode = store.startsWith("Upstash") ? "upstash" : "local";
+const consoleUrl = `${gate}/__slidegate/`;
 if (readyJson) {
-  process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
+  process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, console: consoleUrl, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
 } else {
   const rules = limits.ok ? describeLimits(limits.config) : [];
   say([
@@ -190,6 +195,7 @@ if (readyJson) {
     `  gate     ${gate}   (wrangler dev)`,
     `  origin   ${originLabel}`,
     `  store    ${store}`,
+    `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
     ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
     "",
     "Try it (six requests against the limit above):",

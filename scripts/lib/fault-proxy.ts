@@ -11,11 +11,14 @@ export type Fault =
   | { kind: "slow"; ms: number } // the shim answers, late
   | { kind: "malformed" } // 200 with a body that is not JSON
   | { kind: "wrong-shape" } // 200 with JSON the script never returns
-  | { kind: "drop" }; // the connection is cut
+  | { kind: "drop" } // the connection is cut
+  | { kind: "lost-reply" }; // the shim answers, and the connection is cut before the answer reaches the client
 
 export interface FaultProxy {
   url: string;
   set(fault: Fault): void;
+  /** requests that met a fault so far */
+  readonly faulted: number;
   close(): Promise<void>;
 }
 
@@ -27,9 +30,11 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let fault: Fault = { kind: "none" };
+  let faulted = 0;
   const server = createServer(async (req, res) => {
     const payload = await body(req);
     const current = fault;
+    if (current.kind !== "none") faulted++;
     switch (current.kind) {
       case "status":
         return res.writeHead(current.status, { "content-type": "application/json" }).end('{"error":"injected fault"}');
@@ -48,8 +53,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>,
         body: req.method === "GET" ? undefined : payload,
       });
+      const reply = Buffer.from(await upstream.arrayBuffer());
+      if (current.kind === "lost-reply") return req.socket.destroy();
       res.writeHead(upstream.status, Object.fromEntries(upstream.headers));
-      res.end(Buffer.from(await upstream.arrayBuffer()));
+      res.end(reply);
     } catch {
       if (!res.headersSent) res.writeHead(502).end();
     }
@@ -58,6 +65,9 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     set: (next) => (fault = next),
+    get faulted() {
+      return faulted;
+    },
     close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
   };
 }

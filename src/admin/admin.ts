@@ -7,11 +7,15 @@ import { createRegistry, IMPORT_BATCH, LIST_PAGE, type Entry } from "./registry.
 import { createLimiter, decisionOf, LimiterError, redisKeys, type Limit } from "../script/limiter.ts";
 import { problem } from "../http/problem.ts";
 import { tierOf } from "../decision/rules.ts";
+import { consolePage } from "../console/page.ts";
+import { consoleRoutes } from "../console/routes.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 export const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
 const KEY_HASH = /^[0-9a-f]{64}$/;
+/** An address identity's tag, as the console's figures name it: "i" and 22 base64url characters. */
+const ADDRESS_TAG = /^i[A-Za-z0-9_-]{22}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
 export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX;
@@ -60,7 +64,7 @@ export function isStoreFailure(error: unknown): boolean {
 const json = (body: unknown, status = 200) =>
   new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 const notFound = () =>
-  problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import.`);
+  problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`);
 const noEntry = () => problem(404, "no-such-key", "No Such Key", "The registry holds no entry for this key.");
 const unauthorized = (sent: boolean) =>
   problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.", {
@@ -266,6 +270,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       },
     },
   };
+  // the console's reads: figures and configuration
+  for (const [name, run] of Object.entries(consoleRoutes({ config, redis, registry, now: isolateNow }))) routes[name] = { who: "none", run };
   // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
   const routeTable = new Map(Object.entries(routes));
 
@@ -304,6 +310,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   }
 
   return async (request, path) => {
+    // the console's page holds no data: every figure it shows is an authenticated call
+    if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) return consolePage(request.method);
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)
     const caller = (await identify("i", `@admin ${clientAddress(request, config.ipv6Prefix).bucket}`)).tag;
     const now = isolateNow();
@@ -330,8 +338,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
     let identity: Identity | undefined;
     if (route.who !== "none") {
-      const { key, hash, ip } = body;
-      if (route.who === "any" && typeof ip === "string" && ip !== "" && key === undefined && hash === undefined) {
+      const { key, hash, ip, tag } = body;
+      if (route.who === "any" && tag !== undefined) {
+        // an address known only by its tag (the console's figures hold no address)
+        if (typeof tag !== "string" || !ADDRESS_TAG.test(tag) || key !== undefined || hash !== undefined || ip !== undefined) {
+          return badRequest('"tag" names an address by its tag ("i" and 22 characters, as the figures list it), alone; name an API key by "key" or "hash".');
+        }
+        identity = { kind: "i", tag };
+      } else if (route.who === "any" && typeof ip === "string" && ip !== "" && key === undefined && hash === undefined) {
         identity = await identify("i", ipIdentity(ip, config.ipv6Prefix));
       } else if (route.who === "any" && ip !== undefined) {
         return badRequest('Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.');

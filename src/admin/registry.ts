@@ -123,6 +123,17 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       return Object.keys(fields).length ? entryOf(fields) : undefined;
     },
 
+    /** The entries of many keys in one pipeline, in their order (undefined where a key has none). */
+    async getMany(identities: readonly Identity[]): Promise<(Entry | undefined)[]> {
+      if (identities.length === 0) return [];
+      const p = redis.pipeline();
+      for (const identity of identities) p.hgetall(entryKey(identity));
+      return ((await p.exec()) as unknown[]).map((raw) => {
+        const fields = fieldsFrom(raw);
+        return Object.keys(fields).length ? entryOf(fields) : undefined;
+      });
+    },
+
     /** true when there was an entry to delete. */
     async remove(identity: Identity): Promise<boolean> {
       const p = redis.pipeline();

@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { compileAccess, parseRange, type AccessCheck } from "../decision/access-lists.ts";
+import { compileAccess, parseRange, type AccessCheck, type AccessLists } from "../decision/access-lists.ts";
 import { canonicalPath } from "../http/canonical.ts";
 
 /**
@@ -26,6 +26,8 @@ export interface Rule {
   cost: number;
   /** undefined: every path; matched against each form of the canonical path (see canonical.ts) */
   path?: RegExp;
+  /** the path as configured, in canonical form (for the operator's view of the configuration) */
+  glob?: string;
   /** undefined: every method */
   methods?: ReadonlySet<string>;
   fail: FailMode;
@@ -58,6 +60,10 @@ export interface GateConfig {
   clock: "redis" | "edge";
   /** the allow and deny lists, for a client IP and an API key's SHA-256 hex */
   access: AccessCheck;
+  /** the lists as configured (for the operator's view of the configuration) */
+  lists?: { allow?: AccessLists; deny?: AccessLists };
+  /** rule paths match case-sensitively */
+  caseSensitivePaths?: boolean;
   /** IPv6 clients are counted by their network of this many bits */
   ipv6Prefix: number;
   /** the header (lower case) in which the origin receives the client address */
@@ -218,13 +224,15 @@ function pathPattern(glob: string, caseSensitive: boolean): RegExp {
 }
 
 function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean, caseSensitive: boolean): Rule {
+  // the glob in the same canonical form as the requests it is matched against ("//v1/%75sers" is "/v1/users")
+  const glob = r.path === undefined ? undefined : (canonicalPath(r.path) as { path: string }).path;
   return {
     name: r.name,
     limit: r.limit,
     windowMs: r.window,
     cost: r.cost ?? 1,
-    // the glob in the same canonical form as the requests it is matched against ("//v1/%75sers" is "/v1/users")
-    path: r.path === undefined ? undefined : pathPattern((canonicalPath(r.path) as { path: string }).path, caseSensitive),
+    path: glob === undefined ? undefined : pathPattern(glob, caseSensitive),
+    glob,
     methods: r.methods && new Set(r.methods.map((m) => m.toUpperCase())),
     fail: r.fail ?? fail,
     timeoutMs: r.timeout ?? timeoutMs,
@@ -309,6 +317,8 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
       denialCacheMaxAgeMs: c.denialCacheMaxAge ?? DEFAULTS.denialCacheMaxAgeMs,
       clock: c.clock ?? DEFAULTS.clock,
       access: compileAccess({ allow: c.allow, deny: c.deny }),
+      lists: { allow: c.allow, deny: c.deny },
+      caseSensitivePaths: caseSensitive,
       ipv6Prefix: c.ipv6Prefix ?? DEFAULTS.ipv6Prefix,
       clientIpHeader: (c.clientIpHeader ?? DEFAULTS.clientIpHeader).toLowerCase(),
       passForwardedHeaders: c.passForwardedHeaders ?? false,

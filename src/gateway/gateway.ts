@@ -5,6 +5,7 @@ import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
 import { createDenialLog } from "./denial-log.ts";
+import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
 import { prepare, send } from "./proxy.ts";
 
@@ -22,6 +23,8 @@ export interface GateOptions {
   now?: () => number;
   /** where structured log lines go (default: console) */
   log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
+  /** the least time between two flushes of the console's live figures (kept with the admin API on) */
+  figuresIntervalMs?: number;
 }
 
 /** The part of a Worker's ExecutionContext the gate uses: work that may finish after the response. */
@@ -96,6 +99,10 @@ export function createGate(options: GateOptions): Gate {
       }
     },
   });
+  // the console's figures: counted in memory, flushed after responses (src/gateway/live-figures.ts)
+  const figures = options.adminToken
+    ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
+    : undefined;
   const forwarding = { origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders };
   const keyHeader = config.keyHeader ?? "X-API-Key";
 
@@ -119,6 +126,7 @@ export function createGate(options: GateOptions): Gate {
       if (ctx) ctx.waitUntil(denials.flush());
       else await denials.flush();
     }
+    if (ctx) figures?.schedule(ctx);
     return response;
   };
 
@@ -143,6 +151,7 @@ export function createGate(options: GateOptions): Gate {
 
   /** The log line and data point a step earns; a denial goes to the denial log instead of a line per request. */
   function report(step: Step, request: Request, path: string) {
+    figures?.record(step);
     const { tier, identity: { tag } } = step.caller;
     const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) =>
       record({ outcome, tier, rules, tag, ...extra });

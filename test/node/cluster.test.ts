@@ -84,6 +84,39 @@ describe("Redis Cluster behind the shim", () => {
     expect(await client.eval("return #KEYS", ["{same}one", "{same}two"], [])).toBe(2);
   });
 
+  it("carries the console's live figures: flushes under one hash tag, read back with registry entries from several slots", async () => {
+    const admin = "cluster-admin";
+    const consoleFleet = await startGateFleet(2, {
+      UPSTASH_REDIS_REST_URL: shim.url, UPSTASH_REDIS_REST_TOKEN: token, ADMIN_TOKEN: admin,
+      RATE_LIMITS: rateLimits({ identity: { header: "x-api-key" }, timeout: 30_000, denialCacheSize: 0, rules: [{ name: "hour", limit: 2, window: "1h" }] }),
+    });
+    try {
+      const call = async (route: string, body: unknown) => {
+        const res = await consoleFleet.isolates[0]!.dispatchFetch(`http://gate.example/__slidegate/${route}`, { method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${admin}` } });
+        return { status: res.status, body: (await res.json()) as Record<string, any> };
+      };
+      const keys = ["sk-a", "sk-b", "sk-c", "sk-d"];
+      const slots = new Set(await Promise.all(keys.map(async (k) => cluster.slotOf(`{${(await identify("k", k)).tag}}`))));
+      expect(slots.size, "the keys' registry entries sit in different slots").toBeGreaterThan(1);
+      for (const k of keys) expect((await call("keys/set", { key: k, label: `label ${k}` })).status).toBe(200);
+      for (const k of keys) {
+        const codes = [];
+        for (let i = 0; i < 3; i++) codes.push(...(await consoleFleet.burst(1, { "x-api-key": k, "cf-connecting-ip": "192.0.2.1" })));
+        expect(codes).toEqual([200, 200, 429]);
+      }
+      let figures: Record<string, any> = {};
+      for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
+        figures = (await call("figures", { minutes: 10 })).body;
+        if (figures.totals.all >= 12) break;
+      }
+      expect(figures.totals.all).toBe(12);
+      expect(figures.totals.decisions).toMatchObject({ admitted: 8, denied: 4 });
+      expect(figures.top.identities.map((i: { label: string; refused: number }) => [i.label, i.refused]).sort()).toEqual(keys.map((k) => [`label ${k}`, 1]));
+    } finally {
+      await consoleFleet.dispose();
+    }
+  }, 90_000);
+
   it("fails over a master under traffic: decisions follow the fail policy, then limiting is exact again", async () => {
     const byMaster = await ipsByMaster(30, "f1");
     const [victim, ips] = [...byMaster.entries()][0]!;

@@ -95,6 +95,36 @@ describe("npm run dev", () => {
     // and a second run can start at once
   }, 120_000);
 
+  it("prints a banner with the console's URL and an admin token for this run, which the console's routes take", async () => {
+    dev = spawn(process.execPath, ["scripts/dev.ts"], {
+      env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", ADMIN_TOKEN: "", DEV_VARS_FILE: "/dev/null" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let banner = "";
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no banner in 90 s:\n${banner}`)), 90_000);
+      dev!.stdout!.on("data", (c: Buffer) => {
+        banner += c.toString();
+        if (banner.includes("Ctrl-C stops everything")) {
+          clearTimeout(timer);
+          resolve();
+        }
+      });
+      dev!.once("exit", (code) => reject(new Error(`exited with ${code}:\n${banner}`)));
+    });
+    const line = /^ {2}console {2}(http:\/\/127\.0\.0\.1:\d+\/__slidegate\/) {3}admin token: ([0-9a-f]{32})$/m.exec(banner);
+    expect(line, banner).not.toBeNull();
+    const [, consoleUrl, token] = line!;
+    const page = await fetch(consoleUrl!);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("<title>slidegate console</title>");
+    const figures = await fetch(`${consoleUrl}figures`, { method: "POST", body: "{}", headers: { authorization: `Bearer ${token}` } });
+    expect(figures.status).toBe(200);
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
   it("uses Upstash credentials from .dev.vars and starts no Redis or shim", async () => {
     // The test shim stands in for Upstash: same REST API, same credentials shape.
     const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));

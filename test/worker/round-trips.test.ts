@@ -96,3 +96,44 @@ describe("round trips per decision", () => {
     expect(new Set(codes)).toEqual(new Set([400, 401]));
   });
 });
+
+describe("round trips of the console's live figures", () => {
+  it("add no Redis call to any request: each request, counted at the shim, makes its one decision call while the figures count", async () => {
+    // no flush comes due while this test runs (the first waits an interval after the gate starts)
+    const gate = makeGate({ rules: [{ name: "a", limit: 100, window: "1m" }] }, { ...viaCountingShim, adminToken: "figures-admin", figuresIntervalMs: 600_000 });
+    const ctx = { waitUntil: () => {} };
+    await statuses(gate, 1); // loads the script if this Redis lacks it
+    for (let i = 0; i < 20; i++) {
+      expect(await roundTrips(async () => (await gate(request("/", { ip: `192.0.2.${120 + (i % 3)}` }), ctx)).body?.cancel()), `request ${i}`).toBe(1);
+    }
+  });
+
+  it("add no Redis call to any request: N decisions cost N round trips, and each flush one more, after the responses", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 100, window: "1m" }] }, { ...viaCountingShim, adminToken: "figures-admin", figuresIntervalMs: 10 });
+    const promises: Promise<unknown>[] = [];
+    const ctx = { waitUntil: (p: Promise<unknown>) => void promises.push(p) };
+    await statuses(gate, 1); // loads the script if this Redis lacks it (no context: nothing is flushed)
+    const n = 40;
+    const codes: number[] = [];
+    const calls = await roundTrips(async () => {
+      for (let i = 0; i < n; i++) {
+        const res = await gate(request("/", { ip: `192.0.2.${100 + (i % 2)}` }), ctx);
+        await res.body?.cancel();
+        codes.push(res.status);
+      }
+      await Promise.all(promises);
+    });
+    const figures = await figuresOf(gate);
+    expect(figures.totals.all).toBe(n + 1);
+    expect(codes.every((c) => c === 200)).toBe(true);
+    expect(figures.totals.decisions.admitted).toBe(n + 1);
+    expect(figures.totals.flushes).toBeGreaterThanOrEqual(1);
+    expect(calls).toBe(n + figures.totals.flushes);
+  });
+});
+
+/** The figures as the gate's console reads them (these reads are counted too: call after counting). */
+async function figuresOf(gate: (r: Request) => Promise<Response>) {
+  const res = await gate(new Request("https://gate.example/__slidegate/figures", { method: "POST", body: '{"minutes":5}', headers: { authorization: "Bearer figures-admin" } }));
+  return (await res.json()) as { totals: { all: number; flushes: number; decisions: Record<string, number> } };
+}

@@ -1,0 +1,424 @@
+/**
+ * The console's script, as the page inlines it (plain ES2020, no build step, no dependency).
+ * Every value from the gate is put in the page as text (textContent, SVG attributes), never
+ * as markup. The admin token lives in sessionStorage under one name, and goes only into the
+ * Authorization header of calls to this gate's admin routes.
+ *
+ * Views, by the URL's fragment (which never holds the token): #/health, #/config,
+ * #/identity/hash/<sha256 hex>, #/identity/tag/<address tag>.
+ */
+export const CONSOLE_JS = String.raw`
+"use strict";
+(function () {
+  var STORE = "slidegate.adminToken";
+  var BASE = location.pathname.replace(/\/*$/, "/");
+  var COLORS = { admitted: "#2e7d32", denied: "#c62828", "shadow-denied": "#ef6c00", blocked: "#6a1b9a", "failed-open": "#f9a825",
+    "failed-closed": "#4e342e", allowlisted: "#00838f", denylisted: "#37474f", "unknown-key": "#8d6e63", "disabled-key": "#ad1457" };
+  var refreshTimer = 0;
+  var configuration = null;
+
+  function $(id) { return document.getElementById(id); }
+  function token() { return sessionStorage.getItem(STORE); }
+
+  /** An element with attributes (text: its text) and children (nodes or strings, as text). */
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    setAll(node, attrs);
+    append(node, children);
+    return node;
+  }
+  function svg(tag, attrs, children) {
+    var node = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    setAll(node, attrs);
+    append(node, children);
+    return node;
+  }
+  function setAll(node, attrs) {
+    for (var name in attrs || {}) {
+      var value = attrs[name];
+      if (value === undefined || value === null || value === false) continue;
+      if (name === "text") node.textContent = String(value);
+      else if (name === "onclick" || name === "onsubmit" || name === "onchange") node[name] = value;
+      else node.setAttribute(name, String(value));
+    }
+  }
+  function append(node, children) {
+    (children || []).forEach(function (c) {
+      if (c === null || c === undefined || c === false) return;
+      node.appendChild(typeof c === "object" ? c : document.createTextNode(String(c)));
+    });
+  }
+
+  function duration(ms) {
+    if (ms === null || ms === undefined) return "—";
+    if (ms === 0) return "0";
+    var units = [["d", 86400000], ["h", 3600000], ["m", 60000], ["s", 1000]];
+    for (var i = 0; i < units.length; i++) if (ms % units[i][1] === 0) return ms / units[i][1] + units[i][0];
+    return ms + "ms";
+  }
+  function clock(iso) {
+    var d = new Date(iso);
+    return String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
+  }
+
+  /** One admin call. A refused token signs out; any answer is returned with its status. */
+  async function call(route, body) {
+    var res = await fetch(BASE + route, {
+      method: "POST", cache: "no-store", credentials: "omit",
+      headers: { "Authorization": "Bearer " + token(), "Content-Type": "application/json" },
+      body: JSON.stringify(body || {}),
+    });
+    var text = await res.text();
+    var data;
+    try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
+    if (res.status === 401) {
+      signOut("The admin token was refused.");
+      throw new Error("unauthorized");
+    }
+    if (res.status === 429 && data && data.type === "urn:slidegate:too-many-attempts") {
+      signOut("Too many failed sign-ins from this address: wait " + (res.headers.get("Retry-After") || "a while") + " s.");
+      throw new Error("throttled");
+    }
+    return { ok: res.ok, status: res.status, data: data };
+  }
+  function problemText(r) {
+    return r.status + " " + ((r.data && (r.data.detail || r.data.title)) || "");
+  }
+
+  function signOut(message) {
+    sessionStorage.removeItem(STORE);
+    clearInterval(refreshTimer);
+    configuration = null;
+    $("nav").hidden = true;
+    $("view").replaceChildren();
+    $("login").hidden = false;
+    $("login-error").textContent = message || "";
+    $("token").value = "";
+    $("token").focus();
+  }
+
+  async function signIn(event) {
+    event.preventDefault();
+    sessionStorage.setItem(STORE, $("token").value);
+    $("token").value = "";
+    try {
+      var r = await call("configuration", {});
+      if (!r.ok) return signOut(problemText(r));
+    } catch (e) {
+      return;
+    }
+    $("login").hidden = true;
+    $("nav").hidden = false;
+    route();
+  }
+
+  function route() {
+    clearInterval(refreshTimer);
+    if (!token()) return signOut("");
+    $("login").hidden = true;
+    $("nav").hidden = false;
+    var parts = location.hash.replace(/^#\/?/, "").split("/");
+    document.querySelectorAll("[data-nav]").forEach(function (a) { a.classList.toggle("current", a.getAttribute("data-nav") === parts[0]); });
+    var view = $("view");
+    if (parts[0] === "config") return showConfiguration(view);
+    if (parts[0] === "identity" && parts[1] === "hash" && /^[0-9a-f]{64}$/.test(parts[2] || "")) return showIdentity(view, { hash: parts[2] });
+    if (parts[0] === "identity" && parts[1] === "tag" && /^i[A-Za-z0-9_-]{22}$/.test(parts[2] || "")) return showIdentity(view, { tag: parts[2] });
+    return showHealth(view);
+  }
+
+  function failed(view, e) {
+    if (e && (e.message === "unauthorized" || e.message === "throttled")) return;
+    view.replaceChildren(el("p", { class: "card bad", role: "alert", text: "The gate could not be reached: " + (e && e.message) }));
+  }
+
+  async function config() {
+    if (!configuration) {
+      var r = await call("configuration", {});
+      if (!r.ok) throw new Error(problemText(r));
+      configuration = r.data;
+    }
+    return configuration;
+  }
+
+  /* ---------- charts: inline SVG ---------- */
+
+  function niceMax(v) {
+    if (v <= 0) return 1;
+    var p = Math.pow(10, Math.floor(Math.log10(v)));
+    var steps = [1, 2, 2.5, 5, 10];
+    for (var i = 0; i < steps.length; i++) if (steps[i] * p >= v) return steps[i] * p;
+    return 10 * p;
+  }
+
+  /** A line chart of per-minute series (null: no value that minute), with a legend carrying each series' total. */
+  function lineChart(name, title, labels, series, opts) {
+    opts = opts || {};
+    var W = opts.wide ? 1000 : 480, H = 190, L = 48, R = 10, T = 10, B = 24;
+    var max = 0;
+    series.forEach(function (s) { s.values.forEach(function (v) { if (v !== null && v > max) max = v; }); });
+    max = niceMax(max);
+    var n = labels.length;
+    var x = function (i) { return L + (n <= 1 ? 0 : (i * (W - L - R)) / (n - 1)); };
+    var y = function (v) { return T + (H - T - B) * (1 - v / max); };
+    var nodes = [];
+    [0, 0.5, 1].forEach(function (f) {
+      nodes.push(svg("line", { class: "grid-line", x1: L, x2: W - R, y1: y(max * f), y2: y(max * f) }));
+      nodes.push(svg("text", { x: L - 6, y: y(max * f) + 3, "text-anchor": "end", text: String(+(max * f).toFixed(2)) + (opts.unit || "") }));
+    });
+    [0, Math.floor((n - 1) / 2), n - 1].forEach(function (i) {
+      if (labels[i]) nodes.push(svg("text", { x: x(i), y: H - 6, "text-anchor": i === 0 ? "start" : i === n - 1 ? "end" : "middle", text: clock(labels[i]) }));
+    });
+    series.forEach(function (s) {
+      var d = "";
+      var pen = false;
+      s.values.forEach(function (v, i) {
+        if (v === null) { pen = false; return; }
+        d += (pen ? "L" : "M") + x(i).toFixed(1) + " " + y(v).toFixed(1);
+        pen = true;
+      });
+      if (d) nodes.push(svg("path", { d: d, fill: "none", stroke: s.color, "stroke-width": 2, "stroke-linejoin": "round" }, [svg("title", { text: s.name })]));
+      s.values.forEach(function (v, i) {
+        if (v !== null && v > 0) nodes.push(svg("circle", { cx: x(i), cy: y(v), r: 2.2, fill: s.color }, [svg("title", { text: s.name + " at " + clock(labels[i]) + ": " + v + (opts.unit || "") })]));
+      });
+    });
+    var chart = svg("svg", { class: "chart", viewBox: "0 0 " + W + " " + H, role: "img", "aria-label": title }, nodes);
+    var legend = el("ul", { class: "legend" }, series.map(function (s) {
+      var swatch = el("i");
+      swatch.style.background = s.color;
+      return el("li", { "data-series": s.name, "data-sum": s.sum }, [swatch, s.name + (s.sum !== undefined ? ": " + s.sum : "")]);
+    }));
+    return el("div", { class: "card" + (opts.wide ? " wide" : ""), "data-chart": name }, [el("h3", { text: title }), chart, legend]);
+  }
+
+  /* ---------- health ---------- */
+
+  async function showHealth(view) {
+    var figures;
+    try {
+      var r = await call("figures", { minutes: 60 });
+      if (!r.ok) throw new Error(problemText(r));
+      figures = r.data;
+    } catch (e) {
+      return failed(view, e);
+    }
+    if (location.hash.replace(/^#\/?/, "").split("/")[0] !== "" && location.hash.indexOf("#/health") !== 0) return;
+    var t = figures.totals;
+    var labels = figures.minutes.map(function (m) { return m.at; });
+    var outcomes = Object.keys(t.decisions).filter(function (o) { return t.decisions[o] > 0 || o === "admitted" || o === "denied"; });
+    var stats = el("dl", { class: "grid" }, outcomes.map(function (o) {
+      return el("div", { class: "stat" }, [el("dt", { text: o }), el("dd", { "data-total": o, text: t.decisions[o] })]);
+    }).concat([
+      el("div", { class: "stat" }, [el("dt", { text: "all decisions" }), el("dd", { "data-total": "all", text: t.all })]),
+      el("div", { class: "stat" }, [el("dt", { text: "fail-open" }), el("dd", { "data-total": "fail-open", class: t.decisions["failed-open"] ? "bad" : "", text: t.decisions["failed-open"] })]),
+      el("div", { class: "stat" }, [el("dt", { text: "store p50 / p99" }), el("dd", { "data-total": "latency", text: t.storeLatencyMs.count ? "≤" + t.storeLatencyMs.p50 + " / ≤" + t.storeLatencyMs.p99 + " ms" : "—" })]),
+      el("div", { class: "stat" }, [el("dt", { text: "lost in flushes" }), el("dd", { "data-total": "lost", class: t.lost ? "bad" : "", text: t.lost })]),
+    ]));
+    var decisions = lineChart("decisions", "Decisions per minute, by outcome", labels, outcomes.map(function (o) {
+      return { name: o, color: COLORS[o] || "#555", sum: t.decisions[o], values: figures.minutes.map(function (m) { return m.decisions[o]; }) };
+    }), { wide: true });
+    var failOpen = lineChart("fail-open", "Failed open per minute", labels, [{
+      name: "failed-open", color: COLORS["failed-open"], sum: t.decisions["failed-open"], values: figures.minutes.map(function (m) { return m.decisions["failed-open"]; }),
+    }]);
+    var latency = lineChart("latency", "Store latency per minute (bucket upper bound)", labels, [
+      { name: "p50", color: "#2457c5", values: figures.minutes.map(function (m) { return m.storeLatencyMs.p50; }) },
+      { name: "p99", color: "#c62828", values: figures.minutes.map(function (m) { return m.storeLatencyMs.p99; }) },
+    ], { unit: " ms" });
+
+    var rows = figures.top.identities.map(function (id) {
+      var target = id.kind === "key" ? "#/identity/hash/" + id.hash : "#/identity/tag/" + id.tag;
+      return el("tr", { "data-identity": id.tag }, [
+        el("td", {}, [el("a", { href: target, class: "mono", text: id.tag })]),
+        el("td", { text: id.kind === "key" ? "API key" : "address" }),
+        el("td", { text: id.label || (id.registered ? "(no label)" : "") }),
+        el("td", { text: id.tier }),
+        el("td", { "data-refused": id.refused, text: id.refused }),
+      ]);
+    });
+    var top = el("div", { class: "card", id: "top" }, [
+      el("h3", { text: "Refused most — last " + figures.top.minutes + " minutes" }),
+      rows.length
+        ? el("table", {}, [el("thead", {}, [el("tr", {}, ["Identity", "Kind", "Label", "Tier", "Refused"].map(function (h) { return el("th", { text: h }); }))]), el("tbody", {}, rows)])
+        : el("p", { class: "muted", text: "Nobody was refused." }),
+    ]);
+    var head = el("div", { class: "actions" }, [
+      el("h2", { text: "Health — last 60 minutes" }),
+      el("button", { id: "refresh", type: "button", text: "Refresh", onclick: function () { showHealth(view); } }),
+      el("span", { class: "muted", id: "updated", text: "updated " + new Date(figures.generatedAt).toLocaleTimeString() + " · figures reach the console within seconds" }),
+    ]);
+    view.replaceChildren(head, el("div", { class: "card" }, [stats]), el("div", { class: "charts" }, [decisions, failOpen, latency]), top);
+    clearInterval(refreshTimer);
+    refreshTimer = setInterval(function () { showHealth(view); }, 15000);
+  }
+
+  /* ---------- identity ---------- */
+
+  async function showIdentity(view, who) {
+    var usage, cfg;
+    try {
+      cfg = await config();
+      var r = await call("usage", who);
+      if (!r.ok) throw new Error(problemText(r));
+      usage = r.data;
+    } catch (e) {
+      return failed(view, e);
+    }
+    var entry = usage.registry;
+    var isKey = !!who.hash;
+    var result = el("p", { class: "result", id: "result", role: "status" });
+    var blocked = usage.blockedForMs === null || usage.blockedForMs > 0;
+
+    /** Asks, calls, shows the answer, and shows the identity again. */
+    async function act(question, route, body) {
+      if (!confirm(question)) return;
+      var r;
+      try { r = await call(route, Object.assign({}, who, body || {})); } catch (e) { return; }
+      await showIdentity(view, who);
+      var shown = $("result");
+      shown.textContent = route + ": " + (r.ok ? "done — " + JSON.stringify(r.data) : "refused — " + problemText(r));
+      shown.className = "result " + (r.ok ? "ok" : "bad");
+    }
+
+    var name = isKey ? (entry && entry.label ? entry.label + " (API key)" : "API key") : "Address";
+    var facts = el("dl", { class: "grid" }, [
+      el("div", { class: "stat" }, [el("dt", { text: "tag" }), el("dd", { class: "mono", "data-fact": "tag", text: usage.identity.tag })]),
+      el("div", { class: "stat" }, [el("dt", { text: "tier" }), el("dd", { "data-fact": "tier", text: usage.tier })]),
+      el("div", { class: "stat" }, [el("dt", { text: "block" }), el("dd", { "data-fact": "block", class: blocked ? "bad" : "", text: usage.blockedForMs === null ? "blocked, no end" : usage.blockedForMs > 0 ? "blocked for " + Math.ceil(usage.blockedForMs / 1000) + " s" : "not blocked" })]),
+      isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", text: entry ? (entry.disabled ? "disabled" : "registered") : "not registered" })]),
+    ]);
+    var overrides = (entry && entry.overrides) || {};
+    var rules = el("table", { id: "usage" }, [
+      el("thead", {}, [el("tr", {}, ["Rule", "Used", "Limit", "Window", "Remaining", "Frees in", "Override"].map(function (h) { return el("th", { text: h }); }))]),
+      el("tbody", {}, usage.rules.map(function (rule) {
+        var o = overrides[rule.name];
+        return el("tr", { "data-rule": rule.name }, [
+          el("td", {}, [rule.name, rule.shadow ? el("span", { class: "pill", text: "shadow" }) : null]),
+          el("td", { "data-used": rule.used, text: rule.used }),
+          el("td", { text: rule.limit }),
+          el("td", { text: duration(rule.windowMs) }),
+          el("td", { text: rule.remaining }),
+          el("td", { text: rule.resetMs ? duration(Math.ceil(rule.resetMs / 1000) * 1000) : "—" }),
+          el("td", {}, o ? [
+            [o.limit !== undefined ? "limit " + o.limit : "", o.windowMs !== undefined ? "window " + duration(o.windowMs) : ""].filter(Boolean).join(", ") + " ",
+            el("button", { type: "button", "data-action": "clear-override", text: "Clear", onclick: function () {
+              act("Clear the override of rule \"" + rule.name + "\" for this key?", "keys/override", { rule: rule.name, clear: true });
+            } }),
+          ] : ["—"]),
+        ]);
+      })),
+    ]);
+
+    var minutes = el("input", { id: "block-minutes", type: "number", min: 1, max: 43200, value: 10, "aria-label": "Block for minutes" });
+    var controls = [
+      el("form", { id: "block-form", onsubmit: function (e) {
+        e.preventDefault();
+        var m = Number(minutes.value);
+        act("Block " + usage.identity.tag + " for " + m + " minutes? Its requests will be answered 403 everywhere.", "block", { seconds: Math.round(m * 60) });
+      } }, [el("button", { class: "danger", "data-action": "block", text: "Block for" }), minutes, "minutes"]),
+      el("button", { type: "button", "data-action": "unblock", text: "Unblock", onclick: function () { act("Lift the block of " + usage.identity.tag + "?", "unblock"); } }),
+      el("button", { type: "button", "data-action": "reset", text: "Reset usage", onclick: function () { act("Clear every window of " + usage.identity.tag + "? Its counts start from zero.", "reset"); } }),
+    ];
+    if (isKey) {
+      var tiers = el("select", { id: "tier-select", "aria-label": "Tier" }, Object.keys(cfg.tiers).map(function (t) { return el("option", { value: t, text: t, selected: t === usage.tier }); }));
+      controls.push(el("form", { id: "tier-form", onsubmit: function (e) {
+        e.preventDefault();
+        var next = { tier: tiers.value, disabled: entry ? entry.disabled : false, overrides: {} };
+        if (entry && entry.label !== undefined) next.label = entry.label;
+        for (var r in overrides) next.overrides[r] = { limit: overrides[r].limit, window: overrides[r].windowMs };
+        act("Move this key to tier \"" + tiers.value + "\"?", "keys/set", next);
+      } }, [el("button", { "data-action": "tier", text: "Set tier" }), tiers]));
+      var ruleNames = [];
+      Object.keys(cfg.tiers).forEach(function (t) { cfg.tiers[t].forEach(function (r) { if (ruleNames.indexOf(r.name) < 0) ruleNames.push(r.name); }); });
+      var ruleSelect = el("select", { id: "override-rule", "aria-label": "Rule" }, ruleNames.map(function (n) { return el("option", { value: n, text: n }); }));
+      var limit = el("input", { id: "override-limit", type: "number", min: 1, max: 1000000, placeholder: "limit", "aria-label": "Limit" });
+      var windowText = el("input", { id: "override-window", placeholder: "window, e.g. 2m", size: 12, "aria-label": "Window" });
+      controls.push(el("form", { id: "override-form", onsubmit: function (e) {
+        e.preventDefault();
+        var o = {};
+        if (limit.value !== "") o.limit = Number(limit.value);
+        if (windowText.value.trim() !== "") o.window = /^\d+$/.test(windowText.value.trim()) ? Number(windowText.value.trim()) : windowText.value.trim();
+        var rule = ruleSelect.value;
+        if (entry) return act("Set rule \"" + rule + "\" of this key to " + JSON.stringify(o) + "?", "keys/override", Object.assign({ rule: rule }, o));
+        var created = { tier: usage.tier, overrides: {} };
+        created.overrides[rule] = o;
+        act("Register this key in tier \"" + usage.tier + "\" with rule \"" + rule + "\" set to " + JSON.stringify(o) + "?", "keys/set", created);
+      } }, [el("button", { "data-action": "override", text: "Override" }), ruleSelect, limit, windowText]));
+    }
+    view.replaceChildren(
+      el("p", {}, [el("a", { href: "#/health", text: "← Health" })]),
+      el("h2", { text: name }),
+      isKey ? el("p", { class: "mono muted", text: "SHA-256 " + who.hash }) : null,
+      el("div", { class: "card" }, [facts]),
+      el("div", { class: "card" }, [el("h3", { text: "Usage per rule" }), rules]),
+      el("div", { class: "card" }, [el("h3", { text: "Act" }), el("div", { class: "actions" }, controls), result]),
+    );
+  }
+
+  /* ---------- configuration ---------- */
+
+  async function showConfiguration(view) {
+    var cfg;
+    try { cfg = await config(); } catch (e) { return failed(view, e); }
+    function ruleRows(scope, rules) {
+      return rules.map(function (r) {
+        return el("tr", { "data-rule": scope + "/" + r.name }, [scope, r.name, r.limit, duration(r.windowMs), r.cost, r.path || "any", r.methods ? r.methods.join(", ") : "any",
+          r.fail, duration(r.timeoutMs), r.shadow ? "shadow" : "enforced"].map(function (v) { return el("td", { text: v }); }));
+      });
+    }
+    var rows = [];
+    Object.keys(cfg.tiers).forEach(function (t) { rows = rows.concat(ruleRows(t, cfg.tiers[t])); });
+    rows = rows.concat(ruleRows("address", cfg.addressRules));
+    var rulesTable = el("table", { id: "rules" }, [
+      el("thead", {}, [el("tr", {}, ["Tier", "Rule", "Limit", "Window", "Cost", "Path", "Methods", "Fail", "Timeout", "Mode"].map(function (h) { return el("th", { text: h }); }))]),
+      el("tbody", {}, rows),
+    ]);
+    function list(title, items) {
+      return el("div", {}, [el("h3", { text: title }), items.length ? el("ul", {}, items.map(function (i) { return el("li", { class: "mono", text: i }); })) : el("p", { class: "muted", text: "none" })]);
+    }
+    function yes(v) { return v ? "yes" : "no"; }
+    var settings = [
+      ["identity header", cfg.identity.header || "none (client IP)"], ["key required", yes(cfg.identity.required)], ["unknown keys", cfg.identity.unknownKeys],
+      ["default tier", cfg.defaultTier], ["fail", cfg.fail], ["timeout", duration(cfg.timeoutMs)], ["denial cache", cfg.denialCacheSize + " identities, " + duration(cfg.denialCacheMaxAgeMs)],
+      ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client IP header", cfg.clientIpHeader],
+      ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["key prefix", cfg.prefix],
+    ];
+    view.replaceChildren(
+      el("h2", { text: "Configuration (read-only)" }),
+      el("div", { class: "card" }, [el("h3", { text: "Rules" }), rulesTable]),
+      el("div", { class: "card" }, [list("Shadow rules", cfg.shadowRules)]),
+      el("div", { class: "card" }, [el("h3", { text: "Settings" }), el("table", { id: "settings" }, [el("tbody", {}, settings.map(function (s) { return el("tr", {}, [el("th", { text: s[0] }), el("td", { text: s[1] })]); }))])]),
+      el("div", { class: "card grid" }, [
+        list("Configured keys (SHA-256 → tier)", Object.keys(cfg.keys).map(function (h) { return h + " → " + cfg.keys[h]; })),
+        list("Allow: keys", cfg.allow.keys), list("Allow: addresses", cfg.allow.ips), list("Deny: keys", cfg.deny.keys), list("Deny: addresses", cfg.deny.ips),
+      ]),
+    );
+  }
+
+  /* ---------- lookup ---------- */
+
+  async function lookUp(event) {
+    event.preventDefault();
+    var value = $("lookup-value").value.trim();
+    if (!value) return;
+    $("lookup-value").value = "";
+    if ($("lookup-kind").value === "key") {
+      // hashed here: the raw key never leaves the browser
+      var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(value)));
+      location.hash = "#/identity/hash/" + Array.from(digest, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+      return;
+    }
+    try {
+      var r = await call("usage", { ip: value });
+      if (!r.ok) return failed($("view"), new Error(problemText(r)));
+      location.hash = "#/identity/tag/" + r.data.identity.tag;
+    } catch (e) {
+      failed($("view"), e);
+    }
+  }
+
+  $("login-form").onsubmit = signIn;
+  $("lookup").onsubmit = lookUp;
+  $("sign-out").onclick = function () { signOut("Signed out."); };
+  window.addEventListener("hashchange", route);
+  route();
+})();
+`;

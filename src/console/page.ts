@@ -1,0 +1,79 @@
+import { CONSOLE_JS } from "./app.ts";
+import { CONSOLE_CSS } from "./style.ts";
+
+/**
+ * The operator's console: one HTML page with its stylesheet and script inline, shipped in the
+ * Worker's bundle — no framework, no CDN, no request but to the gate's own admin API. The page
+ * holds no data and no secret: it asks for the admin token, keeps it in the tab's
+ * sessionStorage only (never a cookie, never a URL) and sends it as a bearer token with each
+ * admin call. A Content-Security-Policy allows exactly this script and stylesheet (by hash)
+ * and connections to this origin only.
+ *
+ * @example
+ * GET /__slidegate/   → the page (the admin API must be on: ADMIN_TOKEN)
+ */
+export const CONSOLE_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>slidegate console</title>
+<link rel="icon" href="data:,">
+<style>${CONSOLE_CSS}</style>
+</head>
+<body>
+<header>
+  <h1>slidegate <span>console</span></h1>
+  <nav id="nav" hidden>
+    <a href="#/health" data-nav="health">Health</a>
+    <a href="#/config" data-nav="config">Configuration</a>
+    <form id="lookup">
+      <select id="lookup-kind" aria-label="Identity kind"><option value="key">API key</option><option value="ip">IP address</option></select>
+      <input id="lookup-value" placeholder="API key or IP" aria-label="API key or IP address" autocomplete="off" required>
+      <button>Look up</button>
+    </form>
+    <button id="sign-out" type="button">Sign out</button>
+  </nav>
+</header>
+<main>
+  <section id="login" class="card" hidden>
+    <h2>Sign in</h2>
+    <form id="login-form">
+      <label for="token">Admin token</label>
+      <input id="token" type="password" autocomplete="off" required>
+      <button class="primary">Sign in</button>
+      <p id="login-error" class="bad" role="alert"></p>
+    </form>
+    <p class="muted">The token stays in this tab's session storage and goes only to this gate's admin API, as a bearer token.</p>
+  </section>
+  <section id="view" aria-live="polite"></section>
+</main>
+<script>${CONSOLE_JS}</script>
+</body>
+</html>
+`;
+
+const base64 = (bytes: ArrayBuffer) => btoa(String.fromCharCode(...new Uint8Array(bytes)));
+const digest = async (text: string) => `'sha256-${base64(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)))}'`;
+
+let headers: Promise<Headers> | undefined;
+
+/** The page's headers, hashes included: computed once per isolate. */
+function pageHeaders(): Promise<Headers> {
+  return (headers ??= (async () => new Headers({
+    "Content-Type": "text/html; charset=utf-8",
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": [
+      "default-src 'none'", `script-src ${await digest(CONSOLE_JS)}`, `style-src ${await digest(CONSOLE_CSS)}`,
+      "connect-src 'self'", "img-src 'self' data:", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
+    ].join("; "),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+  }))());
+}
+
+export async function consolePage(method: string): Promise<Response> {
+  return new Response(method === "HEAD" ? null : CONSOLE_HTML, { headers: await pageHeaders() });
+}

@@ -1,0 +1,241 @@
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Fleet } from "../../scripts/lib/fleet.ts";
+import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
+
+// The console in a real browser: Debian's Chromium driven by Playwright, against the built
+// Worker in workerd (three isolates sharing the test shim, Redis and origin). Screenshots go
+// to dist/ (CI keeps them); SLIDEGATE_CONSOLE_SCREENSHOT=docs/console.png also copies the
+// health view there, for the README.
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
+const KEY = "sk-live-acme";
+const IP = "198.51.100.10";
+const OTHER_IP = "198.51.100.11";
+
+let fleet: Fleet;
+let context: BrowserContext;
+let page: Page;
+let profile: string;
+let consoleUrl: string;
+let sent = 0;
+const dialogs: string[] = [];
+
+/** One request from a client, on the next isolate in turn: its status. */
+async function request(headers: Record<string, string>): Promise<number> {
+  const isolate = fleet.isolates[sent++ % fleet.isolates.length]!;
+  const res = await isolate.dispatchFetch("http://gate.example/v1/things", { headers });
+  await res.arrayBuffer();
+  return res.status;
+}
+const fromIp = (ip: string) => request({ "cf-connecting-ip": ip });
+const withKey = () => request({ "cf-connecting-ip": "203.0.113.50", "x-api-key": KEY });
+
+async function adminCall(route: string, body: unknown) {
+  const res = await fleet.isolates[0]!.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+    method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const text = (selector: string) => page.locator(selector).first().innerText();
+
+/** Refreshes the health view until `selector` reads `want` (figures arrive within seconds), or gives up after 60 s. */
+async function refreshUntil(selector: string, want: string): Promise<string> {
+  const deadline = Date.now() + 60_000;
+  let seen = "";
+  for (;;) {
+    // what is on the page now is stale: read only what the refresh draws
+    await page.evaluate('document.querySelectorAll("[data-total]").forEach((e) => e.remove())');
+    await page.locator("#refresh").click();
+    await page.locator(selector).first().waitFor();
+    seen = await text(selector);
+    if (seen === want || Date.now() > deadline) return seen;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** Clicks an action of the identity view, accepts its confirmation, and returns the result it shows. */
+async function act(selector: string): Promise<string> {
+  const before = dialogs.length;
+  await page.evaluate('document.getElementById("result").textContent = ""');
+  await page.locator(selector).click();
+  await page.locator("#result:not(:empty)").waitFor();
+  expect(dialogs.length, "the action asked for confirmation").toBe(before + 1);
+  return page.locator("#result").innerText();
+}
+
+function screenshot(name: string) {
+  mkdirSync("dist", { recursive: true });
+  return page.screenshot({ path: `dist/console-${name}.png`, fullPage: true });
+}
+
+beforeAll(async () => {
+  fleet = await startGateFleet(3, {
+    ADMIN_TOKEN,
+    RATE_LIMITS: rateLimits({
+      identity: { header: "x-api-key" }, defaultTier: "free", denialCacheSize: 0, timeout: 30_000,
+      tiers: {
+        // windows no run outlasts: what the page shows of usage is what the test sent
+        free: { rules: [{ name: "hour", limit: 5, window: "1h" }, { name: "burst", limit: 3, window: "1s", shadow: true, path: "/v2/*" }] },
+        paid: { rules: [{ name: "hour", limit: 8, window: "1h" }] },
+      },
+      deny: { ips: ["192.0.2.66"] },
+    }),
+  });
+  consoleUrl = `${await fleet.isolates[0]!.ready}__slidegate/`;
+  profile = mkdtempSync(join(tmpdir(), "slidegate-chromium-"));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 900 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on("dialog", (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.accept();
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await context?.close();
+  await fleet?.dispose();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+describe("the console in a browser", () => {
+  it("signs in with the admin token kept in the tab's session only, and refuses a wrong one", async () => {
+    await page.goto(consoleUrl);
+    await page.locator("#token").fill("not-the-token");
+    await page.locator("#login-form button").click();
+    await expect.poll(() => text("#login-error")).toBe("The admin token was refused.");
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+
+    await page.locator("#token").fill(ADMIN_TOKEN);
+    await page.locator("#login-form button").click();
+    await page.locator("#refresh").waitFor();
+    expect(await page.evaluate(() => Object.keys(sessionStorage))).toEqual(["slidegate.adminToken"]);
+    expect(await page.evaluate("document.cookie")).toBe("");
+    expect((await context.cookies()).length).toBe(0);
+    expect(page.url()).not.toContain(ADMIN_TOKEN);
+  });
+
+  it("shows exactly the decisions sent across three isolates, per outcome, in its numbers and charts", async () => {
+    expect((await adminCall("keys/set", { key: KEY, tier: "paid", label: "Acme Corp" })).status).toBe(200);
+    const codes = { ip: [] as number[], key: [] as number[], other: [] as number[], denylisted: [] as number[] };
+    for (let i = 0; i < 9; i++) codes.ip.push(await fromIp(IP));
+    for (let i = 0; i < 11; i++) codes.key.push(await withKey());
+    for (let i = 0; i < 3; i++) codes.other.push(await fromIp(OTHER_IP));
+    for (let i = 0; i < 2; i++) codes.denylisted.push(await fromIp("192.0.2.66"));
+    expect(codes.ip).toEqual([200, 200, 200, 200, 200, 429, 429, 429, 429]);
+    expect(codes.key).toEqual([...Array(8).fill(200), 429, 429, 429]);
+    expect(codes.other).toEqual([200, 200, 200]);
+    expect(codes.denylisted).toEqual([403, 403]);
+
+    // every isolate flushes within seconds of its decisions; then nothing more may arrive
+    expect(await refreshUntil("[data-total=all]", "25")).toBe("25");
+    await new Promise((r) => setTimeout(r, 12_000));
+    expect(await refreshUntil("[data-total=all]", "25")).toBe("25");
+    expect(await text("[data-total=admitted]")).toBe("16");
+    expect(await text("[data-total=denied]")).toBe("7");
+    expect(await text("[data-total=denylisted]")).toBe("2");
+    expect(await text("[data-total=fail-open]")).toBe("0");
+    expect(await text("[data-total=lost]")).toBe("0");
+    expect(await text("[data-total=latency]")).toMatch(/^≤\d+ \/ ≤\d+ ms$/);
+    // the charts carry the same numbers: each series' sum, drawn as SVG
+    expect(await page.locator("[data-chart=decisions] [data-series=admitted]").getAttribute("data-sum")).toBe("16");
+    expect(await page.locator("[data-chart=decisions] [data-series=denied]").getAttribute("data-sum")).toBe("7");
+    expect(await page.locator("[data-chart=fail-open] [data-series=failed-open]").getAttribute("data-sum")).toBe("0");
+    expect(await page.locator("[data-chart=decisions] svg path").count()).toBeGreaterThanOrEqual(3);
+    expect(await page.locator("[data-chart=latency] svg path").count()).toBe(2);
+
+    // the refused most: the address (by tag) and the registered key (by its label)
+    const rows = page.locator("#top tbody tr");
+    expect(await rows.count()).toBe(2);
+    expect(await rows.nth(0).locator("td").allInnerTexts()).toEqual([expect.stringMatching(/^i[\w-]{22}$/), "address", "", "free", "4"]);
+    expect(await rows.nth(1).locator("td").allInnerTexts()).toEqual([expect.stringMatching(/^k[\w-]{22}$/), "API key", "Acme Corp", "paid", "3"]);
+    await screenshot("health");
+    if (process.env.SLIDEGATE_CONSOLE_SCREENSHOT) copyFileSync("dist/console-health.png", process.env.SLIDEGATE_CONSOLE_SCREENSHOT);
+  }, 120_000);
+
+  it("acts on an identity from its detail: reset, block (403 on its next request), unblock (it passes), tier, override", async () => {
+    await page.locator("#top tbody tr", { hasText: "Acme Corp" }).locator("a").click();
+    await page.locator("[data-fact=tier]").waitFor();
+    expect(await text("#view h2")).toBe("Acme Corp (API key)");
+    expect(await text("[data-fact=tier]")).toBe("paid");
+    expect(await text("[data-fact=block]")).toBe("not blocked");
+    expect(await text("[data-rule=hour] [data-used]")).toBe("8");
+    expect(page.url()).not.toContain(KEY);
+
+    expect(await act("[data-action=reset]")).toMatch(/^reset: done/);
+    expect(await text("[data-rule=hour] [data-used]")).toBe("0");
+    expect(await withKey()).toBe(200);
+
+    expect(await act("[data-action=block]")).toBe('block: done — {"blocked":true,"seconds":600}');
+    expect(dialogs.at(-1)).toMatch(/^Block k[\w-]{22} for 10 minutes\?/);
+    expect(await text("[data-fact=block]")).toMatch(/^blocked for (599|600) s$/);
+    expect([await withKey(), await withKey(), await withKey()]).toEqual([403, 403, 403]);
+
+    expect(await act("[data-action=unblock]")).toBe('unblock: done — {"unblocked":true}');
+    expect(await text("[data-fact=block]")).toBe("not blocked");
+    expect([await withKey(), await withKey(), await withKey()]).toEqual([200, 200, 200]);
+
+    await page.locator("#tier-select").selectOption("free");
+    expect(await act("[data-action=tier]")).toMatch(/^keys\/set: done/);
+    expect(await text("[data-fact=tier]")).toBe("free");
+
+    await page.locator("#override-rule").selectOption("hour");
+    await page.locator("#override-limit").fill("20");
+    await page.locator("#override-window").fill("2m");
+    expect(await act("[data-action=override]")).toBe('keys/override: done — {"rule":"hour","limit":20,"windowMs":120000}');
+    // a tier's windows are its own: in "free" the key starts from nothing
+    expect(await page.locator("[data-rule=hour] td").allInnerTexts()).toEqual(["hour", "0", "20", "2m", "20", "—", "limit 20, window 2m Clear"]);
+    await screenshot("identity");
+
+    // the registry holds what the page set
+    expect((await adminCall("keys/get", { key: KEY })).body).toMatchObject({ tier: "free", label: "Acme Corp", overrides: { hour: { limit: 20, windowMs: 120_000 } } });
+    expect(await withKey()).toBe(200);
+  }, 60_000);
+
+  it("looks an address up and acts on it by its tag, the raw address going only into the usage call", async () => {
+    await page.locator("#lookup-kind").selectOption("ip");
+    await page.locator("#lookup-value").fill(IP);
+    await page.locator("#lookup button").click();
+    await page.waitForURL(/#\/identity\/tag\/i[\w-]{22}$/);
+    // the key's view stays until the address's is drawn
+    await expect.poll(() => text("[data-fact=tag]")).toBe(page.url().split("/").pop());
+    expect(await text("[data-rule=hour] [data-used]")).toBe("5");
+    expect(await act("[data-action=block]")).toMatch(/^block: done/);
+    expect(await fromIp(IP)).toBe(403);
+    expect(await act("[data-action=unblock]")).toMatch(/^unblock: done/);
+    expect(await act("[data-action=reset]")).toMatch(/^reset: done/);
+    expect(await fromIp(IP)).toBe(200);
+  }, 60_000);
+
+  it("shows the effective configuration read-only, without a secret", async () => {
+    await page.locator("[data-nav=config]").click();
+    await page.locator("#rules").waitFor();
+    expect(await page.locator("#rules tbody tr").allInnerTexts()).toEqual([
+      expect.stringMatching(/^free\thour\t5\t1h\t1\tany\tany\topen\t30s\tenforced$/),
+      expect.stringMatching(/^free\tburst\t3\t1s\t1\t\/v2\/\*\tany\topen\t30s\tshadow$/),
+      expect.stringMatching(/^paid\thour\t8\t1h\t1\tany\tany\topen\t30s\tenforced$/),
+    ]);
+    const all = await page.locator("body").innerText();
+    expect(all).toContain("free/burst");
+    expect(all).toContain("192.0.2.66");
+    expect(await page.locator("#settings tr", { hasText: "key required" }).innerText()).toBe("key required\tno");
+    expect(all).not.toContain(ADMIN_TOKEN);
+    expect(all).not.toContain(KEY);
+    for (const input of await page.locator("input").all()) expect(await input.inputValue()).not.toContain(ADMIN_TOKEN);
+    await screenshot("configuration");
+
+    // signing out forgets the token
+    await page.locator("#sign-out").click();
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await page.locator("#login-form").waitFor();
+  }, 60_000);
+});
