@@ -18,7 +18,8 @@ const KEY_HASH = /^[0-9a-f]{64}$/;
 const ADDRESS_TAG = /^i[A-Za-z0-9_-]{22}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
-export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX;
+export const isAdminPath = (path: string) =>
+  path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
 
 /**
  * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
@@ -47,7 +48,7 @@ export interface AdminOptions {
   now?: () => number;
   /** where structured log lines go */
   log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
-  /** called with an identity's tag after a reset or unblock: the isolate forgets its cached denials */
+  /** called with an identity's tag after a change to it (reset, block, unblock, its registry entry): the isolate forgets what it cached */
   forget?: (tag: string) => void;
 }
 
@@ -183,6 +184,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     reset: { who: "any", forgets: true, run: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }) },
     block: {
       who: "any",
+      // a cached 429 would otherwise answer for the block on this isolate until it lapses
+      forgets: true,
       run: async (identity, body) => {
         const seconds = body.seconds;
         if (typeof seconds !== "number" || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_BLOCK_SECONDS) {
@@ -310,6 +313,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   }
 
   return async (request, path) => {
+    // the prefix without its slash is the gate's too: sent on to the console, never to the origin
+    if (path.length < ADMIN_PREFIX.length) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
     // the console's page holds no data: every figure it shows is an authenticated call
     if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) return consolePage(request.method);
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)

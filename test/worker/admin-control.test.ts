@@ -78,15 +78,36 @@ describe("cached denials", () => {
   });
 
   it("an unblock clears them too, so an unblocked caller is asked about afresh", async () => {
+    // two isolates of one deployment: b resets the count in Redis, which a's cached 429 hides
+    const config = { prefix: `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`, identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
+    const [a, b] = [makeGate(config, { adminToken: ADMIN }), makeGate(config, { adminToken: ADMIN })];
+    const key = `k-${crypto.randomUUID()}`;
+    expect(await statuses(a, 2, "/", { key })).toEqual([200, 429]);
+    expect((await call(b, "reset", { body: { key } })).status).toBe(200);
+    expect(await statuses(a, 1, "/", { key })).toEqual([429]); // a still answers from its cache
+    await call(a, "block", { body: { key, seconds: 600 } });
+    expect((await call(a, "unblock", { body: { key } })).status).toBe(200);
+    // the cached 429 is gone: the next request asks Redis, where the day's count is empty
+    expect(await statuses(a, 1, "/", { key })).toEqual([200]);
+  });
+
+  it("a block answers 403 at once on the isolate that served it, not a cached 429", async () => {
     const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
     const key = `k-${crypto.randomUUID()}`;
-    expect(await statuses(gate, 2, "/", { key })).toEqual([200, 429]);
-    await call(gate, "block", { body: { key, seconds: 600 } });
-    expect((await call(gate, "unblock", { body: { key } })).status).toBe(200);
-    // the cached 429 is gone: the next request asks Redis, which still counts the day's request
+    expect(await statuses(gate, 3, "/", { key })).toEqual([200, 429, 429]);
+    expect((await call(gate, "block", { body: { key, seconds: 600 } })).status).toBe(200);
     const res = await gate(request("/", { key }));
-    expect(res.status).toBe(429);
-    expect(gate.logs.filter((l) => l.line.event === "slidegate.denied").at(-1)!.line.fromDenialCache).toBe(false);
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ type: "urn:slidegate:blocked" });
+  });
+
+  it("the admin prefix without its slash is the gate's too: never forwarded to the origin", async () => {
+    const withToken = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const res = await withToken(request("/__slidegate"));
+    expect(res.status).toBe(308);
+    expect(res.headers.get("Location")).toBe("/__slidegate/");
+    const without = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] });
+    expect((await without(request("/__SLIDEGATE"))).status).toBe(404);
   });
 
   it("live at most denialCacheMaxAge on every other isolate", async () => {
