@@ -216,3 +216,42 @@ describe("metrics", () => {
     expect(gate.logs.filter((l) => l.level === "error")).toEqual([]);
   });
 });
+
+describe("a flood of denied requests", () => {
+  it("5,000 denials of one identity write a few log lines and data points per window, and the summaries count every one", async () => {
+    const { points, dataset } = recordingDataset();
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", rules: [{ name: "minute", limit: 2, window: "1m" }] }, { metrics: dataset, now: clock.now });
+    // 5,000 denials over three windows (25 ms apart): each window admits two, every other request is denied
+    const counts = new Map<number, number>();
+    let denied = 0;
+    for (let sent = 0; denied < 5000; sent++) {
+      const res = await gate(request("/", { ip: "203.0.113.99" }));
+      await res.body?.cancel();
+      counts.set(res.status, (counts.get(res.status) ?? 0) + 1);
+      if (res.status === 429) denied++;
+      clock.advance(25);
+    }
+    // a minute on, one more request brings the last summary
+    clock.advance(61_000);
+    await statuses(gate, 1, "/", { ip: "203.0.113.99" });
+
+    expect([...counts.keys()].sort()).toEqual([200, 429]);
+    const windows = Math.ceil((5000 * 25 + 61_000) / 60_000); // the windows the flood spans
+    const full = gate.logs.filter((l) => l.line.event === "slidegate.denied");
+    const summaries = gate.logs.filter((l) => l.line.event === "slidegate.denied_summary");
+    // one full line per identity, rule and window; one summary per identity and rule per minute
+    expect(full.length).toBeGreaterThanOrEqual(1);
+    expect(full.length).toBeLessThanOrEqual(windows);
+    expect(summaries.length).toBeGreaterThanOrEqual(1);
+    expect(summaries.length).toBeLessThanOrEqual(windows);
+    expect(gate.logs.length).toBe(full.length + summaries.length); // nothing else was written
+    // the summaries' counts are exact: every denial, once
+    expect(summaries.reduce((sum, l) => sum + Number(l.line.denied), 0)).toBe(5000);
+    // data points: one per admitted request, and per summary one point weighted by its count
+    const deniedPoints = points.filter((p) => p.blobs![0] === "denied");
+    expect(deniedPoints.length).toBe(summaries.length);
+    expect(deniedPoints.reduce((sum, p) => sum + p.doubles![2]!, 0)).toBe(5000);
+    expect(points.length - deniedPoints.length).toBe(counts.get(200)! + 1);
+  });
+});
