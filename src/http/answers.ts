@@ -34,15 +34,18 @@ export const internalError = () => problem(500, "internal-error", "Internal Erro
 export const configurationError = () =>
   problem(500, "configuration-error", "Gateway Misconfigured", "The gateway is misconfigured; the operator can find the details in the logs and with `npm run check-config`.");
 
-/** 429 for a decision `elapsedMs` old (from the denial cache) or fresh. */
-export function rateLimited(decision: Decision, elapsedMs = 0): Response {
-  const limits = decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) }));
+/**
+ * A denial's headers and detail, `elapsedMs` after its decision (a denial-cache answer) or fresh:
+ * worked out once per answer, for the 429 and for the library's own response alike.
+ */
+function denial(decision: Decision, elapsedMs: number) {
+  const limits = elapsedMs > 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
   const headers = rateLimitHeaders({ ...decision, limits });
-  const enforced = decision.limits.filter((l) => !l.shadow);
   const wait = retryAfterSeconds(decision.retryAfterMs - elapsedMs);
   headers.set("Retry-After", wait);
-  const names = enforced.filter((l) => l.retryMs > 0).map((l) => `"${l.name}"`).join(", ");
-  return problem(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`, headers);
+  const names = limits.filter((l) => !l.shadow && l.retryMs > 0).map((l) => `"${l.name}"`).join(", ");
+  const respond = () => problem(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`, headers);
+  return { headers, retryAfter: Number(wait), respond };
 }
 
 /** Marks a request let through only because the store failed and its rules fail open. */
@@ -90,11 +93,8 @@ export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
     case "admitted":
       return { pass: true, reason: "admitted", headers: rateLimitHeaders(verdict.decision), decision: verdict.decision };
     case "denied": {
-      const response = () => rateLimited(verdict.decision, verdict.elapsedMs);
-      const retryAfter = Number(retryAfterSeconds(verdict.decision.retryAfterMs - verdict.elapsedMs));
-      const headers = rateLimitHeaders(verdict.decision);
-      headers.set("Retry-After", String(retryAfter));
-      return { pass: false, reason: "rate-limited", headers, decision: verdict.decision, retryAfter, response };
+      const { headers, retryAfter, respond } = denial(verdict.decision, verdict.elapsedMs);
+      return { pass: false, reason: "rate-limited", headers, decision: verdict.decision, retryAfter, response: respond };
     }
     case "blocked": {
       const retryAfter = Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined;
