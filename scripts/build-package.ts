@@ -31,11 +31,16 @@ export function rewriteDeclarationSpecifiers(text: string): string {
 if (import.meta.main) {
   rmSync(lib, { recursive: true, force: true });
   // the two projects share nothing: compiled side by side
-  const failed = (await Promise.all(["tsconfig.build.json", "tsconfig.build-shim.json"].map((project) =>
-    new Promise<string | undefined>((resolve) => {
-      spawn(process.execPath, [tsc, "-p", join(root, project)], { stdio: "inherit" })
-        .once("exit", (code) => resolve(code === 0 ? undefined : project));
-    })))).filter(Boolean);
+  const failed = (
+    await Promise.all(
+      ["tsconfig.build.json", "tsconfig.build-shim.json"].map(
+        (project) =>
+          new Promise<string | undefined>((resolve) => {
+            spawn(process.execPath, [tsc, "-p", join(root, project)], { stdio: "inherit" }).once("exit", (code) => resolve(code === 0 ? undefined : project));
+          }),
+      ),
+    )
+  ).filter(Boolean);
   if (failed.length) {
     console.error(`build:package: tsc -p ${failed.join(", ")} failed`);
     process.exit(1);

@@ -103,7 +103,9 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   } else {
     if (redisUrl) say(`• Redis: REDIS_URL ${redactUrl(redisUrl)} does not answer; starting one instead`);
     if (!hasRedisServer()) {
-      await fail("redis-server is not installed. Install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis), set REDIS_URL to a Redis that runs, or put Upstash credentials in .dev.vars.");
+      await fail(
+        "redis-server is not installed. Install it (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis), set REDIS_URL to a Redis that runs, or put Upstash credentials in .dev.vars.",
+      );
     }
     const redis = await startRedis();
     stops.push(() => redis.stop());
@@ -144,23 +146,30 @@ workerVars.ADMIN_TOKEN = vars.ADMIN_TOKEN || randomBytes(16).toString("hex");
 const envDir = mkdtempSync(join(tmpdir(), "slidegate-dev-"));
 stops.push(() => rmSync(envDir, { recursive: true, force: true }));
 const envFile = join(envDir, ".env");
-writeFileSync(envFile, Object.entries(workerVars).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n") + "\n", { mode: 0o600 });
+writeFileSync(
+  envFile,
+  `${Object.entries(workerVars)
+    .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+    .join("\n")}\n`,
+  { mode: 0o600 },
+);
 
 const wantedPort = Number(vars.GATE_PORT || 8787);
 const gatePort = (await isListening(wantedPort)) ? await freePort() : wantedPort;
 const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const inspectorPort = await freePort();
 say(`• Gate: starting wrangler dev on 127.0.0.1:${gatePort} …`);
-const child = spawn(process.execPath, [
-  wrangler, "dev", "--ip", "127.0.0.1", "--port", String(gatePort), "--inspector-port", String(inspectorPort),
-  "--env-file", envFile, "--show-interactive-dev-session=false",
-], {
-  // its own process group, so workerd and everything else it starts stop with it
-  detached: true,
-  stdio: ["ignore", "pipe", "pipe"],
-  // The gate reads no request.cf data, so wrangler need not fetch it from the network.
-  env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", UPSTASH_REDIS_REST_TOKEN: undefined, ADMIN_TOKEN: undefined },
-});
+const child = spawn(
+  process.execPath,
+  [wrangler, "dev", "--ip", "127.0.0.1", "--port", String(gatePort), "--inspector-port", String(inspectorPort), "--env-file", envFile, "--show-interactive-dev-session=false"],
+  {
+    // its own process group, so workerd and everything else it starts stop with it
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    // The gate reads no request.cf data, so wrangler need not fetch it from the network.
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CLOUDFLARE_CF_FETCH_ENABLED: "false", UPSTASH_REDIS_REST_TOKEN: undefined, ADMIN_TOKEN: undefined },
+  },
+);
 started.ports.push(gatePort, inspectorPort);
 started.pids.push(child.pid!);
 stops.push(() => stopGroup(child.pid!));
@@ -176,8 +185,9 @@ const ready = new Promise<void>((resolve, reject) => {
   child.stderr!.on("data", watch);
   child.once("exit", (code) => reject(new Error(`wrangler dev exited (code ${code}) before it was ready:\n${wranglerLog}`)));
 });
-await Promise.race([ready, new Promise((_, reject) => setTimeout(() => reject(new Error(`wrangler dev was not ready within 60 s:\n${wranglerLog}`)), 60_000))])
-  .catch((e: Error) => fail(e.message));
+await Promise.race([ready, new Promise((_, reject) => setTimeout(() => reject(new Error(`wrangler dev was not ready within 60 s:\n${wranglerLog}`)), 60_000))]).catch((e: Error) =>
+  fail(e.message),
+);
 child.once("exit", (code) => {
   if (!stopping) void fail(`wrangler dev stopped unexpectedly (code ${code}):\n${wranglerLog}`);
 });
@@ -189,18 +199,20 @@ if (readyJson) {
   process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, console: consoleUrl, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
 } else {
   const rules = limits.ok ? describeLimits(limits.config) : [];
-  say([
-    "",
-    `slidegate is running (${mode === "upstash" ? "Upstash" : "local Redis"} mode)`,
-    `  gate     ${gate}   (wrangler dev)`,
-    `  origin   ${originLabel}`,
-    `  store    ${store}`,
-    `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
-    ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
-    "",
-    "Try it (six requests against the limit above):",
-    `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} " ${gate}/; done; echo`,
-    "",
-    "Ctrl-C stops everything started here.",
-  ].join("\n"));
+  say(
+    [
+      "",
+      `slidegate is running (${mode === "upstash" ? "Upstash" : "local Redis"} mode)`,
+      `  gate     ${gate}   (wrangler dev)`,
+      `  origin   ${originLabel}`,
+      `  store    ${store}`,
+      `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
+      ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
+      "",
+      "Try it (six requests against the limit above):",
+      `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} " ${gate}/; done; echo`,
+      "",
+      "Ctrl-C stops everything started here.",
+    ].join("\n"),
+  );
 }

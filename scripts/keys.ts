@@ -30,8 +30,15 @@ const { values, positionals } = (() => {
     return parseArgs({
       allowPositionals: true,
       options: {
-        hash: { type: "string" }, tier: { type: "string" }, label: { type: "string" }, disabled: { type: "boolean" },
-        limit: { type: "string" }, window: { type: "string" }, clear: { type: "boolean" }, cursor: { type: "string" }, all: { type: "boolean" },
+        hash: { type: "string" },
+        tier: { type: "string" },
+        label: { type: "string" },
+        disabled: { type: "boolean" },
+        limit: { type: "string" },
+        window: { type: "string" },
+        clear: { type: "boolean" },
+        cursor: { type: "string" },
+        all: { type: "boolean" },
       },
     });
   } catch (e) {
@@ -50,7 +57,11 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
   if (!token) throw new UsageError("ADMIN_TOKEN is not set: export the gate's admin token first");
   let res: Response;
   try {
-    res = await fetch(`${base}/__slidegate/${route}`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+    res = await fetch(`${base}/__slidegate/${route}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
   } catch (e) {
     throw new RefusedError(`could not reach ${base}: ${(e as Error).message}`);
   }

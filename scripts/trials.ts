@@ -28,12 +28,16 @@ console.log(`${trials} trials: ${k} isolates, ${m} concurrent requests per trial
 const started = Date.now();
 try {
   const tally = await runTrials(fleet, {
-    trials, m, limit,
+    trials,
+    m,
+    limit,
     onTrial: (i, admitted) => process.stdout.write(admitted === limit ? "." : `[trial ${i}: ${admitted}]`),
   });
   const seconds = ((Date.now() - started) / 1000).toFixed(1);
-  console.log(`\n\ntrials ${tally.trials}, requests ${tally.requests}, exactly ${limit} admitted in ${tally.exact}/${tally.trials} trials` +
-    ` (min ${Math.min(...tally.admitted)}, max ${Math.max(...tally.admitted)}), other statuses ${tally.unexpected.length}, ${seconds} s`);
+  console.log(
+    `\n\ntrials ${tally.trials}, requests ${tally.requests}, exactly ${limit} admitted in ${tally.exact}/${tally.trials} trials` +
+      ` (min ${Math.min(...tally.admitted)}, max ${Math.max(...tally.admitted)}), other statuses ${tally.unexpected.length}, ${seconds} s`,
+  );
   process.exitCode = tally.exact === tally.trials && tally.unexpected.length === 0 ? 0 : 1;
 } finally {
   await fleet.dispose();

@@ -41,9 +41,12 @@ function build(env: GatewayEnv): Gate {
     return async () => configurationError();
   }
   return createGate({
-    config: parsed.config, origin,
-    redisUrl: env.UPSTASH_REDIS_REST_URL!, redisToken: env.UPSTASH_REDIS_REST_TOKEN!,
-    adminToken: env.ADMIN_TOKEN || undefined, metrics: env.SLIDEGATE_METRICS,
+    config: parsed.config,
+    origin,
+    redisUrl: env.UPSTASH_REDIS_REST_URL!,
+    redisToken: env.UPSTASH_REDIS_REST_TOKEN!,
+    adminToken: env.ADMIN_TOKEN || undefined,
+    metrics: env.SLIDEGATE_METRICS,
   });
 }
 

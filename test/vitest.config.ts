@@ -1,5 +1,5 @@
-import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { fileURLToPath } from "node:url";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
 /** Node tests whose outcome a loaded machine could change: they run alone (see the "contention" project). */
@@ -54,7 +54,7 @@ export default defineConfig({
         test: {
           name: "worker",
           include: ["test/worker/**/*.test.ts", "src/**/*.test.ts"],
-          
+
           testTimeout: 30_000,
         },
       },

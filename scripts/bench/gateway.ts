@@ -6,7 +6,7 @@ import type { Miniflare } from "miniflare";
 import { buildWorker } from "../lib/build-worker.ts";
 import { freshRateLimits, startIsolate } from "../lib/fleet.ts";
 import type { LocalStack } from "../lib/stack.ts";
-import { pool, startLoadClient, type LoadRun, type Slice } from "./load-client.ts";
+import { type LoadRun, pool, type Slice, startLoadClient } from "./load-client.ts";
 import { ratio, round } from "./stats.ts";
 
 export interface GatewayOptions {
@@ -75,7 +75,9 @@ const PATH = "/v1/echo";
 
 /** Total gzip size of a built Worker's modules. */
 function gzipBytes(dir: string): number {
-  return readdirSync(dir).filter((f) => /\.(js|mjs|lua)$/.test(f)).reduce((sum, f) => sum + gzipSync(readFileSync(join(dir, f)), { level: 9 }).length, 0);
+  return readdirSync(dir)
+    .filter((f) => /\.(js|mjs|lua)$/.test(f))
+    .reduce((sum, f) => sum + gzipSync(readFileSync(join(dir, f)), { level: 9 }).length, 0);
 }
 
 async function shimRequests(stack: LocalStack): Promise<number> {
@@ -154,32 +156,38 @@ export async function measureGateway(stack: LocalStack, options: GatewayOptions,
           const t = targets[i]!;
           const slice = await drive(t, Math.min(perSlice, requests - s * perSlice));
           const expected = t.load === "admitted" ? "200" : "429";
-          if ((slice.statuses[expected] ?? 0) < slice.samples.length / 2) throw new Error(`${t.name} under ${t.load} load answered ${JSON.stringify(slice.statuses)}, not ${expected}s: the bench is not measuring what it says`);
+          if ((slice.statuses[expected] ?? 0) < slice.samples.length / 2)
+            throw new Error(`${t.name} under ${t.load} load answered ${JSON.stringify(slice.statuses)}, not ${expected}s: the bench is not measuring what it says`);
           slices[i]!.push(slice);
         }
       }
-      slices.forEach((parts, i) => runs[i]!.push(pool(parts)));
+      for (const [i, parts] of slices.entries()) runs[i]!.push(pool(parts));
     }
 
     const loadAfter = round(loadavg()[0]!, 2);
 
     const at = (name: TargetName, load: Load) => runs[targets.findIndex((t) => t.name === name && t.load === load)]!;
     const summarise = (load: Load) =>
-      Object.fromEntries(targets.flatMap((t, i) => {
-        if (t.load !== load) return [];
-        const statuses: Record<string, number> = {};
-        for (const run of runs[i]!) for (const [s, n] of Object.entries(run.statuses)) statuses[s] = (statuses[s] ?? 0) + n;
-        const result: TargetResult = {
-          rps: spread(runs[i]!.map((x) => x.rps), 0),
-          p50: spread(runs[i]!.map((x) => x.p50)),
-          p99: spread(runs[i]!.map((x) => x.p99)),
-          statuses,
-          // counted at the end: workerd's output reaches this process a moment after the answers
-          logLinesPerRequest: round(t.counts.lines / t.counts.sent, 3),
-          rounds: runs[i]!,
-        };
-        return [[t.name, result]];
-      })) as Record<TargetName, TargetResult>;
+      Object.fromEntries(
+        targets.flatMap((t, i) => {
+          if (t.load !== load) return [];
+          const statuses: Record<string, number> = {};
+          for (const run of runs[i]!) for (const [s, n] of Object.entries(run.statuses)) statuses[s] = (statuses[s] ?? 0) + n;
+          const result: TargetResult = {
+            rps: spread(
+              runs[i]!.map((x) => x.rps),
+              0,
+            ),
+            p50: spread(runs[i]!.map((x) => x.p50)),
+            p99: spread(runs[i]!.map((x) => x.p99)),
+            statuses,
+            // counted at the end: workerd's output reaches this process a moment after the answers
+            logLinesPerRequest: round(t.counts.lines / t.counts.sent, 3),
+            rounds: runs[i]!,
+          };
+          return [[t.name, result]];
+        }),
+      ) as Record<TargetName, TargetResult>;
 
     // Paired by round: each figure against its baseline from the same round.
     const perRound = (f: (r: number) => number) => spread(Array.from({ length: options.rounds }, (_, r) => f(r)));

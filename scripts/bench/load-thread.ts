@@ -25,14 +25,16 @@ function timed(agent: Agent, url: URL, headers: Record<string, string>): Promise
 /** `clients` loops, each with one request in flight, until `count` requests have been sent between them. */
 async function drive(agent: Agent, url: URL, headers: Record<string, string>, clients: number, count: number, samples?: Float64Array, statuses?: Map<string, number>) {
   let issued = 0;
-  await Promise.all(Array.from({ length: clients }, async () => {
-    while (issued < count) {
-      const i = issued++;
-      const { ms, status } = await timed(agent, url, headers);
-      if (samples) samples[i] = ms;
-      statuses?.set(status, (statuses.get(status) ?? 0) + 1);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      while (issued < count) {
+        const i = issued++;
+        const { ms, status } = await timed(agent, url, headers);
+        if (samples) samples[i] = ms;
+        statuses?.set(status, (statuses.get(status) ?? 0) + 1);
+      }
+    }),
+  );
 }
 
 async function run(job: LoadJob): Promise<{ id: number } & Slice> {

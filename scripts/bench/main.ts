@@ -9,7 +9,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus, totalmem, type as osType, release } from "node:os";
+import { cpus, type as osType, release, totalmem } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { startLocalStack } from "../lib/stack.ts";
@@ -26,7 +26,10 @@ const step = (name: string) => (detail: string) => console.log(`  [${((Date.now(
 
 const version = (pkg: string) => (JSON.parse(readFileSync(join("node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
 const machine = {
-  cpu: cpus()[0]?.model, cores: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), os: `${osType()} ${release()}`,
+  cpu: cpus()[0]?.model,
+  cores: cpus().length,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  os: `${osType()} ${release()}`,
   node: process.version,
   redis: execFileSync("redis-server", ["--version"], { encoding: "utf8" }).trim(),
   packages: Object.fromEntries(["wrangler", "miniflare", "@upstash/redis", "@upstash/ratelimit", "ioredis", "autocannon"].map((p) => [p, version(p)])),
@@ -83,9 +86,21 @@ try {
 
   const results = { date: new Date().toISOString(), quick, machine, scriptCost, memory, registry, shim, gateway };
   mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, "results.json"), JSON.stringify(results, null, 2) + "\n");
+  writeFileSync(join(out, "results.json"), `${JSON.stringify(results, null, 2)}\n`);
   writeFileSync(join(out, "chart.svg"), await chart(results));
-  console.log(JSON.stringify({ scriptCost, memory, registry, shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio }, gateway: { ...gateway, admitted: undefined, denied: undefined } }, null, 1));
+  console.log(
+    JSON.stringify(
+      {
+        scriptCost,
+        memory,
+        registry,
+        shim: { latencyP50Ratio: shim.latencyP50Ratio, latencyP99Ratio: shim.latencyP99Ratio },
+        gateway: { ...gateway, admitted: undefined, denied: undefined },
+      },
+      null,
+      1,
+    ),
+  );
   console.log(`\nwrote ${join(out, "results.json")} and ${join(out, "chart.svg")} in ${((Date.now() - started) / 1000).toFixed(0)} s`);
 } finally {
   await stack.close();

@@ -1,7 +1,7 @@
-import Redis from "ioredis";
-import { readFileSync } from "node:fs";
 import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import Redis from "ioredis";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round } from "./stats.ts";
@@ -10,7 +10,12 @@ import { ratio, round } from "./stats.ts";
 const script = rewriteShebang(SLIDING_WINDOW_SCRIPT) ?? SLIDING_WINDOW_SCRIPT;
 // @upstash/ratelimit ships its scripts inside its bundle; this is its single-region slidingWindow limit script.
 const peerScript = /var slidingWindowLimitScript = `([\s\S]*?)`;/.exec(
-  readFileSync(createRequire(import.meta.url).resolve("@upstash/ratelimit").replace(/index\.js$/, "index.mjs"), "utf8"),
+  readFileSync(
+    createRequire(import.meta.url)
+      .resolve("@upstash/ratelimit")
+      .replace(/index\.js$/, "index.mjs"),
+    "utf8",
+  ),
 )![1]!;
 // The exact sliding log of the first seed, as published: evict, count, add, expire.
 const seedScript = `local key = KEYS[1]
@@ -56,16 +61,18 @@ async function register(redis: Redis, count: number): Promise<void> {
 /** Keeps `connections` clients each with a pipeline of `depth` commands in flight for `ms`: Redis is the limit. */
 async function drive(clients: Redis[], next: () => Command, ms: number, depth = 16): Promise<void> {
   const deadline = performance.now() + ms;
-  await Promise.all(clients.map(async (c) => {
-    while (performance.now() < deadline) {
-      const p = c.pipeline();
-      for (let i = 0; i < depth; i++) {
-        const [name, ...args] = next();
-        p.call(name, ...args);
+  await Promise.all(
+    clients.map(async (c) => {
+      while (performance.now() < deadline) {
+        const p = c.pipeline();
+        for (let i = 0; i < depth; i++) {
+          const [name, ...args] = next();
+          p.call(name, ...args);
+        }
+        for (const [error] of (await p.exec()) ?? []) if (error) throw error;
       }
-      for (const [error] of (await p.exec()) ?? []) if (error) throw error;
-    }
-  }));
+    }),
+  );
 }
 
 /** Redis's own µs per EVALSHA call (INFO commandstats) over one measured stretch. */
@@ -131,7 +138,7 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
       }
     }
   } finally {
-    clients.forEach((c) => c.disconnect());
+    for (const c of clients) c.disconnect();
     admin.disconnect();
   }
   const seed = median(variants[0]!.samples);

@@ -21,9 +21,11 @@ async function throughput(call: (i: number) => Promise<unknown>, concurrency: nu
   let done = 0;
   const deadline = performance.now() + ms;
   const started = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < deadline) await call(done++);
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (performance.now() < deadline) await call(done++);
+    }),
+  );
   return Math.round((done / (performance.now() - started)) * 1000);
 }
 
@@ -50,12 +52,16 @@ export async function measureShimOverhead(redisUrl: string, shimUrl: string, tok
   const sThroughput = await throughput(viaShim, 16, ms);
   // The shim's own capacity, with a load generator that is not a Node fetch client.
   const served = await autocannon({
-    url: shimUrl, connections: 16, duration: Math.max(1, Math.round(ms / 1000)),
-    requests: [{
-      method: "POST",
-      headers: { authorization: `Bearer ${token}` },
-      body: JSON.stringify(["EVALSHA", restSha, 3, "bench:{lat}:block", "bench:{lat}:key", "bench:{lat}:t:a", ...args]),
-    }],
+    url: shimUrl,
+    connections: 16,
+    duration: Math.max(1, Math.round(ms / 1000)),
+    requests: [
+      {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}` },
+        body: JSON.stringify(["EVALSHA", restSha, 3, "bench:{lat}:block", "bench:{lat}:key", "bench:{lat}:t:a", ...args]),
+      },
+    ],
   });
   direct.disconnect();
   return {

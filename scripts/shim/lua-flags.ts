@@ -21,13 +21,15 @@ export function rewriteShebang(script: string): string | undefined {
   const shebang = end < 0 ? script : script.slice(0, end);
   const [engine, ...options] = shebang.split(/\s+/);
   let changed = false;
-  const kept = options.map((option) => {
-    if (!option.startsWith("flags=")) return option;
-    const flags = option.slice("flags=".length).split(",").filter(Boolean);
-    const known = flags.filter((f) => REDIS_FLAGS.has(f));
-    changed ||= known.length !== flags.length;
-    return known.length ? `flags=${known.join(",")}` : "";
-  }).filter(Boolean);
+  const kept = options
+    .map((option) => {
+      if (!option.startsWith("flags=")) return option;
+      const flags = option.slice("flags=".length).split(",").filter(Boolean);
+      const known = flags.filter((f) => REDIS_FLAGS.has(f));
+      changed ||= known.length !== flags.length;
+      return known.length ? `flags=${known.join(",")}` : "";
+    })
+    .filter(Boolean);
   if (!changed) return undefined;
   return [engine, ...kept].join(" ") + script.slice(shebang.length);
 }

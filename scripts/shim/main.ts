@@ -21,7 +21,9 @@ function integerEnv(name: string, fallback: number): number {
   return Number(raw);
 }
 
-const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(",").map((n) => n.trim()).filter(Boolean);
+const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(",")
+  .map((n) => n.trim())
+  .filter(Boolean);
 const badNode = clusterNodes?.find((n) => !/^[^\s:]+:\d{1,5}$/.test(n));
 if (badNode !== undefined) fail(`REDIS_CLUSTER_NODES: "${badNode}" is not host:port (give a comma-separated list like 10.0.0.1:7000,10.0.0.2:7000)`);
 

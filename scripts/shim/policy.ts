@@ -81,35 +81,62 @@ const NOT_AT_UPSTASH: Refusal = { why: "Upstash does not serve it" };
 const ROWS: [Verdict, string][] = [
   // Data commands Upstash serves, non-blocking forms: strings, bitmaps, hashes, lists, sets,
   // sorted sets, geo, HyperLogLog, streams and generic key commands.
-  [ALLOW, `append decr decrby get getdel getex getrange getset incr incrby incrbyfloat lcs mget mset
-    msetnx psetex set setex setnx setrange strlen substr`],
+  [
+    ALLOW,
+    `append decr decrby get getdel getex getrange getset incr incrby incrbyfloat lcs mget mset
+    msetnx psetex set setex setnx setrange strlen substr`,
+  ],
   [ALLOW, "bitcount bitfield bitfield_ro bitop bitpos getbit setbit"],
-  [ALLOW, `hdel hexists hget hgetall hincrby hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset
-    hsetnx hstrlen hvals`],
-  [ALLOW, `lindex linsert llen lmove lmpop lpop lpos lpush lpushx lrange lrem lset ltrim rpop rpoplpush
-    rpush rpushx`],
-  [ALLOW, `sadd scard sdiff sdiffstore sinter sintercard sinterstore sismember smembers smismember smove
-    spop srandmember srem sscan sunion sunionstore`],
-  [ALLOW, `zadd zcard zcount zdiff zdiffstore zincrby zinter zintercard zinterstore zlexcount zmpop
+  [
+    ALLOW,
+    `hdel hexists hget hgetall hincrby hincrbyfloat hkeys hlen hmget hmset hrandfield hscan hset
+    hsetnx hstrlen hvals`,
+  ],
+  [
+    ALLOW,
+    `lindex linsert llen lmove lmpop lpop lpos lpush lpushx lrange lrem lset ltrim rpop rpoplpush
+    rpush rpushx`,
+  ],
+  [
+    ALLOW,
+    `sadd scard sdiff sdiffstore sinter sintercard sinterstore sismember smembers smismember smove
+    spop srandmember srem sscan sunion sunionstore`,
+  ],
+  [
+    ALLOW,
+    `zadd zcard zcount zdiff zdiffstore zincrby zinter zintercard zinterstore zlexcount zmpop
     zmscore zpopmax zpopmin zrandmember zrange zrangebylex zrangebyscore zrangestore zrank zrem
     zremrangebylex zremrangebyrank zremrangebyscore zrevrange zrevrangebylex zrevrangebyscore zrevrank
-    zscan zscore zunion zunionstore`],
-  [ALLOW, `geoadd geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro
-    geosearch geosearchstore`],
+    zscan zscore zunion zunionstore`,
+  ],
+  [
+    ALLOW,
+    `geoadd geodist geohash geopos georadius georadius_ro georadiusbymember georadiusbymember_ro
+    geosearch geosearchstore`,
+  ],
   [ALLOW, "pfadd pfcount pfmerge"],
   // XREAD and XREADGROUP are refused with BLOCK (see ARGUMENT_RULES).
-  [ALLOW, `xack xadd xautoclaim xclaim xdel xlen xpending xrange xread xreadgroup xrevrange xsetid xtrim
+  [
+    ALLOW,
+    `xack xadd xautoclaim xclaim xdel xlen xpending xrange xread xreadgroup xrevrange xsetid xtrim
     xgroup|create xgroup|createconsumer xgroup|delconsumer xgroup|destroy xgroup|setid
-    xinfo|consumers xinfo|groups xinfo|stream`],
+    xinfo|consumers xinfo|groups xinfo|stream`,
+  ],
   // COPY is refused with DB (see ARGUMENT_RULES); SCAN also takes Upstash's WITHTYPE.
-  [ALLOW, `copy del dump exists expire expireat expiretime keys persist pexpire pexpireat pexpiretime
-    pttl randomkey rename renamenx restore scan sort sort_ro touch ttl type unlink memory|usage`],
+  [
+    ALLOW,
+    `copy del dump exists expire expireat expiretime keys persist pexpire pexpireat pexpiretime
+    pttl randomkey rename renamenx restore scan sort sort_ro touch ttl type unlink memory|usage`,
+  ],
   // Scripting and functions, as far as Upstash lists them: the gate's EVALSHA/EVAL/SCRIPT
   // LOAD/EXISTS and @upstash/ratelimit's scripts live here. Lua can still call, from inside a
   // script, commands this table refuses when Redis allows them in scripts: see the README.
-  [ALLOW, `eval eval_ro evalsha evalsha_ro script|exists script|flush script|kill script|load
+  [
+    ALLOW,
+    `eval eval_ro evalsha evalsha_ro script|exists script|flush script|kill script|load
     fcall fcall_ro function|delete function|flush function|kill function|list function|load
-    function|stats`],
+    function|stats`,
+  ],
   // Publishing, and counting subscribers; subscribing itself is a stream (see STREAMING).
   [ALLOW, "publish pubsub|channels pubsub|numpat pubsub|numsub"],
   // Read-only introspection Upstash serves, and its whole-database flushes: FLUSHALL is run as
@@ -120,16 +147,22 @@ const ROWS: [Verdict, string][] = [
   [SERVER_ADMIN, "shutdown debug config|* acl|* module|*"],
   [SERVER_DIAGNOSTICS, "latency|* slowlog|* memory|doctor memory|malloc-stats memory|purge memory|stats memory|help"],
   [PERSISTENCE, "save bgsave bgrewriteaof lastsave"],
-  [REPLICATION, `replicaof slaveof failover sync psync replconf role cluster|* asking readonly readwrite
-    restore-asking migrate`],
+  [
+    REPLICATION,
+    `replicaof slaveof failover sync psync replconf role cluster|* asking readonly readwrite
+    restore-asking migrate`,
+  ],
   [OTHER_DATABASES, "swapdb move"],
   [CONNECTION_STATE, "auth hello reset quit select client|*"],
   [TRANSACTION, "multi exec discard watch unwatch"],
   [STREAMING, "subscribe psubscribe unsubscribe punsubscribe ssubscribe sunsubscribe monitor"],
   [BLOCKING, "blpop brpop brpoplpush blmove blmpop bzpopmin bzpopmax bzmpop wait"],
-  [NOT_AT_UPSTASH, `object|* lolwut pfdebug pfselftest spublish pubsub|shardchannels pubsub|shardnumsub
+  [
+    NOT_AT_UPSTASH,
+    `object|* lolwut pfdebug pfselftest spublish pubsub|shardchannels pubsub|shardnumsub
     pubsub|help script|debug script|help function|dump function|restore function|help xgroup|help
-    xinfo|help`],
+    xinfo|help`,
+  ],
 ];
 
 /** Rules that look past the name: a command allowed in general, refused in one form. */

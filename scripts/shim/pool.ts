@@ -85,8 +85,7 @@ async function pipelined(client: Redis | Cluster, commands: Command[]): Promise<
 function createLeases(max: number, queue: number, waitMs: number) {
   let active = 0;
   const waiting: { grant: () => void; timer: NodeJS.Timeout }[] = [];
-  const busy = (why: string) =>
-    new ShimBusy(`ERR ${why}: this shim runs at most ${max} transactions at once (SHIM_MAX_TRANSACTIONS); retry shortly`);
+  const busy = (why: string) => new ShimBusy(`ERR ${why}: this shim runs at most ${max} transactions at once (SHIM_MAX_TRANSACTIONS); retry shortly`);
   return {
     async acquire(): Promise<void> {
       if (active < max) {
@@ -96,7 +95,10 @@ function createLeases(max: number, queue: number, waitMs: number) {
       if (waiting.length >= queue) throw busy(`${waiting.length} transactions already waiting`);
       await new Promise<void>((resolve, reject) => {
         const entry = {
-          grant: () => (clearTimeout(entry.timer), resolve()),
+          grant: () => {
+            clearTimeout(entry.timer);
+            resolve();
+          },
           timer: setTimeout(() => {
             waiting.splice(waiting.indexOf(entry), 1);
             reject(busy(`no transaction connection came free within ${waitMs} ms`));
@@ -157,9 +159,11 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
     async transaction(commands) {
       await leases.acquire();
       try {
-        const connection = idle.pop() ?? (await open().catch((e: Error) => {
-          throw new RedisUnavailable(e.message);
-        }));
+        const connection =
+          idle.pop() ??
+          (await open().catch((e: Error) => {
+            throw new RedisUnavailable(e.message);
+          }));
         let reusable = true;
         try {
           return await pipelined(connection, [["MULTI"], ...commands, ["EXEC"]]);
@@ -189,19 +193,22 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
  */
 export async function createClusterPool(nodes: string[], options: PoolOptions = {}): Promise<RedisPool> {
   const { lazyConnect: _, retryStrategy: __, ...redisOptions } = connectionOptions(options);
-  const cluster = new Cluster(nodes.map((n) => {
-    const [host, port] = n.split(":");
-    return { host, port: Number(port) };
-  }), {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    redisOptions,
-    clusterRetryStrategy: (attempt) => Math.min(attempt * 100, 500),
-    retryDelayOnFailover: 100,
-    retryDelayOnClusterDown: 100,
-    maxRedirections: 8,
-    slotsRefreshTimeout: 1000,
-  });
+  const cluster = new Cluster(
+    nodes.map((n) => {
+      const [host, port] = n.split(":");
+      return { host, port: Number(port) };
+    }),
+    {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      redisOptions,
+      clusterRetryStrategy: (attempt) => Math.min(attempt * 100, 500),
+      retryDelayOnFailover: 100,
+      retryDelayOnClusterDown: 100,
+      maxRedirections: 8,
+      slotsRefreshTimeout: 1000,
+    },
+  );
   cluster.on("error", (e: Error) => options.onStatus?.("lost", e.message));
   try {
     await cluster.connect();

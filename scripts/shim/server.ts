@@ -2,10 +2,10 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
-import { BadRequest, encodeReply, toCommand, toCommands, type Command, type Json } from "./codec.ts";
+import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
-import { createClusterPool, createPool, RedisUnavailable, ShimBusy, type RedisPool, type Replies } from "./pool.ts";
+import { createClusterPool, createPool, type RedisPool, RedisUnavailable, type Replies, ShimBusy } from "./pool.ts";
 import { createSemantics } from "./semantics.ts";
 import { createStreams, streamRoute } from "./streams.ts";
 
@@ -171,10 +171,14 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function pipeline(body: unknown, base64: boolean) {
     // A refused command answers for itself; the rest of the batch still runs.
-    const prepared = await Promise.all(toCommands(body).map((c) => translate(c).catch((e: unknown) => {
-      if (e instanceof BadRequest) return e;
-      throw e;
-    })));
+    const prepared = await Promise.all(
+      toCommands(body).map((c) =>
+        translate(c).catch((e: unknown) => {
+          if (e instanceof BadRequest) return e;
+          throw e;
+        }),
+      ),
+    );
     const runnable = prepared.filter((p): p is Translation => !(p instanceof BadRequest));
     const results = runnable.length ? await run(runnable) : [];
     let next = 0;

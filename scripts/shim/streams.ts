@@ -43,7 +43,11 @@ export function streamRoute(path: string): { kind: StreamKind; target?: string }
   return { kind: match[1] as StreamKind, target };
 }
 
-const event = (line: string) => line.split(/\r\n|\r|\n/).map((l) => `data: ${l}\n`).join("") + "\n";
+const event = (line: string) =>
+  `${line
+    .split(/\r\n|\r|\n/)
+    .map((l) => `data: ${l}\n`)
+    .join("")}\n`;
 
 /**
  * @example
@@ -100,7 +104,8 @@ export function createStreams(options: StreamOptions) {
         monitor.on("error", () => {});
         monitor.on("end", () => close());
         monitor.on("monitor", (time: string, args: string[], source: string, database: string) =>
-          send(`${time} [${database} ${source}] ${args.map((a) => JSON.stringify(a)).join(" ")}`));
+          send(`${time} [${database} ${source}] ${args.map((a) => JSON.stringify(a)).join(" ")}`),
+        );
         first = "OK";
       } else {
         await connection.connect();

@@ -15,7 +15,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { problem } from "../http/problem.ts";
 import { CostError } from "../script/limiter.ts";
-import { limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
+import { type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -45,7 +45,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   };
 
   return async (c, next) => {
-    let result;
+    let result: LimitResult;
     try {
       result = await limiterOf(c).limit(identify?.(c) ?? c.req.raw, { cost: cost?.(c) });
     } catch (e) {
@@ -60,6 +60,6 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
     }
     await next();
-    result.headers.forEach((value, name) => c.header(name, value));
+    for (const [name, value] of result.headers) c.header(name, value);
   };
 }

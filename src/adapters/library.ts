@@ -10,17 +10,17 @@
  * const response = await handle(request);
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
-import { parseRateLimits, type GateConfig, type RateLimits } from "../config/rate-limits.ts";
+import { type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { identify } from "../decision/identity.ts";
-import { createPipeline } from "../decision/pipeline.ts";
+import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
 import type { Decision } from "../script/limiter.ts";
 
-export { CostError } from "../script/limiter.ts";
-export type { Decision, LimitState } from "../script/limiter.ts";
-export type { Reason } from "../http/answers.ts";
 export type { RateLimits } from "../config/rate-limits.ts";
+export type { Reason } from "../http/answers.ts";
+export type { Decision, LimitState } from "../script/limiter.ts";
+export { CostError } from "../script/limiter.ts";
 
 /** The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`, `timeout`, lists, … */
 export interface RateLimiterOptions extends RateLimits {
@@ -82,7 +82,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   const keyHeader = config.keyHeader ?? "X-API-Key";
   return {
     async limit(input, { cost } = {}) {
-      let step;
+      let step: Step;
       if (typeof input === "string") {
         step = await pipeline.decideFor(await identify("k", input), cost);
       } else {
@@ -93,7 +93,10 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       }
       const a = answer(step, keyHeader);
       return {
-        success: a.pass, reason: a.reason, headers: a.headers, decision: a.decision,
+        success: a.pass,
+        reason: a.reason,
+        headers: a.headers,
+        decision: a.decision,
         retryAfter: a.pass ? undefined : a.retryAfter,
         response: a.pass ? passed : a.response,
       };

@@ -1,14 +1,14 @@
 import { errors, Redis } from "@upstash/redis/cloudflare";
-import { createDenialCache } from "../decision/denial-cache.ts";
 import type { GateConfig } from "../config/rate-limits.ts";
-import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { clientAddress, identify, ipIdentity, keyIdentity, sha256, type Identity } from "../decision/identity.ts";
-import { createRegistry, IMPORT_BATCH, LIST_PAGE, type Entry } from "./registry.ts";
-import { createLimiter, decisionOf, LimiterError, redisKeys, type Limit } from "../script/limiter.ts";
-import { problem } from "../http/problem.ts";
-import { tierOf } from "../decision/rules.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
+import { createDenialCache } from "../decision/denial-cache.ts";
+import { clientAddress, type Identity, identify, ipIdentity, keyIdentity, sha256 } from "../decision/identity.ts";
+import { tierOf } from "../decision/rules.ts";
+import { problem } from "../http/problem.ts";
+import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
+import { createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
+import { createRegistry, type Entry, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 export const ADMIN_PREFIX = "/__slidegate/";
@@ -18,8 +18,7 @@ const KEY_HASH = /^[0-9a-f]{64}$/;
 const ADDRESS_TAG = /^i[A-Za-z0-9_-]{22}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
-export const isAdminPath = (path: string) =>
-  path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
+export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
 
 /**
  * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
@@ -58,21 +57,31 @@ export interface AdminOptions {
  * DOMException). Programming errors are TypeError, RangeError and the like: those are bugs.
  */
 export function isStoreFailure(error: unknown): boolean {
-  return error instanceof errors.UpstashError || error instanceof LimiterError || error instanceof DOMException ||
-    (error instanceof Error && Object.getPrototypeOf(error) === Error.prototype);
+  return (
+    error instanceof errors.UpstashError ||
+    error instanceof LimiterError ||
+    error instanceof DOMException ||
+    (error instanceof Error && Object.getPrototypeOf(error) === Error.prototype)
+  );
 }
 
-const json = (body: unknown, status = 200) =>
-  new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
+const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 const notFound = () =>
-  problem(404, "not-found", "Not Found", `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`);
+  problem(
+    404,
+    "not-found",
+    "Not Found",
+    `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`,
+  );
 const noEntry = () => problem(404, "no-such-key", "No Such Key", "The registry holds no entry for this key.");
 const unauthorized = (sent: boolean) =>
   problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.", {
     "WWW-Authenticate": sent ? 'Bearer realm="slidegate-admin", error="invalid_token"' : 'Bearer realm="slidegate-admin"',
   });
 const tooManyAttempts = (ms: number) =>
-  problem(429, "too-many-attempts", "Too Many Attempts", "Too many failed admin authentications from this address; wait before trying again.", { "Retry-After": retryAfterSeconds(ms) });
+  problem(429, "too-many-attempts", "Too Many Attempts", "Too many failed admin authentications from this address; wait before trying again.", {
+    "Retry-After": retryAfterSeconds(ms),
+  });
 const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
 
@@ -111,14 +120,18 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const throttled = createDenialCache<true>(10_000);
   const expected = sha256(`Bearer ${adminToken}`);
   const redis = new Redis({
-    url: options.redisUrl, token: options.redisToken, enableTelemetry: false, enableAutoPipelining: false,
-    automaticDeserialization: false, retry: { retries: 0 }, signal: () => AbortSignal.timeout(5000),
+    url: options.redisUrl,
+    token: options.redisToken,
+    enableTelemetry: false,
+    enableAutoPipelining: false,
+    automaticDeserialization: false,
+    retry: { retries: 0 },
+    signal: () => AbortSignal.timeout(5000),
   });
 
   const registry = createRegistry({ config, redis });
 
-  const authorised = async (request: Request) =>
-    crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
+  const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
 
   /** Every log of one identity: every rule of every tier. */
   const logsOf = (tag: string) => [...config.tiers].flatMap(([tier, rules]) => rules.map((r) => redisKeys.log(config.prefix, tag, tier, r.name)));
@@ -162,8 +175,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         }
         const inWindow = Number.isFinite(oldest);
         return {
-          name: r.name, limit: r.limit, windowMs: r.windowMs, shadow: r.shadow,
-          used, remaining: Math.max(0, r.limit - used),
+          name: r.name,
+          limit: r.limit,
+          windowMs: r.windowMs,
+          shadow: r.shadow,
+          used,
+          remaining: Math.max(0, r.limit - used),
           resetMs: inWindow ? Math.ceil((oldest + r.windowMs * 1000 - now) / 1000) : 0,
           oldestEntryAt: inWindow ? new Date(oldest / 1000).toISOString() : null,
         };
@@ -176,9 +193,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
    * "none"), what it does, and whether this isolate forgets what it cached of that identity.
    */
   type Body = Record<string, unknown>;
-  type Route =
-    | { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> }
-    | { who: "none"; run: (body: Body) => Promise<Response> };
+  type Route = { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> } | { who: "none"; run: (body: Body) => Promise<Response> };
   const routes: Record<string, Route> = {
     usage: { who: "any", run: async (identity) => json(await usage(identity)) },
     reset: { who: "any", forgets: true, run: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }) },
@@ -358,7 +373,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         const found = await keyOf(key, hash);
         if (typeof found === "string") {
           const nothing = route.who === "any" && key === undefined && hash === undefined;
-          return badRequest(nothing ? 'Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.' : `${found[0]!.toUpperCase()}${found.slice(1)}.`);
+          return badRequest(
+            nothing
+              ? 'Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.'
+              : `${found[0]!.toUpperCase()}${found.slice(1)}.`,
+          );
         }
         identity = found;
       }

@@ -1,6 +1,6 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
-import { describe, valueSchemas, type GateConfig } from "../config/rate-limits.ts";
+import { describe, type GateConfig, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
 
@@ -40,7 +40,8 @@ export const LIST_PAGE = { max: 1000, default: 100 } as const;
 
 const LABEL = v.pipe(v.string("must be text"), v.maxLength(200, "must be at most 200 characters"));
 const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window) }, (issue) =>
-  issue.expected === "never" ? 'unknown field (allowed: limit, window)' : `must be an object, not ${issue.received}`);
+  issue.expected === "never" ? "unknown field (allowed: limit, window)" : `must be an object, not ${issue.received}`,
+);
 const entrySchema = v.object({
   tier: v.optional(valueSchemas.name),
   label: v.optional(LABEL),
@@ -67,7 +68,8 @@ function entryOf(fields: Record<string, string>): Entry {
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
     if (!m) continue;
-    const o = (entry.overrides[m[2]!] ??= {});
+    entry.overrides[m[2]!] ??= {};
+    const o = entry.overrides[m[2]!]!;
     if (m[1] === "limit") o.limit = Number(value);
     else o.windowMs = Number(value);
   }
@@ -177,7 +179,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         p.del(entryKey(identity));
         p.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
       }
-      p.zadd(index, ...items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]);
+      p.zadd(index, ...(items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]));
       await p.exec();
     },
   };

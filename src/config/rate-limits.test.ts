@@ -52,7 +52,14 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules: [{ name: "has space", limit: 5, window: "1s" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.name: must be 1-32 characters/);
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s", fail: "maybe" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.fail: must be "open" or "closed"/);
     expect(errorsOf({ rules: [{ name: "d", limit: 2, window: "1s", cost: 3 }] })).toEqual(["RATE_LIMITS.rules[0].cost: is larger than limit (2): every request would be denied"]);
-    expect(errorsOf({ rules: [{ name: "d", limit: 2, window: "1s" }, { name: "d", limit: 3, window: "2s" }] })).toEqual(['RATE_LIMITS.rules[1].name: "d" is used twice']);
+    expect(
+      errorsOf({
+        rules: [
+          { name: "d", limit: 2, window: "1s" },
+          { name: "d", limit: 3, window: "2s" },
+        ],
+      }),
+    ).toEqual(['RATE_LIMITS.rules[1].name: "d" is used twice']);
     expect(errorsOf({ rules: [{ name: "d", limit: 1, window: "367d" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.window: must be at most 366d/);
   });
 
@@ -89,7 +96,13 @@ describe("parseRateLimits", () => {
   });
 
   it("accepts and normalises the request-shaping fields", () => {
-    const r = parseRateLimits({ ipv6Prefix: 48, denialCacheMaxAge: "30s", clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 1, window: "1s", path: "//v1/%75sers" }] });
+    const r = parseRateLimits({
+      ipv6Prefix: 48,
+      denialCacheMaxAge: "30s",
+      clientIpHeader: "X-Client-IP",
+      passForwardedHeaders: true,
+      rules: [{ name: "m", limit: 1, window: "1s", path: "//v1/%75sers" }],
+    });
     expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 48, denialCacheMaxAgeMs: 30_000, clientIpHeader: "x-client-ip", passForwardedHeaders: true });
     // the glob in the canonical form of the requests it is matched against
     expect(r.ok && r.config.tiers.get("default")![0]!.path!.test("/v1/users")).toBe(true);
@@ -107,8 +120,9 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "x-api-key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
     expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
     expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
-    expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] }))
-      .toEqual(["RATE_LIMITS.rules[0].path: contains an encoded slash (%2F), which the gate refuses in every request"]);
+    expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] })).toEqual([
+      "RATE_LIMITS.rules[0].path: contains an encoded slash (%2F), which the gate refuses in every request",
+    ]);
   });
 
   it("refuses names every JavaScript object already has, wherever a name is looked up", () => {
@@ -120,7 +134,9 @@ describe("parseRateLimits", () => {
       expect(errors, name).toEqual([`RATE_LIMITS.tiers.${name}: "${name}" is a name every JavaScript object already has; choose another`]);
     }
     // JSON.parse keeps "__proto__" as a key of its own; the schema alone would drop it without a word
-    expect(errorsOf(`{"identity":{"header":"k"},"defaultTier":"__proto__","tiers":{"__proto__":{"rules":[{"name":"m","limit":1,"window":"1s"}]}}}`)[0]).toMatch(/^RATE_LIMITS\.tiers\.__proto__: /);
+    expect(errorsOf(`{"identity":{"header":"k"},"defaultTier":"__proto__","tiers":{"__proto__":{"rules":[{"name":"m","limit":1,"window":"1s"}]}}}`)[0]).toMatch(
+      /^RATE_LIMITS\.tiers\.__proto__: /,
+    );
     expect(errorsOf({ identity, defaultTier: "toString", tiers: { free: { rules } } })[0]).toMatch(reserved);
     expect(errorsOf({ identity, defaultTier: "free", tiers: { free: { rules } }, keys: { ["c".repeat(64)]: "constructor" } })[0]).toMatch(reserved);
     expect(errorsOf({ rules: [{ name: "valueOf", limit: 1, window: "1s" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.name: "valueOf" is a name/);

@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { compileAccess, parseRange, type AccessCheck, type AccessLists } from "../decision/access-lists.ts";
+import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
 import { canonicalPath } from "../http/canonical.ts";
 
 /**
@@ -85,7 +85,20 @@ const MAX_WINDOW = 366 * UNITS.d!;
  */
 const RESERVED = new Set([...Object.getOwnPropertyNames(Object.prototype), "prototype"]);
 /** Headers the gate cannot give over to the client address without breaking the request. */
-const UNSETTABLE_HEADERS = new Set(["host", "content-length", "content-type", "transfer-encoding", "connection", "upgrade", "te", "trailer", "keep-alive", "authorization", "cookie", "cf-connecting-ip"]);
+const UNSETTABLE_HEADERS = new Set([
+  "host",
+  "content-length",
+  "content-type",
+  "transfer-encoding",
+  "connection",
+  "upgrade",
+  "te",
+  "trailer",
+  "keep-alive",
+  "authorization",
+  "cookie",
+  "cf-connecting-ip",
+]);
 const reservedName = (name: string) => `"${name}" is a name every JavaScript object already has; choose another`;
 
 const int = (min: number, max: number) =>
@@ -94,28 +107,35 @@ const int = (min: number, max: number) =>
 const NAME = v.pipe(
   v.string(),
   v.regex(/^[A-Za-z0-9_-]{1,32}$/, "must be 1-32 characters of A-Z a-z 0-9 _ -"),
-  v.check((name) => !RESERVED.has(name), (issue) => reservedName(issue.input as string)),
+  v.check(
+    (name) => !RESERVED.has(name),
+    (issue) => reservedName(issue.input as string),
+  ),
 );
 const HEADER = v.pipe(v.string(), v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"));
 const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 const TIMEOUT = int(1, 30_000);
-const fields = <T extends v.ObjectEntries>(entries: T) => v.strictObject(entries, (issue) =>
-  issue.expected === "never" ? `unknown field (allowed: ${Object.keys(entries).join(", ")})` : `must be an object, not ${issue.received}`);
+const fields = <T extends v.ObjectEntries>(entries: T) =>
+  v.strictObject(entries, (issue) => (issue.expected === "never" ? `unknown field (allowed: ${Object.keys(entries).join(", ")})` : `must be an object, not ${issue.received}`));
 
 /** A duration as a number of ms or text with a unit ("10s"), at most `max` ms (`maxText` says it in words). */
-const duration = (max: number, maxText: string) => v.union([
-  int(1, max),
-  v.pipe(
-    v.string(),
-    v.regex(WINDOW, 'must be a whole number with a unit ms, s, m, h or d, like "10s"'),
-    v.transform((w) => {
-      const [, n, unit] = WINDOW.exec(w)!;
-      return Number(n) * UNITS[unit!]!;
-    }),
-    v.minValue(1, "must be at least 1 ms"),
-    v.maxValue(max, `must be at most ${maxText}`),
-  ),
-], 'must be a duration like "10s", "1m", "500ms" or a number of milliseconds');
+const duration = (max: number, maxText: string) =>
+  v.union(
+    [
+      int(1, max),
+      v.pipe(
+        v.string(),
+        v.regex(WINDOW, 'must be a whole number with a unit ms, s, m, h or d, like "10s"'),
+        v.transform((w) => {
+          const [, n, unit] = WINDOW.exec(w)!;
+          return Number(n) * UNITS[unit!]!;
+        }),
+        v.minValue(1, "must be at least 1 ms"),
+        v.maxValue(max, `must be at most ${maxText}`),
+      ),
+    ],
+    'must be a duration like "10s", "1m", "500ms" or a number of milliseconds',
+  );
 const window = duration(MAX_WINDOW, "366d");
 
 const rule = fields({
@@ -133,18 +153,22 @@ const rule = fields({
 const rules = v.pipe(v.array(rule), v.minLength(1, "needs at least one rule"));
 
 const KEY_HASH = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "must be the SHA-256 of an API key, as 64 lowercase hex digits"));
-const accessList = v.optional(fields({
-  keys: v.optional(v.array(KEY_HASH)),
-  ips: v.optional(v.array(v.string())),
-}));
+const accessList = v.optional(
+  fields({
+    keys: v.optional(v.array(KEY_HASH)),
+    ips: v.optional(v.array(v.string())),
+  }),
+);
 
 const schema = fields({
   prefix: v.optional(NAME),
-  identity: v.optional(fields({
-    header: v.optional(HEADER),
-    required: v.optional(v.boolean()),
-    unknownKeys: v.optional(v.picklist(["defaultTier", "reject", "ip"], 'must be "defaultTier", "reject" or "ip"')),
-  })),
+  identity: v.optional(
+    fields({
+      header: v.optional(HEADER),
+      required: v.optional(v.boolean()),
+      unknownKeys: v.optional(v.picklist(["defaultTier", "reject", "ip"], 'must be "defaultTier", "reject" or "ip"')),
+    }),
+  ),
   rules: v.optional(rules),
   addressRules: v.optional(rules),
   tiers: v.optional(v.record(NAME, fields({ rules }))),
@@ -219,7 +243,10 @@ type RawRule = v.InferOutput<typeof rule>;
  * case-insensitive by Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare.
  */
 function pathPattern(glob: string, caseSensitive: boolean): RegExp {
-  const body = glob.split("*").map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*");
+  const body = glob
+    .split("*")
+    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+    .join(".*");
   return new RegExp(`^${body}$`, caseSensitive ? "su" : "isu");
 }
 
@@ -246,8 +273,15 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
  * X-Forwarded-For.
  */
 export const DEFAULTS = {
-  prefix: "sg", fail: "open", timeoutMs: 1000, unknownKeys: "defaultTier", denialCacheSize: 10_000, denialCacheMaxAgeMs: 10_000, clock: "redis",
-  ipv6Prefix: 64, clientIpHeader: "x-forwarded-for",
+  prefix: "sg",
+  fail: "open",
+  timeoutMs: 1000,
+  unknownKeys: "defaultTier",
+  denialCacheSize: 10_000,
+  denialCacheMaxAgeMs: 10_000,
+  clock: "redis",
+  ipv6Prefix: 64,
+  clientIpHeader: "x-forwarded-for",
 } as const;
 
 /** Object keys anywhere in the raw value that every JavaScript object already has, with where they are. */
@@ -289,7 +323,9 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
   // before the schema: it would drop such keys silently, and "in" would find them anyway
   const reserved = reservedKeys(value, root);
   if (reserved.length) return { ok: false, errors: reserved };
-  const renamed = Object.keys(Object(value)).filter((k) => Object.hasOwn(RENAMED, k)).map((k) => `${root}.${k}: is now called "${RENAMED[k]}"`);
+  const renamed = Object.keys(Object(value))
+    .filter((k) => Object.hasOwn(RENAMED, k))
+    .map((k) => `${root}.${k}: is now called "${RENAMED[k]}"`);
   if (renamed.length) return { ok: false, errors: renamed };
   const parsed = v.safeParse(schema, value);
   if (!parsed.success) return { ok: false, errors: parsed.issues.map((issue) => describe(issue, root)) };

@@ -12,9 +12,15 @@ import type { GateConfig, Rule } from "../config/rate-limits.ts";
  */
 export function describeConfiguration(config: GateConfig) {
   const rule = (r: Rule) => ({
-    name: r.name, limit: r.limit, windowMs: r.windowMs, cost: r.cost,
-    path: r.glob ?? null, methods: r.methods ? [...r.methods] : null,
-    fail: r.fail, timeoutMs: r.timeoutMs, shadow: r.shadow,
+    name: r.name,
+    limit: r.limit,
+    windowMs: r.windowMs,
+    cost: r.cost,
+    path: r.glob ?? null,
+    methods: r.methods ? [...r.methods] : null,
+    fail: r.fail,
+    timeoutMs: r.timeoutMs,
+    shadow: r.shadow,
   });
   const tiers = Object.fromEntries([...config.tiers].map(([tier, rules]) => [tier, rules.map(rule)]));
   const list = (l: { keys?: readonly string[]; ips?: readonly string[] } | undefined) => ({ keys: [...(l?.keys ?? [])], ips: [...(l?.ips ?? [])] });

@@ -1,9 +1,9 @@
 import type { Redis } from "@upstash/redis/cloudflare";
+import type { Registry } from "../admin/registry.ts";
 import type { GateConfig } from "../config/rate-limits.ts";
 import { keyIdentity } from "../decision/identity.ts";
 import { tierOf } from "../decision/rules.ts";
-import type { Registry } from "../admin/registry.ts";
-import { field, figureKeys, FIGURES_DEFAULTS, LATENCY_BUCKETS_MS } from "../gateway/live-figures.ts";
+import { FIGURES_DEFAULTS, field, figureKeys, LATENCY_BUCKETS_MS } from "../gateway/live-figures.ts";
 
 /**
  * The console's view of the live figures (src/gateway/live-figures.ts): every isolate's
@@ -16,9 +16,7 @@ import { field, figureKeys, FIGURES_DEFAULTS, LATENCY_BUCKETS_MS } from "../gate
  * report.totals.decisions.admitted; // every admitted request of the last hour, fleet-wide
  */
 
-export const OUTCOMES = [
-  "admitted", "denied", "shadow-denied", "blocked", "failed-open", "failed-closed", "allowlisted", "denylisted", "unknown-key", "disabled-key",
-] as const;
+export const OUTCOMES = ["admitted", "denied", "shadow-denied", "blocked", "failed-open", "failed-closed", "allowlisted", "denylisted", "unknown-key", "disabled-key"] as const;
 /** How far back "refused now" looks. */
 export const TOP_MINUTES = 10;
 const TOP_LISTED = 20;
@@ -105,10 +103,7 @@ function latencyOf(histogram: readonly number[]): Latency {
   return { count: histogram.reduce((a, b) => a + b, 0), p50: quantile(histogram, 0.5), p99: quantile(histogram, 0.99) };
 }
 
-export async function readFigures(
-  { redis, registry, config, now }: { redis: Redis; registry: Registry; config: GateConfig; now: number },
-  minutes: number,
-): Promise<Figures> {
+export async function readFigures({ redis, registry, config, now }: { redis: Redis; registry: Registry; config: GateConfig; now: number }, minutes: number): Promise<Figures> {
   const { prefix } = config;
   const current = Math.floor(now / MINUTE_MS);
   const span = Array.from({ length: minutes }, (_, i) => current - minutes + 1 + i);
@@ -117,7 +112,11 @@ export async function readFigures(
 
   const p = redis.pipeline();
   for (const minute of span) p.hgetall(figureKeys.minute(prefix, minute));
-  p.zunionstore(scratch, recent.length, recent.map((m) => figureKeys.top(prefix, m)));
+  p.zunionstore(
+    scratch,
+    recent.length,
+    recent.map((m) => figureKeys.top(prefix, m)),
+  );
   p.expire(scratch, 60); // gone by itself should the DEL below never run
   p.zrange(scratch, 0, TOP_LISTED - 1, { rev: true, withScores: true });
   p.del(scratch);
@@ -143,7 +142,7 @@ export async function readFigures(
       else if (f === field.untracked) extra.untracked += n;
     }
     for (const o of OUTCOMES) totals[o] += decisions[o];
-    own.forEach((n, b) => (histogram[b]! += n));
+    for (const [b, n] of own.entries()) histogram[b]! += n;
     return { at: new Date(minute * MINUTE_MS).toISOString(), decisions, storeLatencyMs: latencyOf(own) };
   });
 
@@ -176,8 +175,13 @@ export async function readFigures(
         if (!KEY_HASH.test(member)) return { tag: member, kind: "ip" as const, refused, tier: tierOf(config, undefined), registered: false };
         const entry = entries.get(member);
         return {
-          tag: keyIdentity(member).tag, kind: "key" as const, hash: member, refused,
-          tier: entry?.tier || tierOf(config, member), ...(entry?.label !== undefined && { label: entry.label }), registered: entry !== undefined,
+          tag: keyIdentity(member).tag,
+          kind: "key" as const,
+          hash: member,
+          refused,
+          tier: entry?.tier || tierOf(config, member),
+          ...(entry?.label !== undefined && { label: entry.label }),
+          registered: entry !== undefined,
         };
       }),
     },

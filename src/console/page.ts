@@ -61,17 +61,25 @@ let headers: Promise<Headers> | undefined;
 
 /** The page's headers, hashes included: computed once per isolate. */
 function pageHeaders(): Promise<Headers> {
-  return (headers ??= (async () => new Headers({
-    "Content-Type": "text/html; charset=utf-8",
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": [
-      "default-src 'none'", `script-src ${await digest(CONSOLE_JS)}`, `style-src ${await digest(CONSOLE_CSS)}`,
-      "connect-src 'self'", "img-src 'self' data:", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'",
-    ].join("; "),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-  }))());
+  headers ??= (async () =>
+    new Headers({
+      "Content-Type": "text/html; charset=utf-8",
+      "Cache-Control": "no-store",
+      "Content-Security-Policy": [
+        "default-src 'none'",
+        `script-src ${await digest(CONSOLE_JS)}`,
+        `style-src ${await digest(CONSOLE_CSS)}`,
+        "connect-src 'self'",
+        "img-src 'self' data:",
+        "base-uri 'none'",
+        "form-action 'none'",
+        "frame-ancestors 'none'",
+      ].join("; "),
+      "X-Content-Type-Options": "nosniff",
+      "Referrer-Policy": "no-referrer",
+      "X-Frame-Options": "DENY",
+    }))();
+  return headers;
 }
 
 export async function consolePage(method: string): Promise<Response> {

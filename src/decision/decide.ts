@@ -1,12 +1,12 @@
-import { createDenialCache } from "./denial-cache.ts";
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
+import { createLimiter, type Decision, type KeyLookup, LimiterError, type Reply } from "../script/limiter.ts";
+import { createDenialCache } from "./denial-cache.ts";
 import type { Identity } from "./identity.ts";
-import { createLimiter, LimiterError, type Decision, type KeyLookup } from "../script/limiter.ts";
 
 /** What one decision came to, before anyone turns it into a response. */
 export type Verdict =
   | { kind: "admitted"; decision: Decision; redisMs: number }
-  | { kind: "denied"; decision: Decision; redisMs: number; /** age of a decision served from the denial cache */ elapsedMs: number }
+  | { kind: "denied"; decision: Decision; redisMs: number /** age of a decision served from the denial cache */; elapsedMs: number }
   | { kind: "blocked"; ms: number; redisMs: number }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
@@ -64,7 +64,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const enforced = limits.filter((r) => !r.shadow);
     const budget = enforced.length ? enforced : limits.length ? limits : [{ timeoutMs: config.timeoutMs, fail: config.fail }];
     const asked = performance.now();
-    let reply;
+    let reply: Reply;
     try {
       reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key);
     } catch (error) {

@@ -1,8 +1,8 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
-import { assertCost, LimiterError, type Decision } from "../script/limiter.ts";
+import { assertCost, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
 import { createDenialCache } from "./denial-cache.ts";
-import { clientAddress, identify, readApiKey, UNKNOWN_CLIENT, type ClientAddress, type Identity } from "./identity.ts";
+import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { rulesFor, tierOf } from "./rules.ts";
 
 /** Who is calling, as every later step sees it. */

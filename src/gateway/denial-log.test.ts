@@ -29,8 +29,13 @@ describe("denial log", () => {
     await log.flush();
     expect(lines).toHaveLength(2);
     expect(lines[1]).toEqual({
-      event: "slidegate.denied_summary", tag: "iFlood", tier: "default", rule: "minute", denied: 5000,
-      from: "2026-01-01T00:00:00.000Z", to: "2026-01-01T00:00:04.999Z",
+      event: "slidegate.denied_summary",
+      tag: "iFlood",
+      tier: "default",
+      rule: "minute",
+      denied: 5000,
+      from: "2026-01-01T00:00:00.000Z",
+      to: "2026-01-01T00:00:04.999Z",
     });
   });
 
@@ -51,7 +56,11 @@ describe("denial log", () => {
     log.record({ tag: "iB", tier: "t", rules: [MINUTE] });
     log.record({ tag: "iA", tier: "t", rules: [MINUTE, HOUR] });
     log.record({ tag: "iA", tier: "t", rules: [HOUR] });
-    expect(full().map((l) => [l.tag, l.rules])).toEqual([["iA", ["minute"]], ["iB", ["minute"]], ["iA", ["minute", "hour"]]]);
+    expect(full().map((l) => [l.tag, l.rules])).toEqual([
+      ["iA", ["minute"]],
+      ["iB", ["minute"]],
+      ["iA", ["minute", "hour"]],
+    ]);
   });
 
   it("is due only once the interval has passed since the first denial a summary would count", async () => {
@@ -77,7 +86,11 @@ describe("denial log", () => {
     clock.ms += 10_000;
     await log.flush();
     const counted = () => summaries().map((l) => [l.tag, l.tier, l.rule, l.denied]);
-    expect(counted()).toEqual([["iA", "t", "minute", 10], ["iA", "t", "hour", 3], ["kB", "paid", "hour", 4]]);
+    expect(counted()).toEqual([
+      ["iA", "t", "minute", 10],
+      ["iA", "t", "hour", 3],
+      ["kB", "paid", "hour", 4],
+    ]);
     log.record({ tag: "kB", tier: "paid", rules: [HOUR] });
     clock.ms += 10_000;
     await log.flush();
@@ -97,7 +110,12 @@ describe("denial log", () => {
     clock.ms += 10_000;
     await log.flush();
     expect(full()).toHaveLength(3);
-    expect(summaries().map((l) => [l.tag ?? "other", l.denied])).toEqual([["i0", 50], ["i1", 50], ["i2", 50], ["other", 350]]);
+    expect(summaries().map((l) => [l.tag ?? "other", l.denied])).toEqual([
+      ["i0", 50],
+      ["i1", 50],
+      ["i2", 50],
+      ["other", 350],
+    ]);
     expect(summaries()[3]).toMatchObject({ other: true });
     expect(total()).toBe(denials);
   });

@@ -86,8 +86,13 @@ export function createGate(options: GateOptions): Gate {
   const record = createMetrics(options.metrics);
   const pipeline = createPipeline({ config, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
   const admin = createAdmin({
-    config, adminToken: options.adminToken, redisUrl: options.redisUrl, redisToken: options.redisToken,
-    now: options.now, log, forget: pipeline.forget,
+    config,
+    adminToken: options.adminToken,
+    redisUrl: options.redisUrl,
+    redisToken: options.redisToken,
+    now: options.now,
+    log,
+    forget: pipeline.forget,
   });
   const denials = createDenialLog({
     now: options.now,
@@ -152,9 +157,11 @@ export function createGate(options: GateOptions): Gate {
   /** The log line and data point a step earns; a denial goes to the denial log instead of a line per request. */
   function report(step: Step, request: Request, path: string) {
     figures?.record(step);
-    const { tier, identity: { tag } } = step.caller;
-    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) =>
-      record({ outcome, tier, rules, tag, ...extra });
+    const {
+      tier,
+      identity: { tag },
+    } = step.caller;
+    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) => record({ outcome, tier, rules, tag, ...extra });
     if (step.kind === "denylisted") return point("denylisted");
     if (step.kind === "allowlisted") return point("allowlisted");
     if (step.kind === "unknown-key" || step.kind === "disabled-key") return point(step.kind);

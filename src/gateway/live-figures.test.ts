@@ -1,12 +1,12 @@
+import { env } from "cloudflare:workers";
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { env } from "cloudflare:workers";
 import { createRegistry } from "../admin/registry.ts";
-import { parseRateLimits, type GateConfig } from "../config/rate-limits.ts";
+import { type GateConfig, parseRateLimits } from "../config/rate-limits.ts";
 import { quantile, readFigures } from "../console/figures.ts";
 import { keyIdentity } from "../decision/identity.ts";
 import type { Step } from "../decision/pipeline.ts";
-import { createLiveFigures, figureKeys, FIGURES_DEFAULTS, FLUSH_SCRIPT, latencyBucket, LATENCY_BUCKETS_MS, type LiveFiguresOptions } from "./live-figures.ts";
+import { createLiveFigures, FIGURES_DEFAULTS, FLUSH_SCRIPT, figureKeys, LATENCY_BUCKETS_MS, type LiveFiguresOptions, latencyBucket } from "./live-figures.ts";
 
 // the test shim, as the test setup hands it to every Worker test (test/setup/services.ts)
 const services = JSON.parse((env as unknown as { TEST_SERVICES: string }).TEST_SERVICES) as { shimUrl: string; shimToken: string };
@@ -16,7 +16,13 @@ const T0 = Date.UTC(2026, 0, 1, 12, 0, 0);
 /** A configuration with a key prefix of its own, and a clock the test moves. */
 function setup(options: Partial<LiveFiguresOptions> = {}) {
   const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-  const parsed = parseRateLimits({ prefix, rules: [{ name: "minute", limit: 5, window: "1m" }, { name: "hour", limit: 50, window: "1h" }] });
+  const parsed = parseRateLimits({
+    prefix,
+    rules: [
+      { name: "minute", limit: 5, window: "1m" },
+      { name: "hour", limit: 50, window: "1h" },
+    ],
+  });
   if (!parsed.ok) throw new Error(parsed.errors.join("; "));
   const config: GateConfig = parsed.config;
   const clock = { ms: T0 + 5_000 };
@@ -25,15 +31,22 @@ function setup(options: Partial<LiveFiguresOptions> = {}) {
   return { prefix, config, clock, isolate, read };
 }
 
-const caller = (tag = "iAAAAAAAAAAAAAAAAAAAAAA", keyHash?: string) => ({ identity: { kind: keyHash ? "k" : "i", tag, keyHash }, tier: "default", client: { bucket: "192.0.2.1" } }) as const;
+const caller = (tag = "iAAAAAAAAAAAAAAAAAAAAAA", keyHash?: string) =>
+  ({ identity: { kind: keyHash ? "k" : "i", tag, keyHash }, tier: "default", client: { bucket: "192.0.2.1" } }) as const;
 const RULES = [{ name: "minute" }, { name: "hour" }] as unknown as Extract<Step, { kind: "decided" }>["rules"];
 const decision = (admitted: boolean) => ({
-  admitted, retryAfterMs: admitted ? 0 : 1000, wouldDeny: [],
+  admitted,
+  retryAfterMs: admitted ? 0 : 1000,
+  wouldDeny: [],
   limits: [{ name: "minute", limit: 5, windowMs: 60_000, shadow: false, remaining: 0, resetMs: 1000, retryMs: admitted ? 0 : 1000 }],
 });
 const admitted = (redisMs = 3): Step => ({ kind: "decided", caller: caller(), rules: RULES, verdict: { kind: "admitted", decision: decision(true), redisMs } });
-const denied = (tag?: string, keyHash?: string, redisMs = 2): Step =>
-  ({ kind: "decided", caller: caller(tag, keyHash), rules: RULES, verdict: { kind: "denied", decision: decision(false), redisMs, elapsedMs: 0 } });
+const denied = (tag?: string, keyHash?: string, redisMs = 2): Step => ({
+  kind: "decided",
+  caller: caller(tag, keyHash),
+  rules: RULES,
+  verdict: { kind: "denied", decision: decision(false), redisMs, elapsedMs: 0 },
+});
 
 describe("live figures", () => {
   it("N decisions counted by two isolates appear as exactly N once both have flushed", async () => {
@@ -50,11 +63,13 @@ describe("live figures", () => {
     expect(figures.totals.flushes).toBe(2);
     expect(figures.totals.lost).toBe(0);
     // per rule: an admitted request counts against both of its rules, a denial against the one that denied
-    expect(figures.totals.byRule).toEqual(expect.arrayContaining([
-      { outcome: "admitted", tier: "default", rule: "minute", count: 57 },
-      { outcome: "admitted", tier: "default", rule: "hour", count: 57 },
-      { outcome: "denied", tier: "default", rule: "minute", count: 5 },
-    ]));
+    expect(figures.totals.byRule).toEqual(
+      expect.arrayContaining([
+        { outcome: "admitted", tier: "default", rule: "minute", count: 57 },
+        { outcome: "admitted", tier: "default", rule: "hour", count: 57 },
+        { outcome: "denied", tier: "default", rule: "minute", count: 5 },
+      ]),
+    );
     expect(figures.minutes.at(-1)!.decisions.admitted).toBe(57);
   });
 
@@ -118,10 +133,12 @@ describe("live figures", () => {
     figures.record(denied("iBBBBBBBBBBBBBBBBBBBBBB"));
     await figures.flush();
     const top = (await read()).top.identities;
-    expect(top).toEqual(expect.arrayContaining([
-      expect.objectContaining({ kind: "key", hash, tag, registered: false, tier: "default" }),
-      expect.objectContaining({ kind: "ip", tag: "iBBBBBBBBBBBBBBBBBBBBBB" }),
-    ]));
+    expect(top).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ kind: "key", hash, tag, registered: false, tier: "default" }),
+        expect.objectContaining({ kind: "ip", tag: "iBBBBBBBBBBBBBBBBBBBBBB" }),
+      ]),
+    );
   });
 
   it("applies a batch sent twice once: a resend after a lost reply changes nothing", async () => {

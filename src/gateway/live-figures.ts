@@ -212,8 +212,13 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
   // the marker outlives every resend of its batch: a batch is never applied twice
   const markerSeconds = Math.ceil((retryForMs * 2) / 1000) + 60;
   const redis = new Redis({
-    url: options.redisUrl, token: options.redisToken, enableTelemetry: false, enableAutoPipelining: false,
-    automaticDeserialization: false, retry: { retries: 0 }, signal: () => AbortSignal.timeout(options.timeoutMs ?? 5000),
+    url: options.redisUrl,
+    token: options.redisToken,
+    enableTelemetry: false,
+    enableAutoPipelining: false,
+    automaticDeserialization: false,
+    retry: { retries: 0 },
+    signal: () => AbortSignal.timeout(options.timeoutMs ?? 5000),
   });
 
   let pending = new Map<number, MinuteCounts>();
@@ -304,7 +309,10 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
     }
   }
 
-  const flush = () => (inFlight ??= send().catch(() => {}).finally(() => (inFlight = undefined)));
+  const flush = () =>
+    (inFlight ??= send()
+      .catch(() => {})
+      .finally(() => (inFlight = undefined)));
 
   return {
     record,
@@ -313,20 +321,22 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
       if (armed || (!retry && pending.size === 0)) return;
       const loop = {};
       armed = loop;
-      background.waitUntil((async () => {
-        try {
-          // a few rounds, so a batch that failed or counts that came meanwhile go out too
-          for (let round = 1; retry || pending.size > 0; round++) {
-            await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, lastFlushAt + intervalMs - now()))));
-            // before the last call: a decision counted while it is in flight arms a flush of its own
-            if (round === ROUNDS) armed = undefined;
-            await flush();
-            if (round === ROUNDS) return;
+      background.waitUntil(
+        (async () => {
+          try {
+            // a few rounds, so a batch that failed or counts that came meanwhile go out too
+            for (let round = 1; retry || pending.size > 0; round++) {
+              await new Promise((resolve) => setTimeout(resolve, Math.min(intervalMs, Math.max(0, lastFlushAt + intervalMs - now()))));
+              // before the last call: a decision counted while it is in flight arms a flush of its own
+              if (round === ROUNDS) armed = undefined;
+              await flush();
+              if (round === ROUNDS) return;
+            }
+          } finally {
+            if (armed === loop) armed = undefined;
           }
-        } finally {
-          if (armed === loop) armed = undefined;
-        }
-      })());
+        })(),
+      );
     },
     get unsent() {
       return decisionsIn(pending) + (retry ? decisionsIn(retry.minutes) : 0);

@@ -8,9 +8,7 @@
  * in ms, double3 how many requests the point stands for (1, or a denial summary's count);
  * index1 the identity's hashed tag (never the raw key or IP).
  */
-export type Outcome =
-  | "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | "denylisted"
-  | "unknown-key" | "disabled-key";
+export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | "denylisted" | "unknown-key" | "disabled-key";
 
 export interface DataPoint {
   outcome: Outcome;

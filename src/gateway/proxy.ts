@@ -20,7 +20,11 @@ export const FORWARDING_HEADERS = ["x-forwarded-for", "x-forwarded-host", "x-for
 
 function endToEnd(source: Headers, keepUpgrade = false): Headers {
   const headers = new Headers(source);
-  const listed = source.get("connection")?.split(",").map((h) => h.trim().toLowerCase()) ?? [];
+  const listed =
+    source
+      .get("connection")
+      ?.split(",")
+      .map((h) => h.trim().toLowerCase()) ?? [];
   for (const name of [...HOP_BY_HOP, ...listed]) if (name && !(keepUpgrade && name === "upgrade")) headers.delete(name);
   return headers;
 }
@@ -67,7 +71,7 @@ export function prepare(request: Request, canonical: { url: URL; path: string; c
 export async function send(outbound: Request, extra: Headers): Promise<Response> {
   const upstream = await fetch(outbound);
   const headers = endToEnd(upstream.headers);
-  extra.forEach((value, name) => headers.set(name, value));
+  for (const [name, value] of extra) headers.set(name, value);
   // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
   if (upstream.webSocket) return new Response(null, { status: 101, webSocket: upstream.webSocket, headers });
   return new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers });

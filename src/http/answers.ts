@@ -16,16 +16,14 @@ export const disabledKey = () => problem(403, "api-key-disabled", "API Key Disab
 export const ambiguousKey = (header: string) =>
   problem(400, "ambiguous-api-key", "Ambiguous API Key", `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`);
 
-export const invalidPath = (refused: string) =>
-  problem(400, "invalid-path", "Invalid Path", `The path contains ${refused}, which this gateway does not accept.`);
+export const invalidPath = (refused: string) => problem(400, "invalid-path", "Invalid Path", `The path contains ${refused}, which this gateway does not accept.`);
 
 export const forbidden = () => problem(403, "forbidden", "Forbidden", "This caller is on the deny list.");
 
 export const blocked = (ms: number) =>
   problem(403, "blocked", "Blocked", "This caller is blocked by the operator for now.", Number.isFinite(ms) ? { "Retry-After": retryAfterSeconds(ms) } : {});
 
-export const storeUnavailable = () =>
-  problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
+export const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
 
 export const badGateway = () => problem(502, "bad-gateway", "Bad Gateway", "The origin could not be reached.");
 
@@ -43,7 +41,10 @@ function denial(decision: Decision, elapsedMs: number) {
   const headers = rateLimitHeaders({ ...decision, limits });
   const wait = retryAfterSeconds(decision.retryAfterMs - elapsedMs);
   headers.set("Retry-After", wait);
-  const names = limits.filter((l) => !l.shadow && l.retryMs > 0).map((l) => `"${l.name}"`).join(", ");
+  const names = limits
+    .filter((l) => !l.shadow && l.retryMs > 0)
+    .map((l) => `"${l.name}"`)
+    .join(", ");
   const respond = () => problem(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`, headers);
   return { headers, retryAfter: Number(wait), respond };
 }
@@ -52,8 +53,18 @@ function denial(decision: Decision, elapsedMs: number) {
 export const FAIL_OPEN_HEADER = "X-Slidegate-Fail-Open";
 
 export type Reason =
-  | "admitted" | "rate-limited" | "blocked" | "failed-open" | "failed-closed"
-  | "no-rule" | "allowlisted" | "denylisted" | "ambiguous-key" | "key-required" | "unknown-key" | "disabled-key";
+  | "admitted"
+  | "rate-limited"
+  | "blocked"
+  | "failed-open"
+  | "failed-closed"
+  | "no-rule"
+  | "allowlisted"
+  | "denylisted"
+  | "ambiguous-key"
+  | "key-required"
+  | "unknown-key"
+  | "disabled-key";
 
 /** What a step of the pipeline means over HTTP. */
 export type Answer =

@@ -46,7 +46,13 @@ describe("canonicalPath", () => {
   });
 
   it("refuses an encoded slash, backslash or NUL, and a raw backslash", () => {
-    for (const [p, refused] of [["/a%2Fb", "an encoded slash (%2F)"], ["/a%2fb", "an encoded slash (%2F)"], ["/a%5cb", "an encoded backslash (%5C)"], ["/a%00", "an encoded NUL (%00)"], ["/a\\b", "a backslash"]]) {
+    for (const [p, refused] of [
+      ["/a%2Fb", "an encoded slash (%2F)"],
+      ["/a%2fb", "an encoded slash (%2F)"],
+      ["/a%5cb", "an encoded backslash (%5C)"],
+      ["/a%00", "an encoded NUL (%00)"],
+      ["/a\\b", "a backslash"],
+    ]) {
       expect(canonicalPath(p!), p).toEqual({ ok: false, refused });
     }
   });
@@ -55,19 +61,21 @@ describe("canonicalPath", () => {
   const anyPath = fc.array(segment, { maxLength: 8 }).map((s) => `/${s.join("/")}`);
 
   it("is idempotent, and what it forwards has no empty, . or .. segment (fast-check)", () => {
-    fc.assert(fc.property(anyPath, (p) => {
-      const c = canonicalPath(p);
-      if (!c.ok) return;
-      expect(canonicalPath(c.path)).toMatchObject({ ok: true, path: c.path });
-      expect(c.path).not.toMatch(/\/\/|\/\.\.?(\/|$)/);
-      expect(c.matchOn[0]).toBe(c.path);
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(anyPath, (p) => {
+        const c = canonicalPath(p);
+        if (!c.ok) return;
+        expect(canonicalPath(c.path)).toMatchObject({ ok: true, path: c.path });
+        expect(c.path).not.toMatch(/\/\/|\/\.\.?(\/|$)/);
+        expect(c.matchOn[0]).toBe(c.path);
+      }),
+      { numRuns: 500 },
+    );
   });
 });
 
 describe("methodsOf", () => {
-  const methods = (method: string, headers: Record<string, string> = {}, url = "https://x/") =>
-    methodsOf(new Request(url, { method, headers }), new URL(url));
+  const methods = (method: string, headers: Record<string, string> = {}, url = "https://x/") => methodsOf(new Request(url, { method, headers }), new URL(url));
 
   it("counts HEAD as GET, and an override header or _method as the method it names", () => {
     expect(methods("HEAD")).toEqual(["HEAD", "GET"]);

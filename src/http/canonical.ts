@@ -23,8 +23,8 @@
  * c.ok && c.matchOn;  // ["/v1/Users;v=2/", "/v1/Users;v=2", "/v1/Users/", "/v1/Users"]
  */
 export type CanonicalPath =
-  | { ok: true; /** what the origin receives */ path: string; /** what rules are matched against */ matchOn: readonly string[] }
-  | { ok: false; /** what the path contains that is refused, e.g. "an encoded slash (%2F)" */ refused: string };
+  | { ok: true /** what the origin receives */; path: string /** what rules are matched against */; matchOn: readonly string[] }
+  | { ok: false /** what the path contains that is refused, e.g. "an encoded slash (%2F)" */; refused: string };
 
 const UNRESERVED = /[A-Za-z0-9\-._~]/;
 const REFUSED: Record<string, string> = {

@@ -167,15 +167,17 @@ function toReply(reply: unknown, limits: readonly Limit[]): Reply {
   if (kind === 4 && reply.length === 1) return { kind: "disabled-key" };
   if (reply.length !== 1 + 5 * limits.length || (kind !== 0 && kind !== 1)) throw malformed();
   const n = reply as number[];
-  const states = limits.map((l, i): LimitState => ({
-    name: l.name,
-    shadow: l.shadow ?? false,
-    remaining: n[1 + 5 * i]!,
-    resetMs: n[2 + 5 * i]!,
-    retryMs: n[3 + 5 * i]!,
-    limit: n[4 + 5 * i]!,
-    windowMs: n[5 + 5 * i]!,
-  }));
+  const states = limits.map(
+    (l, i): LimitState => ({
+      name: l.name,
+      shadow: l.shadow ?? false,
+      remaining: n[1 + 5 * i]!,
+      resetMs: n[2 + 5 * i]!,
+      retryMs: n[3 + 5 * i]!,
+      limit: n[4 + 5 * i]!,
+      windowMs: n[5 + 5 * i]!,
+    }),
+  );
   const enforced = states.filter((s) => !s.shadow);
   return {
     kind: "decided",

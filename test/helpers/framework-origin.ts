@@ -1,7 +1,7 @@
 import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
 import { posix } from "node:path";
-import { Hono, type Context } from "hono";
+import { type Context, Hono } from "hono";
 import { methodOverride } from "hono/method-override";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll } from "vitest";

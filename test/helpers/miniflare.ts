@@ -1,5 +1,5 @@
 import type { Miniflare } from "miniflare";
-import { startFleet, startIsolate, type Fleet, type LogSink } from "../../scripts/lib/fleet.ts";
+import { type Fleet, type LogSink, startFleet, startIsolate } from "../../scripts/lib/fleet.ts";
 import { services } from "./shim.ts";
 
 export { freshRateLimits as rateLimits } from "../../scripts/lib/fleet.ts";

@@ -1,8 +1,8 @@
 import { Redis } from "@upstash/redis";
 import IORedis from "ioredis";
 import { inject } from "vitest";
-import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
-import { startShim, type RunningShim, type ShimOptions } from "../../scripts/shim/server.ts";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { type RunningShim, type ShimOptions, startShim } from "../../scripts/shim/server.ts";
 
 /** The project's shim, Redis and origin (started by test/setup/services.ts). */
 export const services = () => inject("services");
@@ -63,7 +63,10 @@ export async function startOwnShim(options: Omit<ShimOptions, "token" | "redisUr
   const shim = await startShim({ log: () => {}, ...options, token, redisUrl: redis.url });
   const admin = new IORedis(redis.url, { protocol: 2 });
   return {
-    redis, shim, token, admin,
+    redis,
+    shim,
+    token,
+    admin,
     client: (o = {}) => new Redis({ url: shim.url, token: o.token ?? token, responseEncoding: o.responseEncoding, enableTelemetry: false }),
     stats: () => shimStats(shim.url, token),
     async close() {

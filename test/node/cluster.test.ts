@@ -3,8 +3,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { Redis as Upstash } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
-import { startRedisCluster, type LocalCluster } from "../../scripts/lib/redis-cluster.ts";
-import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+import { type LocalCluster, startRedisCluster } from "../../scripts/lib/redis-cluster.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
@@ -41,7 +41,7 @@ afterAll(async () => {
   await shim?.close();
   await cluster?.stop();
   mkdirSync("dist", { recursive: true });
-  writeFileSync("dist/cluster-report.json", JSON.stringify(report, null, 2) + "\n");
+  writeFileSync("dist/cluster-report.json", `${JSON.stringify(report, null, 2)}\n`);
   console.log(`cluster report: ${JSON.stringify(report)}`);
 });
 
@@ -87,12 +87,19 @@ describe("Redis Cluster behind the shim", () => {
   it("carries the console's live figures: flushes under one hash tag, read back with registry entries from several slots", async () => {
     const admin = "cluster-admin";
     const consoleFleet = await startGateFleet(2, {
-      UPSTASH_REDIS_REST_URL: shim.url, UPSTASH_REDIS_REST_TOKEN: token, ADMIN_TOKEN: admin,
+      UPSTASH_REDIS_REST_URL: shim.url,
+      UPSTASH_REDIS_REST_TOKEN: token,
+      ADMIN_TOKEN: admin,
       RATE_LIMITS: rateLimits({ identity: { header: "x-api-key" }, timeout: 30_000, denialCacheSize: 0, rules: [{ name: "hour", limit: 2, window: "1h" }] }),
     });
     try {
       const call = async (route: string, body: unknown) => {
-        const res = await consoleFleet.isolates[0]!.dispatchFetch(`http://gate.example/__slidegate/${route}`, { method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${admin}` } });
+        const res = await consoleFleet.isolates[0]!.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+          method: "POST",
+          body: JSON.stringify(body),
+          headers: { authorization: `Bearer ${admin}` },
+        });
+        // biome-ignore lint/suspicious/noExplicitAny: the admin API's JSON, read field by field in expectations
         return { status: res.status, body: (await res.json()) as Record<string, any> };
       };
       const keys = ["sk-a", "sk-b", "sk-c", "sk-d"];
@@ -104,6 +111,7 @@ describe("Redis Cluster behind the shim", () => {
         for (let i = 0; i < 3; i++) codes.push(...(await consoleFleet.burst(1, { "x-api-key": k, "cf-connecting-ip": "192.0.2.1" })));
         expect(codes).toEqual([200, 200, 429]);
       }
+      // biome-ignore lint/suspicious/noExplicitAny: the admin API's JSON, read field by field in expectations
       let figures: Record<string, any> = {};
       for (const deadline = Date.now() + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 250))) {
         figures = (await call("figures", { minutes: 10 })).body;
@@ -152,7 +160,7 @@ describe("Redis Cluster behind the shim", () => {
     for (const a of answers) expect(a.ms).toBeLessThan(TIMEOUT + 1500);
 
     // after it, exact limiting on a fresh identity in the failed-over slots
-    const fresh = (await ipsByMaster(1, "f2"));
+    const fresh = await ipsByMaster(1, "f2");
     const newMaster = await cluster.masterOf(await cluster.slotOf(`{${(await identify("i", ips[0]!)).tag}}`));
     const freshIp = fresh.get(newMaster)?.[0] ?? [...fresh.values()][0]![0]!;
     const codes = await exact.burst(100, { "cf-connecting-ip": freshIp });

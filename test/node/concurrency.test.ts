@@ -39,7 +39,12 @@ describe(`contention: ${K} isolates, ${M} concurrent requests, limit ${L}`, () =
   }, 60_000);
 
   it("keeps two rules all-or-nothing under contention", async () => {
-    const both = await fleet({ rules: [{ name: "burst", limit: 30, window: "10m" }, { name: "hour", limit: 80, window: "1h" }] });
+    const both = await fleet({
+      rules: [
+        { name: "burst", limit: 30, window: "10m" },
+        { name: "hour", limit: 80, window: "1h" },
+      ],
+    });
     const codes = await both.burst(M, { "cf-connecting-ip": "2001:db8:2::1" });
     expect(codes.filter((c) => c === 200)).toHaveLength(30);
     // Had any denied request been recorded in the looser rule, it would show more than 30 used.

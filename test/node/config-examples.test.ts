@@ -15,7 +15,9 @@ describe("documented configuration examples", () => {
   });
 
   it("every commented seed scenario in wrangler.toml is valid once uncommented", () => {
-    const scenarios = readFileSync("wrangler.toml", "utf8").split(/^# Seed scenario.*$/m).slice(1);
+    const scenarios = readFileSync("wrangler.toml", "utf8")
+      .split(/^# Seed scenario.*$/m)
+      .slice(1);
     expect(scenarios).toHaveLength(3);
     for (const scenario of scenarios) {
       const lines = scenario.split("\n").filter((l) => /^(# )?(RATE_LIMITS|\[vars|identity|defaultTier|tiers|keys)/.test(l));

@@ -1,7 +1,7 @@
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
@@ -36,7 +36,9 @@ const withKey = () => request({ "cf-connecting-ip": "203.0.113.50", "x-api-key":
 
 async function adminCall(route: string, body: unknown) {
   const res = await fleet.isolates[0]!.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
-    method: "POST", body: JSON.stringify(body), headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
@@ -77,10 +79,18 @@ beforeAll(async () => {
   fleet = await startGateFleet(3, {
     ADMIN_TOKEN,
     RATE_LIMITS: rateLimits({
-      identity: { header: "x-api-key" }, defaultTier: "free", denialCacheSize: 0, timeout: 30_000,
+      identity: { header: "x-api-key" },
+      defaultTier: "free",
+      denialCacheSize: 0,
+      timeout: 30_000,
       tiers: {
         // windows no run outlasts: what the page shows of usage is what the test sent
-        free: { rules: [{ name: "hour", limit: 5, window: "1h" }, { name: "burst", limit: 3, window: "1s", shadow: true, path: "/v2/*" }] },
+        free: {
+          rules: [
+            { name: "hour", limit: 5, window: "1h" },
+            { name: "burst", limit: 3, window: "1s", shadow: true, path: "/v2/*" },
+          ],
+        },
         paid: { rules: [{ name: "hour", limit: 8, window: "1h" }] },
       },
       deny: { ips: ["192.0.2.66"] },

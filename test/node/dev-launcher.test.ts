@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -37,7 +37,16 @@ const alive = (pid: number) => {
 /** `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so. */
 async function startDev(devVars = "/dev/null", env: Record<string, string> = {}): Promise<{ ready: Ready; output: () => string }> {
   dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-    env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: devVars, ...env },
+    env: {
+      ...process.env,
+      GATE_PORT: String(await freePort()),
+      REDIS_URL: "",
+      ORIGIN_URL: "",
+      UPSTASH_REDIS_REST_URL: "",
+      UPSTASH_REDIS_REST_TOKEN: "",
+      DEV_VARS_FILE: devVars,
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -97,7 +106,16 @@ describe("npm run dev", () => {
 
   it("prints a banner with the console's URL and an admin token for this run, which the console's routes take", async () => {
     dev = spawn(process.execPath, ["scripts/dev.ts"], {
-      env: { ...process.env, GATE_PORT: String(await freePort()), REDIS_URL: "", ORIGIN_URL: "", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", ADMIN_TOKEN: "", DEV_VARS_FILE: "/dev/null" },
+      env: {
+        ...process.env,
+        GATE_PORT: String(await freePort()),
+        REDIS_URL: "",
+        ORIGIN_URL: "",
+        UPSTASH_REDIS_REST_URL: "",
+        UPSTASH_REDIS_REST_TOKEN: "",
+        ADMIN_TOKEN: "",
+        DEV_VARS_FILE: "/dev/null",
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let banner = "";

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { frameworkGates, rawRequest, type Echo } from "../helpers/framework-origin.ts";
+import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
 import { services } from "../helpers/shim.ts";
 
 // No way around a rule: the built Worker in workerd, the real shim and Redis, and an origin
@@ -9,8 +9,6 @@ import { services } from "../helpers/shim.ts";
 // the oracle: whatever it would route to a handler must count against that handler's rules.
 
 const { gate, origin } = frameworkGates();
-
-
 
 // every test gets identities of its own: 100.64.0.0/10 (shared address space) and 2001:db8::/32
 let next = 0;
@@ -69,10 +67,15 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
   const hex = (c: string) => c.charCodeAt(0).toString(16).padStart(2, "0");
   const char = (c: string) => fc.constantFrom(c, c.toUpperCase(), `%${hex(c)}`, `%${hex(c).toUpperCase()}`, `%${hex(c.toUpperCase())}`);
   const segment = (word: string) =>
-    fc.tuple(fc.tuple(...[...word].map(char)).map((cs) => cs.join("")), fc.constantFrom("", "", ";", ";a=1", ";jsessionid=X"))
+    fc
+      .tuple(
+        fc.tuple(...[...word].map(char)).map((cs) => cs.join("")),
+        fc.constantFrom("", "", ";", ";a=1", ";jsessionid=X"),
+      )
       .map(([w, p]) => w + p);
   const slash = fc.constantFrom("/", "/", "//", "///", "/./", "/x/../", "/%2e/", "/..;/");
-  const spelling = fc.tuple(slash, segment("v1"), slash, segment("users"), fc.constantFrom("", "/", "//", "/."), fc.constantFrom("", "", "?a=1"))
+  const spelling = fc
+    .tuple(slash, segment("v1"), slash, segment("users"), fc.constantFrom("", "/", "//", "/."), fc.constantFrom("", "", "?a=1"))
     .map(([a, v, b, u, end, query]) => `${a}${v}${b}${u}${end}${query}`);
 
   it("no spelling the origin routes to /v1/users gets past the spent rule (fast-check)", async () => {
@@ -131,12 +134,12 @@ describe("an API key header sent twice: refused, never a new identity", () => {
   const denied = "key-on-the-deny-list";
   let base: string;
   beforeAll(async () => {
-    base = await gate(
-      { identity: { header: "x-api-key" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 3, window: "10m" }] },
-      { ADMIN_TOKEN: ADMIN },
-    );
+    base = await gate({ identity: { header: "x-api-key" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 3, window: "10m" }] }, { ADMIN_TOKEN: ADMIN });
   });
-  const twice = (key: string): [string, string][] => [["x-api-key", key], ["x-api-key", key]];
+  const twice = (key: string): [string, string][] => [
+    ["x-api-key", key],
+    ["x-api-key", key],
+  ];
   const originHits = () => origin().hits("echo");
 
   it("a deny-listed key sent twice never reaches the origin", async () => {
@@ -197,10 +200,7 @@ describe("IP addresses: one caller, one bucket", () => {
   let base: string;
   let wide: string;
   beforeAll(async () => {
-    [base, wide] = await Promise.all([
-      gate({ rules: [{ name: "m", limit: 2, window: "10m" }] }),
-      gate({ ipv6Prefix: 48, rules: [{ name: "m", limit: 2, window: "10m" }] }),
-    ]);
+    [base, wide] = await Promise.all([gate({ rules: [{ name: "m", limit: 2, window: "10m" }] }), gate({ ipv6Prefix: 48, rules: [{ name: "m", limit: 2, window: "10m" }] })]);
   });
 
   it("every address of one IPv6 /64 shares one bucket (the default prefix)", async () => {
@@ -225,7 +225,14 @@ describe("IP addresses: one caller, one bucket", () => {
       const [a, b, c, d] = address.v4 as [number, number, number, number];
       const hi = ((a << 8) | b).toString(16);
       const lo = ((c << 8) | d).toString(16);
-      return [`${a}.${b}.${c}.${d}`, `::ffff:${a}.${b}.${c}.${d}`, `::FFFF:${a}.${b}.${c}.${d}`, `::ffff:${hi}:${lo}`, `0:0:0:0:0:ffff:${pad4(hi)}:${pad4(lo)}`, `0000:0000:0000:0000:0000:FFFF:${a}.${b}.${c}.${d}`];
+      return [
+        `${a}.${b}.${c}.${d}`,
+        `::ffff:${a}.${b}.${c}.${d}`,
+        `::FFFF:${a}.${b}.${c}.${d}`,
+        `::ffff:${hi}:${lo}`,
+        `0:0:0:0:0:ffff:${pad4(hi)}:${pad4(lo)}`,
+        `0000:0000:0000:0000:0000:FFFF:${a}.${b}.${c}.${d}`,
+      ];
     }
     const groups = address.v6.map((g) => g.toString(16));
     const full = groups.map(pad4).join(":");
@@ -270,7 +277,13 @@ describe("IP addresses: one caller, one bucket", () => {
 describe("shadow rules never change the outcome of a store failure", () => {
   it("a shadow rule that fails closed does not turn a failing store into 503s", async () => {
     const base = await gate(
-      { fail: "open", rules: [{ name: "real", limit: 5, window: "10m" }, { name: "trial", limit: 1, window: "10m", shadow: true, fail: "closed" }] },
+      {
+        fail: "open",
+        rules: [
+          { name: "real", limit: 5, window: "10m" },
+          { name: "trial", limit: 1, window: "10m", shadow: true, fail: "closed" },
+        ],
+      },
       { UPSTASH_REDIS_REST_TOKEN: `${services().shimToken}-wrong` }, // every store call fails
     );
     const res = await via(base, "/", freshIpv4());
@@ -281,7 +294,12 @@ describe("shadow rules never change the outcome of a store failure", () => {
   it("a shadow rule's short timeout does not make the enforced rules fail open", async () => {
     // the slow shim answers every call slowShimMs late: past the shadow rule's 1 ms, well within 10 s
     const base = await gate(
-      { rules: [{ name: "real", limit: 1, window: "10m", timeout: 10_000 }, { name: "trial", limit: 5, window: "10m", shadow: true, timeout: 1 }] },
+      {
+        rules: [
+          { name: "real", limit: 1, window: "10m", timeout: 10_000 },
+          { name: "trial", limit: 5, window: "10m", shadow: true, timeout: 1 },
+        ],
+      },
       { UPSTASH_REDIS_REST_URL: services().slowShimUrl },
     );
     const ip = freshIpv4();

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
 import Redis from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFaultProxy, type Fault, type FaultProxy } from "../../scripts/lib/fault-proxy.ts";
+import { type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
-import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
-import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
 // A store of this file's own, with the fault proxy between the Worker and the shim:
@@ -25,11 +25,16 @@ beforeAll(async () => {
   redis = await startRedis();
   shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
   proxy = await startFaultProxy(shim.url);
-  const fleet = (fail: "open" | "closed") => startGateFleet(2, {
-    UPSTASH_REDIS_REST_URL: proxy.url,
-    UPSTASH_REDIS_REST_TOKEN: token,
-    RATE_LIMITS: rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] }),
-  }, (line) => logs.push(line));
+  const fleet = (fail: "open" | "closed") =>
+    startGateFleet(
+      2,
+      {
+        UPSTASH_REDIS_REST_URL: proxy.url,
+        UPSTASH_REDIS_REST_TOKEN: token,
+        RATE_LIMITS: rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] }),
+      },
+      (line) => logs.push(line),
+    );
   [open, closed] = await Promise.all([fleet("open"), fleet("closed")]);
 }, 60_000);
 

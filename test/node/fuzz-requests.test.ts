@@ -16,12 +16,16 @@ let requiredKey: Miniflare;
 const secrets = new Set<string>();
 
 beforeAll(async () => {
-  const config = (required: boolean) => JSON.stringify({
-    prefix: PREFIX,
-    fail: "closed",
-    identity: { header: "x-api-key", required },
-    rules: [{ name: "tight", limit: 3, window: "1m" }, { name: "post", limit: 2, window: "1m", methods: ["POST"], path: "/fuzz/*" }],
-  });
+  const config = (required: boolean) =>
+    JSON.stringify({
+      prefix: PREFIX,
+      fail: "closed",
+      identity: { header: "x-api-key", required },
+      rules: [
+        { name: "tight", limit: 3, window: "1m" },
+        { name: "post", limit: 2, window: "1m", methods: ["POST"], path: "/fuzz/*" },
+      ],
+    });
   [optionalKey, requiredKey] = await Promise.all([startGateIsolate({ RATE_LIMITS: config(false) }), startGateIsolate({ RATE_LIMITS: config(true) })]);
 });
 afterAll(async () => {
@@ -30,8 +34,7 @@ afterAll(async () => {
 
 // Header values as a client can send them: visible ASCII and Latin-1, any length.
 const headerValue = (max: number) =>
-  fc.array(fc.oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0xa0, max: 0xff })), { maxLength: max })
-    .map((codes) => String.fromCharCode(...codes).trim());
+  fc.array(fc.oneof(fc.integer({ min: 0x20, max: 0x7e }), fc.integer({ min: 0xa0, max: 0xff })), { maxLength: max }).map((codes) => String.fromCharCode(...codes).trim());
 // Odd methods too, among those workerd and the origin's HTTP parser accept (each refuses unknown ones itself, before any gate).
 const method = fc.constantFrom("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "PURGE", "PROPFIND", "MKCOL", "SEARCH", "REPORT");
 const path = fc.oneof(

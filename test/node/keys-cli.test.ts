@@ -11,7 +11,10 @@ import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 const ADMIN_TOKEN = "admin-token-for-the-keys-cli";
 const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
 const section = readme.slice(readme.indexOf("### Managing keys"), readme.indexOf("### Metrics"));
-const commands = /```sh\n([\s\S]*?)```/.exec(section.slice(section.indexOf("`npm run keys` does the same")))![1]!.trim().split("\n");
+const commands = /```sh\n([\s\S]*?)```/
+  .exec(section.slice(section.indexOf("`npm run keys` does the same")))![1]!
+  .trim()
+  .split("\n");
 
 let gate: Miniflare;
 let url: string;
@@ -71,7 +74,8 @@ describe("npm run keys, as the README shows it", () => {
       if (line.includes("tier sk-live-acme free")) expect(await policyOf("sk-live-acme")).toBe('"minute";q=500;w=60'); // the override stays
       if (line.includes("--clear")) expect(await policyOf("sk-live-acme")).toBe('"minute";q=10;w=60');
       if (line.includes("disable")) expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-live-acme" } })).status).toBe(403);
-      if (line.includes("enable sk-live-acme") && !line.includes("disable")) expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-live-acme" } })).status).toBe(200);
+      if (line.includes("enable sk-live-acme") && !line.includes("disable"))
+        expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-live-acme" } })).status).toBe(200);
     }
     const shown = results[2]!.json!;
     expect(shown).toMatchObject({ tier: "paid", label: "Acme Corp", disabled: false, overrides: { minute: { limit: 500, windowMs: 60_000 } } });

@@ -1,11 +1,11 @@
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFaultProxy, type FaultProxy } from "../../scripts/lib/fault-proxy.ts";
+import { type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
-import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
-import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
+import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
 
 // The console's live figures across isolates of the built Worker: a Redis and a shim of this
 // file's own (so every call the shim counts is this file's), a fault proxy between the gate
@@ -47,7 +47,9 @@ async function setup(k: number, limits: Record<string, unknown>) {
 
 async function figuresOf(reader: Miniflare): Promise<Figures> {
   const res = await reader.dispatchFetch("http://gate.example/__slidegate/figures", {
-    method: "POST", body: '{"minutes":10}', headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    method: "POST",
+    body: '{"minutes":10}',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
   });
   expect(res.status).toBe(200);
   return (await res.json()) as Figures;

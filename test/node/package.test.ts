@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
@@ -36,7 +36,7 @@ function section(heading: string): string {
 }
 
 /** The fenced blocks of one language in a README section. */
-const blocks = (text: string, lang: string) => [...text.matchAll(new RegExp("^```" + lang + "\\n([\\s\\S]*?)^```", "gm"))].map((m) => m[1]!);
+const blocks = (text: string, lang: string) => [...text.matchAll(new RegExp(`^\`\`\`${lang}\\n([\\s\\S]*?)^\`\`\``, "gm"))].map((m) => m[1]!);
 
 /** The commands of a sh block (comments dropped), with the `# …` output line promised after each. */
 function commands(block: string): { command: string; expected?: string }[] {
@@ -125,10 +125,20 @@ beforeAll(async () => {
   await run("npm", ["pack", "--pack-destination", packs], repo); // prepack builds lib/
   tarball = join(packs, readdirSync(packs).find((f) => f.endsWith(".tgz"))!);
 
-  writeFileSync(join(project, "package.json"), JSON.stringify({
-    name: "my-worker", version: "0.0.0", private: true, type: "module",
-    devDependencies: { "@cloudflare/workers-types": pkg.devDependencies["@cloudflare/workers-types"], typescript: pkg.devDependencies.typescript },
-  }, null, 2));
+  writeFileSync(
+    join(project, "package.json"),
+    JSON.stringify(
+      {
+        name: "my-worker",
+        version: "0.0.0",
+        private: true,
+        type: "module",
+        devDependencies: { "@cloudflare/workers-types": pkg.devDependencies["@cloudflare/workers-types"], typescript: pkg.devDependencies.typescript },
+      },
+      null,
+      2,
+    ),
+  );
   writeFileSync(join(project, "tsconfig.json"), JSON.stringify(stockTsconfig, null, 2));
   writeFileSync(join(project, "wrangler.toml"), `name = "my-worker"\nmain = "src/index.ts"\ncompatibility_date = "${compatibilityDate}"\n`);
   for (const code of blocks(section("Use as a library"), "ts")) {
@@ -141,10 +151,7 @@ beforeAll(async () => {
 
   const [libraryInstall] = commands(blocks(section("Use as a library"), "sh")[0]!);
   const [shimInstall] = commands(blocks(section("Self-host the shim"), "sh")[0]!);
-  await Promise.all([
-    run("npm", installArgs(libraryInstall!.command, tarball), project),
-    run("npm", installArgs(shimInstall!.command, tarball), shimHost),
-  ]);
+  await Promise.all([run("npm", installArgs(libraryInstall!.command, tarball), project), run("npm", installArgs(shimInstall!.command, tarball), shimHost)]);
 
   const build = async (name: string, entry?: string) => {
     const outdir = join(work, `dist-${name}`);
@@ -200,8 +207,11 @@ describe("the package, installed from its tarball as a user installs it", () => 
   it("ships compiled JavaScript with declarations, the LICENSE and the shim command, and no TypeScript source", () => {
     const installed = join(project, "node_modules", "slidegate");
     const manifest = JSON.parse(readFileSync(join(installed, "package.json"), "utf8")) as {
-      private?: boolean; license: string; exports: Record<string, { types: string; default: string } | string>;
-      bin: Record<string, string>; dependencies: Record<string, string>;
+      private?: boolean;
+      license: string;
+      exports: Record<string, { types: string; default: string } | string>;
+      bin: Record<string, string>;
+      dependencies: Record<string, string>;
     };
     expect(manifest.private).toBeUndefined();
     expect(manifest.license).toBe("MIT");
@@ -222,7 +232,8 @@ describe("the package, installed from its tarball as a user installs it", () => 
     const files = readdirSync(installed, { recursive: true, encoding: "utf8" });
     expect(files.filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts"))).toEqual([]);
     // tsc leaves `./x.ts` in the declarations it emits; the build rewrites them to the shipped `./x.js`
-    const tsSpecifiers = files.filter((f) => f.endsWith(".d.ts"))
+    const tsSpecifiers = files
+      .filter((f) => f.endsWith(".d.ts"))
       .filter((f) => /(?:from|import)\s*\(?\s*["']\.{1,2}\/[^"']*\.ts["']/.test(readFileSync(join(installed, f), "utf8")));
     expect(tsSpecifiers).toEqual([]);
   });
@@ -237,7 +248,7 @@ describe("the package, installed from its tarball as a user installs it", () => 
     expect(node16).toBe("");
   }, 180_000);
 
-  it("serves the gateway entry (`export { default } from \"slidegate/worker\"`), built by wrangler, in workerd: 200 from the origin, then 429", async () => {
+  it('serves the gateway entry (`export { default } from "slidegate/worker"`), built by wrangler, in workerd: 200 from the origin, then 429', async () => {
     const mf = await startIsolate(await builds.gateway, {
       ...storeBindings(),
       ORIGIN_URL: services().originUrl,
@@ -275,7 +286,10 @@ describe("the package, installed from its tarball as a user installs it", () => 
     const assignment = /([A-Z_]+)=(?:\$\([^)]*\)|\S+)\s+/y;
     const names: string[] = [];
     let end = 0;
-    for (let m; (m = assignment.exec(start!.command)); end = assignment.lastIndex) names.push(m[1]!);
+    for (let m = assignment.exec(start!.command); m; m = assignment.exec(start!.command)) {
+      names.push(m[1]!);
+      end = assignment.lastIndex;
+    }
     expect(names).toEqual(["SHIM_TOKEN", "REDIS_URL"]);
     const command = start!.command.slice(end);
     expect(command).toBe("npx slidegate-shim");

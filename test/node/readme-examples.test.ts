@@ -19,18 +19,21 @@ describe("README TypeScript examples", () => {
         writeFileSync(file, code);
         return file;
       });
-      writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
-        extends: relative(dir, "tsconfig.json"),
-        compilerOptions: {
-          noUnusedLocals: false,
-          paths: {
-            slidegate: [relative(dir, "src/adapters/library.ts")],
-            "slidegate/hono": [relative(dir, "src/adapters/hono.ts")],
-            "slidegate/worker": [relative(dir, "src/index.ts")],
+      writeFileSync(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          extends: relative(dir, "tsconfig.json"),
+          compilerOptions: {
+            noUnusedLocals: false,
+            paths: {
+              slidegate: [relative(dir, "src/adapters/library.ts")],
+              "slidegate/hono": [relative(dir, "src/adapters/hono.ts")],
+              "slidegate/worker": [relative(dir, "src/index.ts")],
+            },
           },
-        },
-        include: [...files.map((f) => relative(dir, f)), relative(dir, "src")],
-      }));
+          include: [...files.map((f) => relative(dir, f)), relative(dir, "src")],
+        }),
+      );
       const tsc = join(createRequire(import.meta.url).resolve("typescript/package.json"), "..", "bin", "tsc");
       const run = spawnSync(process.execPath, [tsc, "--noEmit", "-p", join(dir, "tsconfig.json")], { encoding: "utf8" });
       expect(run.stdout + run.stderr).toBe("");

@@ -1,13 +1,13 @@
-import fc from "fast-check";
-import Redis from "ioredis";
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import fc from "fast-check";
+import Redis from "ioredis";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
 import { LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
-import { SlidingWindowModel, type Call, type Reply, type RuleCall } from "../model/sliding-window.ts";
+import { type Call, type Reply, type RuleCall, SlidingWindowModel } from "../model/sliding-window.ts";
 
 // The script as it ships, driven over RESP on a redis-server of this file's own (so INFO
 // commandstats counts only its work), with the flag rewrite the shim applies for stock Redis.
@@ -51,8 +51,17 @@ beforeEach(async () => {
 
 /** One call as src/script/limiter.ts makes it: block, registry entry, logs; now, tier, fallback, then name, limit, window, cost, shadow per rule. */
 const evalCall = (c: Omit<Call, "now"> & { now: number | "" }) =>
-  redis.evalsha(sha, 2 + c.logs.length, c.block, c.registry, ...c.logs, String(c.now), c.tier, c.fallback,
-    ...c.rules.flatMap((r) => [r.name, r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0])) as Promise<Reply>;
+  redis.evalsha(
+    sha,
+    2 + c.logs.length,
+    c.block,
+    c.registry,
+    ...c.logs,
+    String(c.now),
+    c.tier,
+    c.fallback,
+    ...c.rules.flatMap((r) => [r.name, r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0]),
+  ) as Promise<Reply>;
 /** An address's call (the registry is not read), with every rule in tier "t". */
 const evalsha = (block: string, logs: readonly string[], now: number | "", rules: readonly Omit<RuleCall, "name">[]) =>
   evalCall({ block, registry: `${block}:key`, logs, now, tier: "t", fallback: "-", rules: rules.map((r, i) => ({ name: `r${i}`, ...r })) });
@@ -90,35 +99,48 @@ describe("sliding-window script against its model", () => {
     fc.constantFrom("0", "x", "1e3", "5.5", " 7", ""), // not whole numbers >= 1: no override
   );
   const step = fc.oneof(
-    { weight: 12, arbitrary: fc.record({
-      kind: fc.constant("decide" as const),
-      who: fc.integer({ min: 0, max: 1 }),
-      rules: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
-      // a share of the rule's limit, so every cost is valid: 1..limit
-      costs: fc.array(fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }) }), { minLength: 3, maxLength: 3 }),
-      dt: fc.oneof(
-        fc.constant(0),
-        fc.integer({ min: 1, max: 5_000 }),
-        fc.integer({ min: 0, max: 1_300_000_000 }),
-        fc.integer({ min: -5_000, max: -1 }),
-        fc.integer({ min: -1_300_000_000, max: -1 }),
-        // exactly one rule's window: an entry then sits on the window's edge
-        fc.constantFrom("window 0", "window 1", "window 2"),
-      ),
-      tier: fc.constantFrom(...TIERS),
-      // for identity 0, an API key: "" a key nobody knows, or its configured tier (identity 1
-      // is an address: the registry is never read)
-      fallback: fc.constantFrom("t1", "t2", ""),
-    }) },
+    {
+      weight: 12,
+      arbitrary: fc.record({
+        kind: fc.constant("decide" as const),
+        who: fc.integer({ min: 0, max: 1 }),
+        rules: fc.array(fc.boolean(), { minLength: 3, maxLength: 3 }),
+        // a share of the rule's limit, so every cost is valid: 1..limit
+        costs: fc.array(fc.oneof({ weight: 3, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.double({ min: 0, max: 1, noNaN: true }) }), { minLength: 3, maxLength: 3 }),
+        dt: fc.oneof(
+          fc.constant(0),
+          fc.integer({ min: 1, max: 5_000 }),
+          fc.integer({ min: 0, max: 1_300_000_000 }),
+          fc.integer({ min: -5_000, max: -1 }),
+          fc.integer({ min: -1_300_000_000, max: -1 }),
+          // exactly one rule's window: an entry then sits on the window's edge
+          fc.constantFrom("window 0", "window 1", "window 2"),
+        ),
+        tier: fc.constantFrom(...TIERS),
+        // for identity 0, an API key: "" a key nobody knows, or its configured tier (identity 1
+        // is an address: the registry is never read)
+        fallback: fc.constantFrom("t1", "t2", ""),
+      }),
+    },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -2, max: 2 }) }) },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constant("block" as const), who: fc.integer({ min: 0, max: 1 }), forUs: fc.oneof(fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: 1, max: 600_000_000 })) }) },
-    { weight: 2, arbitrary: fc.record({
-      kind: fc.constant("register" as const),
-      who: fc.integer({ min: 0, max: 1 }),
-      tier: fc.option(fc.constantFrom(...TIERS), { nil: undefined }),
-      disabled: fc.constantFrom(undefined, undefined, undefined, "1", "0"),
-      overrides: fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom("limit", "window"), overrideValue), { maxLength: 3 }),
-    }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant("block" as const),
+        who: fc.integer({ min: 0, max: 1 }),
+        forUs: fc.oneof(fc.integer({ min: 1, max: 3_000 }), fc.integer({ min: 1, max: 600_000_000 })),
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant("register" as const),
+        who: fc.integer({ min: 0, max: 1 }),
+        tier: fc.option(fc.constantFrom(...TIERS), { nil: undefined }),
+        disabled: fc.constantFrom(undefined, undefined, undefined, "1", "0"),
+        overrides: fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom("limit", "window"), overrideValue), { maxLength: 3 }),
+      }),
+    },
   );
 
   it(`decides as the model does over ${RUNS} command sequences, with keys deleted between calls`, async () => {
@@ -158,7 +180,15 @@ describe("sliding-window script against its model", () => {
               const d = defs[i]!;
               return { ...d, name: `r${i}`, cost: 1 + Math.floor(s.costs[i]! * (d.limit - 1)) };
             });
-            const call: Call = { block: blockKey(s.who), registry: registryKey(s.who), logs: chosen.map((i) => logKey(s.who, s.tier, i)), now, tier: s.tier, fallback: s.who === 0 ? s.fallback : "-", rules };
+            const call: Call = {
+              block: blockKey(s.who),
+              registry: registryKey(s.who),
+              logs: chosen.map((i) => logKey(s.who, s.tier, i)),
+              now,
+              tier: s.tier,
+              fallback: s.who === 0 ? s.fallback : "-",
+              rules,
+            };
             const expected = model.decide(call);
             const { result, commands } = await commandsOf(() => evalCall(call));
             expect(result).toEqual(expected);

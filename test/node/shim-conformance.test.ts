@@ -7,7 +7,10 @@ const sha1 = (text: string) => createHash("sha1").update(text).digest("hex");
 
 // Every behaviour the client relies on, once with its defaults (base64 replies,
 // auto-pipelining) and once with plain-text replies.
-for (const [label, options] of [["base64 replies (client defaults)", {}], ["plain replies (responseEncoding: false)", { responseEncoding: false as const }]] as const) {
+for (const [label, options] of [
+  ["base64 replies (client defaults)", {}],
+  ["plain replies (responseEncoding: false)", { responseEncoding: false as const }],
+] as const) {
   describe(`shim through @upstash/redis, ${label}`, () => {
     const redis = upstash(options);
 
@@ -149,7 +152,13 @@ describe("shim wire details", () => {
 
   it("turns numbers and booleans into the text JavaScript prints", async () => {
     const k = key("numbers");
-    const res = await raw("/pipeline", JSON.stringify([["RPUSH", k, 1, 1.5, 1712345678901, -0.25, 1e21, true, false], ["LRANGE", k, 0, -1]]));
+    const res = await raw(
+      "/pipeline",
+      JSON.stringify([
+        ["RPUSH", k, 1, 1.5, 1712345678901, -0.25, 1e21, true, false],
+        ["LRANGE", k, 0, -1],
+      ]),
+    );
     expect((res.json as { result: unknown }[])[1]!.result).toEqual(["1", "1.5", "1712345678901", "-0.25", "1e+21", "true", "false"]);
   });
 
@@ -173,9 +182,16 @@ describe("shim wire details", () => {
 
   it("refuses connection-state and blocking commands, naming them", async () => {
     const cases: [unknown[], string][] = [
-      [["SELECT", 1], "SELECT"], [["MULTI"], "MULTI"], [["SUBSCRIBE", "c"], "SUBSCRIBE"], [["BLPOP", "k", 0], "BLPOP"],
-      [["XREAD", "BLOCK", 0, "STREAMS", "s", "$"], "XREAD BLOCK"], [["client", "reply", "OFF"], "CLIENT REPLY"],
-      [["WATCH", "k"], "WATCH"], [["AUTH", "x"], "AUTH"], [["HELLO", 3], "HELLO"], [["QUIT"], "QUIT"],
+      [["SELECT", 1], "SELECT"],
+      [["MULTI"], "MULTI"],
+      [["SUBSCRIBE", "c"], "SUBSCRIBE"],
+      [["BLPOP", "k", 0], "BLPOP"],
+      [["XREAD", "BLOCK", 0, "STREAMS", "s", "$"], "XREAD BLOCK"],
+      [["client", "reply", "OFF"], "CLIENT REPLY"],
+      [["WATCH", "k"], "WATCH"],
+      [["AUTH", "x"], "AUTH"],
+      [["HELLO", 3], "HELLO"],
+      [["QUIT"], "QUIT"],
     ];
     for (const [command, label] of cases) {
       const res = await raw("/", JSON.stringify(command));
@@ -195,11 +211,14 @@ describe("shim wire details", () => {
     const results = await Promise.all(Array.from({ length: 200 }, (_, i) => redis.incrby(`${prefix}:${i % 10}`, i)));
     // each answer is its own request's: per key, the running totals step by exactly that key's increments
     for (let j = 0; j < 10; j++) {
-      const steps = results.filter((_, i) => i % 10 === j).sort((a, b) => a - b).map((r, n, sorted) => r - (n ? sorted[n - 1]! : 0));
+      const steps = results
+        .filter((_, i) => i % 10 === j)
+        .sort((a, b) => a - b)
+        .map((r, n, sorted) => r - (n ? sorted[n - 1]! : 0));
       expect(steps.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, n) => n * 10 + j).sort((a, b) => a - b));
     }
     const totals = await Promise.all(Array.from({ length: 10 }, (_, j) => redis.get<number>(`${prefix}:${j}`)));
-    totals.forEach((t, j) => expect(t).toBe(Array.from({ length: 20 }, (_, n) => n * 10 + j).reduce((a, b) => a + b)));
+    for (const [j, t] of totals.entries()) expect(t).toBe(Array.from({ length: 20 }, (_, n) => n * 10 + j).reduce((a, b) => a + b));
   });
 });
 

@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
+import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
 
 // A Redis and shim of this file's own: the transaction test pauses its Redis's writes, and
 // the shim runs with a cap of one transaction connection and a one-place queue.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { classify, isContainer, POLICY } from "../../scripts/shim/policy.ts";
-import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
+import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
 
 // A Redis and shim of this file's own: the walk sends SHUTDOWN, FLUSHALL and the like, and
 // counts what reached Redis in INFO commandstats, which no other file may disturb.
@@ -28,7 +28,7 @@ async function commandStats(): Promise<Map<string, number>> {
 const asCommand = (name: string) => name.toUpperCase().split("|") as [string, ...string[]];
 
 const isSubcommand = (name: string) => name.includes("|");
-const refused = (name: string) => !isSubcommand(name) && isContainer(name) ? true : classify(name) !== "allow";
+const refused = (name: string) => (!isSubcommand(name) && isContainer(name) ? true : classify(name) !== "allow");
 
 describe("shim command policy", () => {
   it("classifies every command Redis reports, and lists no command Redis does not know", () => {
@@ -40,10 +40,55 @@ describe("shim command policy", () => {
   });
 
   it("keeps what the gate and @upstash/ratelimit use allowed, and the server's controls refused", () => {
-    for (const name of ["evalsha", "eval", "script|load", "script|exists", "script|flush", "time", "zadd", "zremrangebyscore", "zcard", "incrby", "pexpire", "get", "set", "hset", "hgetall", "ping", "dbsize", "info", "flushdb", "flushall", "fcall", "fcall_ro", "function|load", "publish"]) {
+    for (const name of [
+      "evalsha",
+      "eval",
+      "script|load",
+      "script|exists",
+      "script|flush",
+      "time",
+      "zadd",
+      "zremrangebyscore",
+      "zcard",
+      "incrby",
+      "pexpire",
+      "get",
+      "set",
+      "hset",
+      "hgetall",
+      "ping",
+      "dbsize",
+      "info",
+      "flushdb",
+      "flushall",
+      "fcall",
+      "fcall_ro",
+      "function|load",
+      "publish",
+    ]) {
       expect(classify(name), name).toBe("allow");
     }
-    for (const name of ["shutdown", "config|set", "config|get", "acl|list", "acl|setuser", "client|kill", "client|pause", "client|no-evict", "debug", "swapdb", "monitor", "replicaof", "migrate", "module|load", "save", "bgsave", "select", "multi", "blpop"]) {
+    for (const name of [
+      "shutdown",
+      "config|set",
+      "config|get",
+      "acl|list",
+      "acl|setuser",
+      "client|kill",
+      "client|pause",
+      "client|no-evict",
+      "debug",
+      "swapdb",
+      "monitor",
+      "replicaof",
+      "migrate",
+      "module|load",
+      "save",
+      "bgsave",
+      "select",
+      "multi",
+      "blpop",
+    ]) {
       expect(classify(name), name).not.toBe("allow");
     }
   });
@@ -110,7 +155,12 @@ describe("shim command policy", () => {
 
   it("leaves the server's settings alone when a leaked token tries to change them", async () => {
     const redis = own.client();
-    const attempts: [string, ...string[]][] = [["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"], ["CLIENT", "PAUSE", "3000", "ALL"], ["CLIENT", "NO-EVICT", "on"], ["ACL", "SETUSER", "intruder", "on", ">pw", "+@all"]];
+    const attempts: [string, ...string[]][] = [
+      ["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"],
+      ["CLIENT", "PAUSE", "3000", "ALL"],
+      ["CLIENT", "NO-EVICT", "on"],
+      ["ACL", "SETUSER", "intruder", "on", ">pw", "+@all"],
+    ];
     for (const command of attempts) {
       await expect(redis.exec(command)).rejects.toThrow(`Command is not available: '${command[0]} ${command[1]}'`);
     }

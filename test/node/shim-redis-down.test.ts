@@ -1,7 +1,7 @@
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startRedis, type LocalRedis } from "../../scripts/lib/redis-server.ts";
-import { startShim, type RunningShim } from "../../scripts/shim/server.ts";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 
 // A Redis and shim of this file's own: stopping them must not disturb other tests.
 let redis: LocalRedis;

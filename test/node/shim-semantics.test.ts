@@ -87,7 +87,10 @@ describe("FCALL_RO as Upstash runs it", () => {
 });
 
 describe("COPY onto itself as Upstash answers it", () => {
-  for (const [label, options] of [["base64 replies", {}], ["plain replies", { responseEncoding: false as const }]] as const) {
+  for (const [label, options] of [
+    ["base64 replies", {}],
+    ["plain replies", { responseEncoding: false as const }],
+  ] as const) {
     it(`answers 0 (the client's NOT_COPIED), with and without REPLACE, and keeps the value (${label})`, async () => {
       const redis = upstash(options);
       const k = key("copy-self");
@@ -138,7 +141,13 @@ describe("SCAN … WITHTYPE as Upstash answers it", () => {
 
   it("keeps MATCH, COUNT and TYPE, in any order around WITHTYPE", async () => {
     const prefix = key("scan-typed-raw");
-    await raw("/pipeline", JSON.stringify([["SET", `${prefix}:a`, "1"], ["HSET", `${prefix}:b`, "f", "v"]]));
+    await raw(
+      "/pipeline",
+      JSON.stringify([
+        ["SET", `${prefix}:a`, "1"],
+        ["HSET", `${prefix}:b`, "f", "v"],
+      ]),
+    );
     const found: unknown[] = [];
     let cursor = "0";
     do {

@@ -1,6 +1,6 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { startOwnShim, type OwnShim } from "../helpers/shim.ts";
+import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
 
 // A Redis and shim of this file's own: the tests count subscriber connections on the Redis
 // and open streams up to the shim's cap, which no other file may disturb.
@@ -203,17 +203,20 @@ describe("shim streams on the wire", () => {
     const redis = own.client();
     const payload = "x".repeat(64 * 1024);
     // far more than the backlog and every socket buffer between them
-    await until("the shim cuts the stalled stream", async () => {
-      await redis.publish(ch, payload);
-      return (await streamConnections()).subscribers === 0;
-    }, 60_000);
+    await until(
+      "the shim cuts the stalled stream",
+      async () => {
+        await redis.publish(ch, payload);
+        return (await streamConnections()).subscribers === 0;
+      },
+      60_000,
+    );
     expect((await own.stats()).streams).toBe(0);
     socket.destroy();
   }, 90_000);
 
   it("answers JSON errors before any stream: 401, 400 for no channel, 405 for GET", async () => {
-    const post = (path: string, token = own.token, method = "POST") =>
-      fetch(own.shim.url + path, { method, headers: { authorization: `Bearer ${token}` } });
+    const post = (path: string, token = own.token, method = "POST") => fetch(own.shim.url + path, { method, headers: { authorization: `Bearer ${token}` } });
     const unauthorised = await post("/subscribe/x", "wrong");
     expect([unauthorised.status, await unauthorised.json()]).toEqual([401, { error: "Unauthorized" }]);
     const empty = await post("/psubscribe/");

@@ -15,11 +15,14 @@ describe("the Worker's TypeScript project", () => {
       const types = spawnSync(bin("wrangler"), ["types", join(dir, "runtime.d.ts"), "--include-env=false"], { cwd: root, encoding: "utf8" });
       expect(types.status, types.stderr).toBe(0);
       writeFileSync(join(dir, "probe.ts"), 'export const bytes = Buffer.from("x");\nexport const home = process.env.HOME;\nexport const ok: Response = new Response("x");\n');
-      writeFileSync(join(dir, "tsconfig.json"), JSON.stringify({
-        extends: join(root, "tsconfig.worker.json"),
-        include: [join(root, "src"), join(dir, "probe.ts"), join(dir, "runtime.d.ts")],
-        exclude: [join(root, "src/**/*.test.ts")],
-      }));
+      writeFileSync(
+        join(dir, "tsconfig.json"),
+        JSON.stringify({
+          extends: join(root, "tsconfig.worker.json"),
+          include: [join(root, "src"), join(dir, "probe.ts"), join(dir, "runtime.d.ts")],
+          exclude: [join(root, "src/**/*.test.ts")],
+        }),
+      );
       const tsc = spawnSync(bin("tsc"), ["--noEmit", "-p", join(dir, "tsconfig.json")], { encoding: "utf8" });
       expect(tsc.status).not.toBe(0);
       const errors = tsc.stdout.split("\n").filter((l) => l.includes("error"));

@@ -1,14 +1,12 @@
 import { createHash } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import WebSocket from "ws";
-import { frameworkGates, rawRequest, type Echo } from "../helpers/framework-origin.ts";
+import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
 
 // Valid requests the gate must not break, and what it must not tell: the built Worker in
 // workerd, the real shim and Redis, and the framework-like origin.
 
 const { gate, origin } = frameworkGates();
-
-
 
 let next = 0;
 const freshIp = () => `100.65.${(++next >> 8) & 255}.${next & 255}`;
@@ -40,7 +38,15 @@ describe("GET and HEAD with a body or a Content-Length", () => {
 
   it("still forwards bodies on every other method, DELETE and OPTIONS included", async () => {
     for (const method of ["POST", "PUT", "PATCH", "DELETE", "OPTIONS"]) {
-      const res = await rawRequest(base, { method, target: "/upload", headers: [["cf-connecting-ip", freshIp()], ["content-length", "7"]], body: "payload" });
+      const res = await rawRequest(base, {
+        method,
+        target: "/upload",
+        headers: [
+          ["cf-connecting-ip", freshIp()],
+          ["content-length", "7"],
+        ],
+        body: "payload",
+      });
       expect(res.status, method).toBe(200);
       expect((JSON.parse(res.body) as Echo).bodyBytes, method).toBe(7);
     }
@@ -85,7 +91,7 @@ describe("WebSocket upgrades", () => {
   });
 });
 
-describe("allow and deny lists come before \"key required\"", () => {
+describe('allow and deny lists come before "key required"', () => {
   it("an allow-listed IP without a key goes straight through; a deny-listed one gets 403", async () => {
     const base = await gate({
       identity: { header: "x-api-key", required: true },

@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
+import { rmSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TestProject } from "vitest/node";
-import { rmSync } from "node:fs";
 import { startOrigin } from "../../scripts/demo-origin.ts";
 import { buildWorker } from "../../scripts/lib/build-worker.ts";
+import { startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
-import { startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 
 export interface Services {
   redisUrl: string;
@@ -64,10 +64,19 @@ export default async function setup(project: TestProject) {
     const control = createServer((req, res) => {
       const action = req.method === "POST" ? { "/redis/stop": faultRedis.stop, "/redis/start": faultRedis.start }[req.url ?? ""] : undefined;
       if (!action) return res.writeHead(404).end();
-      action().then(() => res.writeHead(204).end(), (e: Error) => res.writeHead(500).end(e.message));
+      action().then(
+        () => res.writeHead(204).end(),
+        (e: Error) => res.writeHead(500).end(e.message),
+      );
     });
     await new Promise<void>((resolve) => control.listen(0, "127.0.0.1", resolve));
-    keep({ close: () => new Promise<void>((resolve) => (control.closeAllConnections(), control.close(() => resolve()))) });
+    keep({
+      close: () =>
+        new Promise<void>((resolve) => {
+          control.closeAllConnections();
+          control.close(() => resolve());
+        }),
+    });
 
     project.provide("services", {
       redisUrl: redis.url,

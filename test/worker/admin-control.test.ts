@@ -7,14 +7,16 @@ import { makeGate, request, statuses } from "./helpers.ts";
 
 const ADMIN = "control-admin-token";
 const call = (gate: Gate, route: string, options: { token?: string | null; ip?: string; body?: unknown } = {}) =>
-  gate(new Request(`https://gate.example/__slidegate/${route}`, {
-    method: "POST",
-    body: JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
-    headers: {
-      ...(options.token !== null && { authorization: `Bearer ${options.token ?? ADMIN}` }),
-      "cf-connecting-ip": options.ip ?? "192.0.2.1",
-    },
-  }));
+  gate(
+    new Request(`https://gate.example/__slidegate/${route}`, {
+      method: "POST",
+      body: JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
+      headers: {
+        ...(options.token !== null && { authorization: `Bearer ${options.token ?? ADMIN}` }),
+        "cf-connecting-ip": options.ip ?? "192.0.2.1",
+      },
+    }),
+  );
 let next = 0;
 const freshIp = () => `100.66.${(++next >> 8) & 255}.${next & 255}`;
 
@@ -79,7 +81,12 @@ describe("cached denials", () => {
 
   it("an unblock clears them too, so an unblocked caller is asked about afresh", async () => {
     // two isolates of one deployment: b resets the count in Redis, which a's cached 429 hides
-    const config = { prefix: `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`, identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
+    const config = {
+      prefix: `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`,
+      identity: { header: "x-api-key" },
+      timeout: 10_000,
+      rules: [{ name: "day", limit: 1, window: "1d" }],
+    };
     const [a, b] = [makeGate(config, { adminToken: ADMIN }), makeGate(config, { adminToken: ADMIN })];
     const key = `k-${crypto.randomUUID()}`;
     expect(await statuses(a, 2, "/", { key })).toEqual([200, 429]);

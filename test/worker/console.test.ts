@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { makeGate, request, services } from "./helpers.ts";
 import type { Gate } from "../../src/gateway/gateway.ts";
+import { makeGate, request, services } from "./helpers.ts";
 
 const TOKEN = "console-admin-token";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -120,15 +120,25 @@ describe("the console's admin routes", () => {
 
   it("configuration shows the effective configuration — tiers, rules, shadow rules, lists — and no secret", async () => {
     const hash = "cd".repeat(32);
-    const gate = makeGate({
-      identity: { header: "x-api-key" }, defaultTier: "free",
-      tiers: {
-        free: { rules: [{ name: "minute", limit: 10, window: "1m", path: "/v1/*" }, { name: "burst", limit: 3, window: "1s", shadow: true }] },
-        paid: { rules: [{ name: "minute", limit: 100, window: "1m", methods: ["POST"] }] },
+    const gate = makeGate(
+      {
+        identity: { header: "x-api-key" },
+        defaultTier: "free",
+        tiers: {
+          free: {
+            rules: [
+              { name: "minute", limit: 10, window: "1m", path: "/v1/*" },
+              { name: "burst", limit: 3, window: "1s", shadow: true },
+            ],
+          },
+          paid: { rules: [{ name: "minute", limit: 100, window: "1m", methods: ["POST"] }] },
+        },
+        keys: { [hash]: "paid" },
+        allow: { ips: ["192.0.2.0/24"] },
+        deny: { keys: ["ef".repeat(32)], ips: ["198.51.100.7"] },
       },
-      keys: { [hash]: "paid" },
-      allow: { ips: ["192.0.2.0/24"] }, deny: { keys: ["ef".repeat(32)], ips: ["198.51.100.7"] },
-    }, { adminToken: TOKEN });
+      { adminToken: TOKEN },
+    );
     const res = await admin(gate, "configuration");
     expect(res.status).toBe(200);
     const text = await res.text();

@@ -41,20 +41,32 @@ describe("cost outside 1..limit", () => {
   });
 
   it("a bad cost is refused even where no rule applies to the request", async () => {
-    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "writes", limit: 5, window: "1m", methods: ["POST"] }] });
+    const limiter = createRateLimiter({
+      url: services.shimUrl,
+      token: services.shimToken,
+      prefix: prefix(),
+      rules: [{ name: "writes", limit: 5, window: "1m", methods: ["POST"] }],
+    });
     await expect(limiter.limit(request("/", { method: "GET" }), { cost: 0 })).rejects.toThrow(CostError);
   });
 
   it("the Hono middleware answers a request whose cost is out of range with 400, and records nothing", async () => {
     const p = prefix();
     const app = new Hono();
-    app.use(rateLimit({
-      url: services.shimUrl, token: services.shimToken, prefix: p,
-      rules: [{ name: "tokens", limit: 5, window: "1m" }],
-      cost: (c) => Number(c.req.query("tokens") ?? 1),
-    }));
+    app.use(
+      rateLimit({
+        url: services.shimUrl,
+        token: services.shimToken,
+        prefix: p,
+        rules: [{ name: "tokens", limit: 5, window: "1m" }],
+        cost: (c) => Number(c.req.query("tokens") ?? 1),
+      }),
+    );
     let handled = 0;
-    app.post("/complete", (c) => (handled++, c.text("done")));
+    app.post("/complete", (c) => {
+      handled++;
+      return c.text("done");
+    });
     const call = (tokens: string) => app.fetch(request(`/complete?tokens=${tokens}`, { method: "POST", ip: "198.51.100.77" }));
     for (const tokens of ["0", "-1", "-1000000", "1.5", "NaN", "Infinity", "6", "abc"]) {
       const res = await call(tokens);

@@ -35,10 +35,16 @@ describe("gate when Redis is stopped", () => {
   });
 
   it("a rule that fails closed wins over one that fails open", async () => {
-    const gate = makeGate({
-      fail: "open",
-      rules: [{ name: "soft", limit: 5, window: "1m" }, { name: "hard", limit: 5, window: "1m", fail: "closed" }],
-    }, viaFaultShim);
+    const gate = makeGate(
+      {
+        fail: "open",
+        rules: [
+          { name: "soft", limit: 5, window: "1m" },
+          { name: "hard", limit: 5, window: "1m", fail: "closed" },
+        ],
+      },
+      viaFaultShim,
+    );
     await control("stop");
     expect((await gate(request())).status).toBe(503);
   });

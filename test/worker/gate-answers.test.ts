@@ -7,16 +7,22 @@ import { makeGate, request } from "./helpers.ts";
 
 const ADMIN = "answers-admin-token";
 const admin = (gate: (r: Request) => Promise<Response>, route: string, body: unknown = { ip: "203.0.113.9" }, ip = "192.0.2.200") =>
-  gate(new Request(`https://gate.example/__slidegate/${route}`, {
-    method: "POST",
-    body: JSON.stringify(body),
-    headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": ip },
-  }));
+  gate(
+    new Request(`https://gate.example/__slidegate/${route}`, {
+      method: "POST",
+      body: JSON.stringify(body),
+      headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": ip },
+    }),
+  );
 
 describe("a bug in the gate", () => {
   it("is a logged 500 internal-error, not a 502, and its message stays in the log", async () => {
     // a metrics binding that throws: the gate's own code fails after the origin is chosen
-    const broken = { writeDataPoint: () => { throw new TypeError("dataset exploded at 10.0.0.7"); } } as unknown as AnalyticsEngineDataset;
+    const broken = {
+      writeDataPoint: () => {
+        throw new TypeError("dataset exploded at 10.0.0.7");
+      },
+    } as unknown as AnalyticsEngineDataset;
     const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { metrics: broken });
     const res = await gate(request("/v1/echo"));
     expect(res.status).toBe(500);
@@ -29,8 +35,20 @@ describe("a bug in the gate", () => {
   });
 
   it("a log sink that throws too still leaves a 500, never an unhandled exception", async () => {
-    const broken = { writeDataPoint: () => { throw new TypeError("dataset exploded"); } } as unknown as AnalyticsEngineDataset;
-    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { metrics: broken, log: () => { throw new Error("log sink down"); } });
+    const broken = {
+      writeDataPoint: () => {
+        throw new TypeError("dataset exploded");
+      },
+    } as unknown as AnalyticsEngineDataset;
+    const gate = makeGate(
+      { rules: [{ name: "m", limit: 5, window: "1m" }] },
+      {
+        metrics: broken,
+        log: () => {
+          throw new Error("log sink down");
+        },
+      },
+    );
     expect((await gate(request("/v1/echo"))).status).toBe(500);
   });
 });

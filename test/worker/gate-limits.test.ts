@@ -1,8 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { makeGate, request, statuses, testClock } from "./helpers.ts";
 
-const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) =>
-  makeGate({ rules: [{ name: "default", limit, window }], ...extra });
+const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) => makeGate({ rules: [{ name: "default", limit, window }], ...extra });
 
 describe("gate: the seed scenarios", () => {
   it("5 per 10 s: six requests answer 200, 200, 200, 200, 200, 429", async () => {
@@ -134,7 +133,16 @@ describe("gate: the window and its rules", () => {
 
   it("two rules: a request denied by one consumes nothing in the other", async () => {
     const clock = testClock();
-    const gate = makeGate({ clock: "edge", rules: [{ name: "second", limit: 3, window: "1s" }, { name: "minute", limit: 10, window: "60s" }] }, { now: clock.now });
+    const gate = makeGate(
+      {
+        clock: "edge",
+        rules: [
+          { name: "second", limit: 3, window: "1s" },
+          { name: "minute", limit: 10, window: "60s" },
+        ],
+      },
+      { now: clock.now },
+    );
     expect(await statuses(gate, 3)).toEqual([200, 200, 200]);
     const denied = await gate(request());
     expect(denied.status).toBe(429);
@@ -167,7 +175,6 @@ describe("gate: the window and its rules", () => {
     expect(codes).toEqual([200, 200, 200, 429]);
     expect(last!.headers.get("X-RateLimit-Remaining")).toBe("1");
   });
-
 });
 
 describe("gate: Redis's clock decides", () => {

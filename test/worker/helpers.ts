@@ -69,7 +69,12 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
  */
 export function testClock(start = Date.UTC(2026, 10, 29, 12)) {
   let t = start;
-  return { now: () => t, advance: (ms: number) => void (t += ms) };
+  return {
+    now: () => t,
+    advance: (ms: number) => {
+      t += ms;
+    },
+  };
 }
 
 export async function sha256Hex(data: ArrayBuffer | Uint8Array): Promise<string> {

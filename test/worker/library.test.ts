@@ -30,12 +30,16 @@ describe("Hono middleware", () => {
 
   it("takes an identity and a cost of the app's choosing", async () => {
     const app = new Hono();
-    app.use(rateLimit({
-      url: services.shimUrl, token: services.shimToken, prefix: prefix(),
-      rules: [{ name: "tokens", limit: 10, window: "1m" }],
-      identify: (c) => c.req.header("x-user"),
-      cost: (c) => Number(c.req.query("tokens") ?? 1),
-    }));
+    app.use(
+      rateLimit({
+        url: services.shimUrl,
+        token: services.shimToken,
+        prefix: prefix(),
+        rules: [{ name: "tokens", limit: 10, window: "1m" }],
+        identify: (c) => c.req.header("x-user"),
+        cost: (c) => Number(c.req.query("tokens") ?? 1),
+      }),
+    );
     app.post("/complete", (c) => c.text("done"));
     const call = (user: string, tokens: number) => app.fetch(request(`/complete?tokens=${tokens}`, { method: "POST", headers: { "x-user": user } }));
     expect((await call("ada", 6)).status).toBe(200);
@@ -75,7 +79,15 @@ describe("Hono middleware", () => {
 
   it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
     const app = new Hono();
-    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
+    app.use(
+      rateLimit({
+        url: services.shimUrl,
+        token: services.shimToken,
+        prefix: prefix(),
+        identity: { header: "x-api-key", required: true },
+        rules: [{ name: "default", limit: 5, window: "1m" }],
+      }),
+    );
     app.get("/", (c) => c.text("ok"));
     const res = await app.fetch(request("/"));
     expect(res.status).toBe(401);

@@ -32,7 +32,12 @@ describe("shadow mode", () => {
     const everything = makeGate({ shadow: true, rules: [{ name: "a", limit: 1, window: "1m" }] });
     expect(await statuses(everything, 4)).toEqual([200, 200, 200, 200]);
 
-    const mixed = makeGate({ rules: [{ name: "enforced", limit: 5, window: "1m" }, { name: "candidate", limit: 2, window: "1m", shadow: true }] });
+    const mixed = makeGate({
+      rules: [
+        { name: "enforced", limit: 5, window: "1m" },
+        { name: "candidate", limit: 2, window: "1m", shadow: true },
+      ],
+    });
     const codes: number[] = [];
     let wouldDeny = 0;
     for (let i = 0; i < 7; i++) {
@@ -70,30 +75,46 @@ describe("allow and deny lists", () => {
   });
 
   it("refuses list entries that are not addresses, naming the field", async () => {
-    expect(() => makeGate({ rules: [{ name: "a", limit: 1, window: "1s" }], deny: { ips: ["10.0.0.0/8", "not-an-ip"] } }))
-      .toThrow('RATE_LIMITS.deny.ips[1]: "not-an-ip" is not an IP address or CIDR range');
+    expect(() => makeGate({ rules: [{ name: "a", limit: 1, window: "1s" }], deny: { ips: ["10.0.0.0/8", "not-an-ip"] } })).toThrow(
+      'RATE_LIMITS.deny.ips[1]: "not-an-ip" is not an IP address or CIDR range',
+    );
   });
 });
 
 const ADMIN = "admin-secret-for-tests";
 const admin = (gate: (r: Request) => Promise<Response>, route: string, body: unknown, token: string | null = ADMIN) =>
-  gate(new Request(`https://gate.example/__slidegate/${route}`, {
-    method: "POST",
-    body: JSON.stringify(body),
-    headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "cf-connecting-ip": "203.0.113.250", "x-request-id": `admin-${route}-${crypto.randomUUID()}` },
-  }));
+  gate(
+    new Request(`https://gate.example/__slidegate/${route}`, {
+      method: "POST",
+      body: JSON.stringify(body),
+      headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "cf-connecting-ip": "203.0.113.250", "x-request-id": `admin-${route}-${crypto.randomUUID()}` },
+    }),
+  );
 const originHits = async (id: string) => ((await (await fetch(`${services.originUrl}/__origin/hits/${id}`)).json()) as { hits: number }).hits;
 const withAdmin = (extra: Partial<GateOptions> = {}) =>
-  makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 3, window: "1m" }, { name: "hour", limit: 10, window: "1h" }] }, { adminToken: ADMIN, ...extra });
+  makeGate(
+    {
+      identity: { header: "x-api-key" },
+      rules: [
+        { name: "minute", limit: 3, window: "1m" },
+        { name: "hour", limit: 10, window: "1h" },
+      ],
+    },
+    { adminToken: ADMIN, ...extra },
+  );
 
 describe("admin API", () => {
   it("refuses a missing or wrong token with 401, and never forwards to the origin", async () => {
     const gate = withAdmin();
     for (const token of [null, "wrong", `${ADMIN}x`]) {
       const id = crypto.randomUUID();
-      const res = await gate(new Request("https://gate.example/__slidegate/usage", {
-        method: "POST", body: '{"ip":"203.0.113.9"}', headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "x-request-id": id },
-      }));
+      const res = await gate(
+        new Request("https://gate.example/__slidegate/usage", {
+          method: "POST",
+          body: '{"ip":"203.0.113.9"}',
+          headers: { ...(token !== null && { authorization: `Bearer ${token}` }), "x-request-id": id },
+        }),
+      );
       expect(res.status).toBe(401);
       expect(res.headers.get("content-type")).toBe("application/problem+json");
       expect(await originHits(id)).toBe(0);
@@ -105,7 +126,9 @@ describe("admin API", () => {
     expect(res.status).toBe(404);
     const off = makeGate({ rules: [{ name: "m", limit: 3, window: "1m" }] });
     const id = crypto.randomUUID();
-    const disabled = await off(new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { authorization: `Bearer ${ADMIN}`, "x-request-id": id } }));
+    const disabled = await off(
+      new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { authorization: `Bearer ${ADMIN}`, "x-request-id": id } }),
+    );
     expect(disabled.status).toBe(404);
     expect(await originHits(id)).toBe(0);
   });
@@ -124,11 +147,16 @@ describe("admin API", () => {
     const gate = withAdmin();
     expect(await statuses(gate, 2, "/", { key: "customer-7" })).toEqual([200, 200]);
     const usage = (await (await admin(gate, "usage", { key: "customer-7" })).json()) as {
-      tier: string; blockedForMs: number; identity: { kind: string };
+      tier: string;
+      blockedForMs: number;
+      identity: { kind: string };
       rules: { name: string; used: number; remaining: number; resetMs: number; oldestEntryAt: string }[];
     };
     expect(usage).toMatchObject({ tier: "default", blockedForMs: 0, identity: { kind: "key" } });
-    expect(usage.rules.map((r) => [r.name, r.used, r.remaining])).toEqual([["minute", 2, 1], ["hour", 2, 8]]);
+    expect(usage.rules.map((r) => [r.name, r.used, r.remaining])).toEqual([
+      ["minute", 2, 1],
+      ["hour", 2, 8],
+    ]);
     expect(usage.rules[0]!.resetMs).toBeGreaterThan(55_000);
     expect(Date.now() - Date.parse(usage.rules[0]!.oldestEntryAt)).toBeLessThan(10_000);
     expect(JSON.stringify(usage)).not.toContain("customer-7");
@@ -142,7 +170,14 @@ describe("admin API", () => {
   it("a dynamic block takes effect on the next request, shows in usage, and ends on time", async () => {
     const clock = testClock();
     const gate = makeGate(
-      { clock: "edge", identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 3, window: "1m" }, { name: "hour", limit: 10, window: "1h" }] },
+      {
+        clock: "edge",
+        identity: { header: "x-api-key" },
+        rules: [
+          { name: "minute", limit: 3, window: "1m" },
+          { name: "hour", limit: 10, window: "1h" },
+        ],
+      },
       { adminToken: ADMIN, now: clock.now },
     );
     expect(await statuses(gate, 1, "/", { ip: "203.0.113.66" })).toEqual([200]);
@@ -206,7 +241,12 @@ describe("metrics", () => {
     const real = (env as unknown as Env).SLIDEGATE_METRICS!;
     // through to the runtime's dataset, which refuses a malformed point by throwing; each call kept
     const written: AnalyticsEngineDataPoint[] = [];
-    const dataset = { writeDataPoint: (p?: AnalyticsEngineDataPoint) => (real.writeDataPoint(p), void written.push(p!)) } as AnalyticsEngineDataset;
+    const dataset = {
+      writeDataPoint: (p?: AnalyticsEngineDataPoint) => {
+        real.writeDataPoint(p);
+        written.push(p!);
+      },
+    } as AnalyticsEngineDataset;
     const clock = testClock();
     const gate = makeGate({ clock: "edge", rules: [{ name: "m", limit: 2, window: "1m" }] }, { metrics: dataset, now: clock.now });
     expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
@@ -225,7 +265,7 @@ describe("a flood of denied requests", () => {
     // 5,000 denials over three windows (25 ms apart): each window admits two, every other request is denied
     const counts = new Map<number, number>();
     let denied = 0;
-    for (let sent = 0; denied < 5000; sent++) {
+    while (denied < 5000) {
       const res = await gate(request("/", { ip: "203.0.113.99" }));
       await res.body?.cancel();
       counts.set(res.status, (counts.get(res.status) ?? 0) + 1);

@@ -26,11 +26,13 @@ describe("proxy to the origin", () => {
 
   it("forwards method, path, query, headers and body, less hop-by-hop headers", async () => {
     const payload = crypto.getRandomValues(new Uint8Array(50_000));
-    const res = await generous()(request("/v1/echo?q=1&r=%20x", {
-      method: "PUT",
-      body: payload,
-      headers: { "x-custom": "kept", "keep-alive": "timeout=5", "x-drop-me": "1", connection: "x-drop-me", "content-type": "application/octet-stream" },
-    }));
+    const res = await generous()(
+      request("/v1/echo?q=1&r=%20x", {
+        method: "PUT",
+        body: payload,
+        headers: { "x-custom": "kept", "keep-alive": "timeout=5", "x-drop-me": "1", connection: "x-drop-me", "content-type": "application/octet-stream" },
+      }),
+    );
     const echo = (await res.json()) as { method: string; path: string; query: string; headers: Record<string, string>; body: { sha256: string; bytes: number } };
     expect(echo.method).toBe("PUT");
     expect(echo.path).toBe("/v1/echo");
@@ -52,13 +54,14 @@ describe("proxy to the origin", () => {
 
 describe("the Worker entry", () => {
   // RATE_LIMITS may be a JSON string (a secret, a dashboard variable) as well as the TOML table Env types.
-  const env = (overrides: Record<string, unknown>) => ({
-    ORIGIN_URL: services.originUrl,
-    UPSTASH_REDIS_REST_URL: services.shimUrl,
-    UPSTASH_REDIS_REST_TOKEN: services.shimToken,
-    RATE_LIMITS: JSON.stringify({ prefix: `t${crypto.randomUUID().slice(0, 8)}`, rules: [{ name: "default", limit: 2, window: "10s" }] }),
-    ...overrides,
-  }) as unknown as Env;
+  const env = (overrides: Record<string, unknown>) =>
+    ({
+      ORIGIN_URL: services.originUrl,
+      UPSTASH_REDIS_REST_URL: services.shimUrl,
+      UPSTASH_REDIS_REST_TOKEN: services.shimToken,
+      RATE_LIMITS: JSON.stringify({ prefix: `t${crypto.randomUUID().slice(0, 8)}`, rules: [{ name: "default", limit: 2, window: "10s" }] }),
+      ...overrides,
+    }) as unknown as Env;
 
   it("builds the gate from its environment (RATE_LIMITS as a JSON string or a TOML table)", async () => {
     const asString = env({});
@@ -89,6 +92,6 @@ describe("the Worker entry", () => {
     const res = await worker.fetch(request("/v1/echo"), env({}));
     const text = await res.text();
     expect(text).not.toContain(services.shimToken);
-    res.headers.forEach((value) => expect(value).not.toContain(services.shimToken));
+    for (const [, value] of res.headers) expect(value).not.toContain(services.shimToken);
   });
 });

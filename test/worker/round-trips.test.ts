@@ -19,16 +19,28 @@ async function roundTrips(work: () => Promise<unknown>): Promise<number> {
 
 describe("round trips per decision", () => {
   it("makes one REST round trip per decision in the steady state", async () => {
-    const gate = makeGate({ rules: [{ name: "a", limit: 50, window: "1m" }, { name: "b", limit: 100, window: "1h" }] }, viaCountingShim);
+    const gate = makeGate(
+      {
+        rules: [
+          { name: "a", limit: 50, window: "1m" },
+          { name: "b", limit: 100, window: "1h" },
+        ],
+      },
+      viaCountingShim,
+    );
     await statuses(gate, 1); // loads the script if this Redis lacks it
     expect(await roundTrips(() => statuses(gate, 10))).toBe(10);
   });
 
   it("reads an API key's registry entry in the same round trip that decides", async () => {
-    const gate = makeGate({
-      identity: { header: "x-api-key" }, defaultTier: "free",
-      tiers: { free: { rules: [{ name: "m", limit: 50, window: "1m" }] }, paid: { rules: [{ name: "m", limit: 100, window: "1m" }] } },
-    }, { ...viaCountingShim, adminToken: "t" });
+    const gate = makeGate(
+      {
+        identity: { header: "x-api-key" },
+        defaultTier: "free",
+        tiers: { free: { rules: [{ name: "m", limit: 50, window: "1m" }] }, paid: { rules: [{ name: "m", limit: 100, window: "1m" }] } },
+      },
+      { ...viaCountingShim, adminToken: "t" },
+    );
     await gate(new Request("https://gate.example/__slidegate/keys/set", { method: "POST", body: '{"key":"registered","tier":"paid"}', headers: { authorization: "Bearer t" } }));
     // the first call learns the key's registry tier (one more round trip, once); then one each
     await statuses(gate, 1, "/", { key: "registered" });
@@ -65,7 +77,15 @@ describe("round trips per decision", () => {
   });
 
   it("keeps one round trip per decision with shadow rules and the operator's block checked in the same call", async () => {
-    const gate = makeGate({ rules: [{ name: "a", limit: 50, window: "1m" }, { name: "b", limit: 2, window: "1m", shadow: true }] }, viaCountingShim);
+    const gate = makeGate(
+      {
+        rules: [
+          { name: "a", limit: 50, window: "1m" },
+          { name: "b", limit: 2, window: "1m", shadow: true },
+        ],
+      },
+      viaCountingShim,
+    );
     await statuses(gate, 1);
     expect(await roundTrips(() => statuses(gate, 6))).toBe(6);
   });
@@ -80,19 +100,21 @@ describe("round trips per decision", () => {
   it("answers refused paths, ambiguous keys and admin calls without a token with no Redis call: a flood of them costs the store nothing", async () => {
     const gate = makeGate({ identity: { header: "x-api-key" }, rules: [{ name: "a", limit: 1, window: "1m" }] }, { ...viaCountingShim, adminToken: "round-trips-admin" });
     const codes: number[] = [];
-    expect(await roundTrips(async () => {
-      for (let i = 0; i < 20; i++) {
-        for (const req of [
-          request(`/v1%2F${i}`),
-          request("/", { headers: { "x-api-key": `k${i}, k${i}` } }),
-          new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { "cf-connecting-ip": "192.0.2.77" } }),
-        ]) {
-          const res = await gate(req);
-          await res.body?.cancel();
-          codes.push(res.status);
+    expect(
+      await roundTrips(async () => {
+        for (let i = 0; i < 20; i++) {
+          for (const req of [
+            request(`/v1%2F${i}`),
+            request("/", { headers: { "x-api-key": `k${i}, k${i}` } }),
+            new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { "cf-connecting-ip": "192.0.2.77" } }),
+          ]) {
+            const res = await gate(req);
+            await res.body?.cancel();
+            codes.push(res.status);
+          }
         }
-      }
-    })).toBe(0);
+      }),
+    ).toBe(0);
     expect(new Set(codes)).toEqual(new Set([400, 401]));
   });
 });
