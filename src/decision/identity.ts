@@ -1,4 +1,5 @@
 import ipaddr from "ipaddr.js";
+import { memo } from "../memo.ts";
 
 /**
  * Who is calling. The API key (when configured) or the client IP from CF-Connecting-IP,
@@ -37,10 +38,23 @@ function base64url(bytes: Uint8Array): string {
   return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
+async function digestIdentity(kindAndValue: string): Promise<Identity> {
+  const kind = kindAndValue[0] as "k" | "i";
+  const digest = await sha256(kindAndValue.slice(1));
+  return Object.freeze({ kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined });
+}
+
+/**
+ * The isolate's recent callers: a flood from one caller hashes its key or address once. Only
+ * values of a key's usual length are kept, so the memo's memory stays small (4,096 × 256
+ * characters at most) whatever clients send.
+ */
+const recentIdentities = memo(digestIdentity, 4096);
+const MEMO_MAX_LENGTH = 256;
+
 /** Identity of an API key or IP address as given. */
-export async function identify(kind: "k" | "i", value: string): Promise<Identity> {
-  const digest = await sha256(value);
-  return { kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined };
+export function identify(kind: "k" | "i", value: string): Promise<Identity> {
+  return value.length < MEMO_MAX_LENGTH ? recentIdentities(kind + value) : digestIdentity(kind + value);
 }
 
 /** The identity of an API key known only by its SHA-256, as 64 lowercase hex digits (the registry lists keys so). */

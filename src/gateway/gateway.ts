@@ -199,12 +199,12 @@ export function createGate(options: GateOptions): Gate {
     if (isAdminPath(path)) return await admin(request, path);
 
     const client = clientAddress(request, config.ipv6Prefix);
-    // built before any quota is charged: a request the gate cannot send costs the caller nothing
-    const outbound = prepare(request, { url, path, clientIp: client.text }, forwarding);
-    pending.body = outbound.body ?? request.body;
     const step = await pipeline.run(request, { methods: methodsOf(request, url), paths: canonical.matchOn }, { client });
     report(step, request, path);
     const answered = answer(step, keyHeader);
-    return answered.pass ? await forward(outbound, pending, answered.headers) : answered.response();
+    if (!answered.pass) return answered.response();
+    // built only for a request that goes on: a flood of denials builds none. From a request
+    // the runtime accepted (its method, headers and canonical path) it cannot fail.
+    return await forward(prepare(request, { url, path, clientIp: client.text }, forwarding), pending, answered.headers);
   }
 }

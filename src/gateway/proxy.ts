@@ -1,9 +1,10 @@
 /**
- * The request the origin receives and the way back. The outbound request is built before any
- * quota is charged, so nothing the gate itself could trip over is left for after the
- * decision; it carries the canonical path, the client address in a header the origin can
- * trust, and no hop-by-hop headers (RFC 9110 §7.6.1) — except the Upgrade of a WebSocket
- * handshake, which the runtime turns into a proxied socket.
+ * The request the origin receives and the way back. The outbound request is built only for a
+ * request the gate lets through, from parts the runtime has already accepted (its method and
+ * headers) and the canonical path, so building it cannot fail after the quota is charged. It
+ * carries the canonical path, the client address in a header the origin can trust, and no
+ * hop-by-hop headers (RFC 9110 §7.6.1) — except the Upgrade of a WebSocket handshake, which
+ * the runtime turns into a proxied socket.
  *
  * @example
  * const outbound = prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }, options);

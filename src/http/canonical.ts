@@ -1,3 +1,5 @@
+import { memo } from "../memo.ts";
+
 /**
  * The canonical request: one spelling of the path, computed once per request, used both to
  * match rules and as the path the origin receives. Origins are lenient — they decode
@@ -99,6 +101,14 @@ const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith
 
 /** The canonical path of a URL's `pathname` (as `new URL(...).pathname` spells it). */
 export function canonicalPath(pathname: string): CanonicalPath {
+  return pathname.length < MEMO_MAX_LENGTH ? recentPaths(pathname) : canonicalPathOf(pathname);
+}
+
+/** A flood repeats its paths: each is worked out once per isolate (memory bounded: 1,024 × 512 characters). */
+const recentPaths = memo(canonicalPathOf, 1024);
+const MEMO_MAX_LENGTH = 512;
+
+function canonicalPathOf(pathname: string): CanonicalPath {
   const escaped = normaliseEscapes(pathname);
   if ("problem" in escaped) return { ok: false, refused: escaped.problem };
   const path = normaliseSegments(escaped.path);
@@ -111,7 +121,7 @@ export function canonicalPath(pathname: string): CanonicalPath {
       forms.add(withoutTrailingSlash(variant));
     }
   }
-  return { ok: true, path, matchOn: [...forms] };
+  return Object.freeze({ ok: true, path, matchOn: Object.freeze([...forms]) });
 }
 
 const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"];
