@@ -1,6 +1,6 @@
 import type { Step } from "../decision/pipeline.ts";
 import type { Decision } from "../script/limiter.ts";
-import { problem } from "./problem.ts";
+import { PROBLEM_HEADERS, problem, problemBody } from "./problem.ts";
 import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.ts";
 
 /** The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail. */
@@ -32,21 +32,52 @@ export const internalError = () => problem(500, "internal-error", "Internal Erro
 export const configurationError = () =>
   problem(500, "configuration-error", "Gateway Misconfigured", "The gateway is misconfigured; the operator can find the details in the logs and with `npm run check-config`.");
 
+/** A denial worked out for one set of whole seconds to wait: what the 429 and the library's headers are made of. */
+interface DenialParts {
+  /** the seconds the parts were worked out for: Retry-After, then every limit's reset */
+  stamp: string;
+  retryAfter: number;
+  /** the rate-limit headers and Retry-After */
+  headers: [string, string][];
+  /** the 429's headers: those and the problem+json ones */
+  response: [string, string][];
+  body: string;
+}
+
 /**
- * A denial's headers and detail, `elapsedMs` after its decision (a denial-cache answer) or fresh:
- * worked out once per answer, for the 429 and for the library's own response alike.
+ * Denials answered from the denial cache repeat one decision: its parts are worked out once
+ * for each second of its wait, not once per request. Held by the decision itself, so they go
+ * when the cache lets the decision go.
  */
+const denialParts = new WeakMap<Decision, DenialParts>();
+
+/** A denial's answer, `elapsedMs` after its decision (a denial-cache answer) or fresh. */
 function denial(decision: Decision, elapsedMs: number) {
-  const limits = elapsedMs > 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
-  const headers = rateLimitHeaders({ ...decision, limits });
   const wait = retryAfterSeconds(decision.retryAfterMs - elapsedMs);
-  headers.set("Retry-After", wait);
-  const names = limits
-    .filter((l) => !l.shadow && l.retryMs > 0)
-    .map((l) => `"${l.name}"`)
-    .join(", ");
-  const respond = () => problem(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`, headers);
-  return { headers, retryAfter: Number(wait), respond };
+  // every header is a whole number of seconds: parts with the same seconds are the same parts
+  let stamp = wait;
+  for (const l of decision.limits) stamp += `|${Math.ceil(Math.max(l.resetMs - elapsedMs, 0) / 1000)}`;
+  let parts = denialParts.get(decision);
+  if (parts?.stamp !== stamp) {
+    const limits = elapsedMs > 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
+    const headers = rateLimitHeaders({ ...decision, limits });
+    headers.set("Retry-After", wait);
+    const names = limits
+      .filter((l) => !l.shadow && l.retryMs > 0)
+      .map((l) => `"${l.name}"`)
+      .join(", ");
+    const pairs = [...headers];
+    parts = {
+      stamp,
+      retryAfter: Number(wait),
+      headers: pairs,
+      response: [...pairs, ...PROBLEM_HEADERS],
+      body: problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`),
+    };
+    denialParts.set(decision, parts);
+  }
+  const { headers, response, body, retryAfter } = parts;
+  return { headers: () => new Headers(headers), retryAfter, respond: () => new Response(body, { status: 429, headers: response }) };
 }
 
 /** Marks a request let through only because the store failed and its rules fail open. */
@@ -105,7 +136,17 @@ export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
       return { pass: true, reason: "admitted", headers: rateLimitHeaders(verdict.decision), decision: verdict.decision };
     case "denied": {
       const { headers, retryAfter, respond } = denial(verdict.decision, verdict.elapsedMs);
-      return { pass: false, reason: "rate-limited", headers, decision: verdict.decision, retryAfter, response: respond };
+      // the library reads the headers, the gateway only the response: each is built when asked for
+      return {
+        pass: false,
+        reason: "rate-limited",
+        get headers() {
+          return headers();
+        },
+        decision: verdict.decision,
+        retryAfter,
+        response: respond,
+      };
     }
     case "blocked": {
       const retryAfter = Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined;

@@ -7,7 +7,15 @@
  */
 export function problem(status: number, type: string, title: string, detail: string, headers?: HeadersInit): Response {
   const h = new Headers(headers);
-  h.set("Content-Type", "application/problem+json");
-  h.set("Cache-Control", "no-store");
-  return new Response(JSON.stringify({ type: `urn:slidegate:${type}`, title, status, detail }), { status, headers: h });
+  for (const [name, value] of PROBLEM_HEADERS) h.set(name, value);
+  return new Response(problemBody(status, type, title, detail), { status, headers: h });
 }
+
+/** The headers every problem answer carries. */
+export const PROBLEM_HEADERS: readonly [string, string][] = [
+  ["Content-Type", "application/problem+json"],
+  ["Cache-Control", "no-store"],
+];
+
+/** A problem answer's body, for an answer put together ahead of time. */
+export const problemBody = (status: number, type: string, title: string, detail: string) => JSON.stringify({ type: `urn:slidegate:${type}`, title, status, detail });

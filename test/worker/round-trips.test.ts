@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { makeGate, request, services, statuses } from "./helpers.ts";
+import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
 
 // The only file that uses the counting shim, so its counts are this file's alone.
 const viaCountingShim = { redisUrl: services.countingShimUrl };
@@ -58,6 +58,39 @@ describe("round trips per decision", () => {
     expect(cached.headers.get("Retry-After")).toMatch(/^\d+$/);
     // another identity still goes to Redis
     expect(await roundTrips(() => statuses(gate, 1, "/", { ip: "192.0.2.51" }))).toBe(1);
+  });
+
+  it("a denial answered from the cache counts its wait down: Retry-After and every reset as they stand at that moment", async () => {
+    const clock = testClock();
+    const rules = [
+      { name: "minute", limit: 1, window: "1m" },
+      { name: "hour", limit: 10, window: "1h" },
+    ];
+    const gate = makeGate({ clock: "edge", denialCacheMaxAge: "1m", rules }, { ...viaCountingShim, now: clock.now });
+    const ip = "192.0.2.60";
+    // the hour's oldest request half a second off the minute's: their resets tick over at different moments
+    expect(await statuses(gate, 1, "/", { ip })).toEqual([200]);
+    clock.advance(60_500);
+    expect(await statuses(gate, 1, "/", { ip })).toEqual([200]);
+    const seen = async () => {
+      const res = await gate(request("/", { ip }));
+      const detail = ((await res.json()) as { detail: string }).detail;
+      return { status: res.status, retryAfter: res.headers.get("Retry-After"), rateLimit: res.headers.get("RateLimit"), detail };
+    };
+    const answers: Awaited<ReturnType<typeof seen>>[] = [];
+    const calls = await roundTrips(async () => {
+      answers.push(await seen()); // from Redis
+      for (const ms of [0, 600, 10_000, 1, 29_000]) {
+        clock.advance(ms);
+        answers.push(await seen()); // from the denial cache
+      }
+    });
+    expect(calls).toBe(1);
+    expect(answers.map((a) => a.status)).toEqual(Array(6).fill(429));
+    // the minute has 60 s, 60 s, 59.4 s, 49.4 s, 49.399 s, 20.399 s left; the hour 3539.5 s at first
+    expect(answers.map((a) => a.retryAfter)).toEqual(["60", "60", "60", "50", "50", "21"]);
+    expect(answers.map((a) => a.rateLimit)).toEqual(["3540", "3540", "3539", "3529", "3529", "3500"].map((t, i) => `"minute";r=0;t=${answers[i]!.retryAfter}, "hour";r=8;t=${t}`));
+    expect(answers[5]!.detail).toBe('Rate limit "minute" exceeded; retry in 21 s.');
   });
 
   it("with denialCacheSize 0, every denial asks Redis", async () => {
