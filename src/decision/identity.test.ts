@@ -1,8 +1,25 @@
 import { describe, expect, it } from "vitest";
 import { compileAccess } from "./access-lists.ts";
-import { addressBucket, addressText, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
+import { addressBucket, addressText, clientAddress, identify, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 
 describe("client addresses", () => {
+  it("read from CF-Connecting-IP are the same for a repeated header, and bucketed by each gate's own IPv6 prefix", () => {
+    const from = (ip: string) => new Request("https://gate.example/", { headers: { "cf-connecting-ip": ip } });
+    // the isolate remembers parsed addresses: a second gate with another prefix must not get the first one's bucket
+    expect(clientAddress(from("2001:db8:1:2:3:4:5:6"), 64).bucket).toBe("2001:db8:1:2::/64");
+    expect(clientAddress(from("2001:db8:1:2:3:4:5:6"), 48).bucket).toBe("2001:db8:1::/48");
+    expect(clientAddress(from("2001:db8:1:2:3:4:5:6"), 64).bucket).toBe("2001:db8:1:2::/64");
+    expect(clientAddress(from("not-an-ip"), 64)).toEqual({ bucket: UNKNOWN_CLIENT });
+    expect(clientAddress(from(`192.0.2.1${" ".repeat(100)}`), 64)).toMatchObject({ text: "192.0.2.1" });
+  });
+
+  it("and API keys give one identity however often they are seen, a key apart from an address of the same text", async () => {
+    const key = await identify("k", "192.0.2.1");
+    expect(await identify("k", "192.0.2.1")).toEqual(key);
+    expect((await identify("i", "192.0.2.1")).tag).not.toBe(key.tag);
+    expect(await identify("k", "x".repeat(300))).toEqual(await identify("k", "x".repeat(300)));
+  });
+
   it("have one canonical form for every spelling", () => {
     for (const spelling of ["2001:db8::1", "2001:DB8::1", "2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8:0:0::1", "fe80::1%eth0".replace("fe80", "2001:db8")]) {
       expect(addressText(parseAddress(spelling)!), spelling).toBe("2001:db8::1");

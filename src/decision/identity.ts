@@ -123,10 +123,22 @@ export interface ClientAddress {
 /** The client address as Cloudflare reports it in CF-Connecting-IP. */
 export function clientAddress(request: Request, ipv6Prefix: number): ClientAddress {
   const header = request.headers.get("cf-connecting-ip");
-  const address = header === null ? undefined : parseAddress(header);
-  if (!address) return { bucket: UNKNOWN_CLIENT };
-  return { address, text: addressText(address), bucket: addressBucket(address, ipv6Prefix) };
+  if (header === null) return { bucket: UNKNOWN_CLIENT };
+  // an address is short: anything longer is no address, and is not kept
+  return header.length <= 64 ? recentAddresses(`${ipv6Prefix}|${header}`) : readAddress(header, ipv6Prefix);
 }
+
+function readAddress(header: string, ipv6Prefix: number): ClientAddress {
+  const address = parseAddress(header);
+  if (!address) return { bucket: UNKNOWN_CLIENT };
+  return Object.freeze({ address, text: addressText(address), bucket: addressBucket(address, ipv6Prefix) });
+}
+
+/** A flood repeats its addresses: each is parsed once per isolate. */
+const recentAddresses = memo((prefixAndHeader: string) => {
+  const bar = prefixAndHeader.indexOf("|");
+  return readAddress(prefixAndHeader.slice(bar + 1), Number(prefixAndHeader.slice(0, bar)));
+}, 4096);
 
 export type KeyHeader = { kind: "absent" } | { kind: "key"; key: string } | { kind: "ambiguous" };
 

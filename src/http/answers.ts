@@ -39,8 +39,8 @@ interface DenialParts {
   retryAfter: number;
   /** the rate-limit headers and Retry-After */
   headers: [string, string][];
-  /** the 429's headers: those and the problem+json ones */
-  response: [string, string][];
+  /** the 429's headers: those and the problem+json ones (a Response copies them: shared safely) */
+  response: Headers;
   body: string;
 }
 
@@ -71,7 +71,7 @@ function denial(decision: Decision, elapsedMs: number) {
       stamp,
       retryAfter: Number(wait),
       headers: pairs,
-      response: [...pairs, ...PROBLEM_HEADERS],
+      response: new Headers([...pairs, ...PROBLEM_HEADERS]),
       body: problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`),
     };
     denialParts.set(decision, parts);

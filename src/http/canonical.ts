@@ -136,7 +136,8 @@ const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-o
  */
 export function methodsOf(request: Request, url: URL): readonly string[] {
   const methods = new Set([request.method.toUpperCase()]);
-  const overrides = [...OVERRIDE_HEADERS.map((h) => request.headers.get(h)), ...url.searchParams.getAll("_method")];
+  // url.searchParams is built on first use: a request without a query string never builds it
+  const overrides = [...OVERRIDE_HEADERS.map((h) => request.headers.get(h)), ...(url.search ? url.searchParams.getAll("_method") : [])];
   for (const value of overrides) {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }
