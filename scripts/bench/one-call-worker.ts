@@ -21,7 +21,14 @@ let redis: Redis | undefined;
 export default {
   async fetch(request: Request, env: OneCallEnv): Promise<Response> {
     // the client settings slidegate uses: no retries, no auto-pipelining, no telemetry
-    redis ??= new Redis({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN, retry: { retries: 0 }, enableAutoPipelining: false, enableTelemetry: false, responseEncoding: false });
+    redis ??= new Redis({
+      url: env.UPSTASH_REDIS_REST_URL,
+      token: env.UPSTASH_REDIS_REST_TOKEN,
+      retry: { retries: 0 },
+      enableAutoPipelining: false,
+      enableTelemetry: false,
+      responseEncoding: false,
+    });
     const client = redis;
     await client.evalsha(SHA1, [], []).catch((e: unknown) => {
       if (e instanceof Error && e.message.includes("NOSCRIPT")) return client.eval(SCRIPT, [], []);
