@@ -2,7 +2,9 @@
  * A pure function's recent results, kept per isolate: a flood repeats the same caller and the
  * same path, and their work (a SHA-256, a path's canonical forms) is done once, not per
  * request. Bounded: once `size` inputs are held, the oldest goes first, so a flood of distinct
- * inputs costs a fixed amount of memory and no more work than without the memo.
+ * inputs costs a fixed amount of memory and no more work than without the memo. Each input is
+ * held as a copy of its own: a string cut from a larger one (a trimmed header) can keep the
+ * whole of that larger string alive, and the memo's bound is on the inputs' own lengths.
  *
  * @example
  * const canonical = memo(canonicalPath, 1024);
@@ -15,7 +17,7 @@ export function memo<V>(fn: (input: string) => V, size: number): (input: string)
     if (result === undefined && !results.has(input)) {
       result = fn(input);
       if (results.size >= size) results.delete(results.keys().next().value!);
-      results.set(input, result);
+      results.set(Array.from(input).join(""), result);
     }
     return result as V;
   };

@@ -203,8 +203,8 @@ export function createGate(options: GateOptions): Gate {
     report(step, request, path);
     const answered = answer(step, keyHeader);
     if (!answered.pass) return answered.response();
-    // built only for a request that goes on: a flood of denials builds none. From a request
-    // the runtime accepted (its method, headers and canonical path) it cannot fail.
+    // built only for a request that goes on: a flood of denials builds none. It is made of
+    // what the runtime has accepted already (method, headers) and the canonical path.
     return await forward(prepare(request, { url, path, clientIp: client.text }, forwarding), pending, answered.headers);
   }
 }

@@ -1,7 +1,8 @@
 /**
  * The request the origin receives and the way back. The outbound request is built only for a
  * request the gate lets through, from parts the runtime has already accepted (its method and
- * headers) and the canonical path, so building it cannot fail after the quota is charged. It
+ * headers) and the canonical path; a `Connection` header naming things that are no header
+ * names removes nothing rather than throwing, so a charged request is not lost to a 500. It
  * carries the canonical path, the client address in a header the origin can trust, and no
  * hop-by-hop headers (RFC 9110 §7.6.1) — except the Upgrade of a WebSocket handshake, which
  * the runtime turns into a proxied socket.
@@ -19,6 +20,9 @@ const HOP_BY_HOP = ["connection", "keep-alive", "proxy-authenticate", "proxy-aut
  */
 export const FORWARDING_HEADERS = ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "forwarded", "x-real-ip", "true-client-ip"];
 
+/** An HTTP header name (RFC 9110 §5.1): what `Connection` may list. Anything else names no header. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/;
+
 function endToEnd(source: Headers, keepUpgrade = false): Headers {
   const headers = new Headers(source);
   const listed =
@@ -26,7 +30,8 @@ function endToEnd(source: Headers, keepUpgrade = false): Headers {
       .get("connection")
       ?.split(",")
       .map((h) => h.trim().toLowerCase()) ?? [];
-  for (const name of [...HOP_BY_HOP, ...listed]) if (name && !(keepUpgrade && name === "upgrade")) headers.delete(name);
+  // a listed name that is no header name (`a b`) removes nothing, and must not throw
+  for (const name of [...HOP_BY_HOP, ...listed]) if (TOKEN.test(name) && !(keepUpgrade && name === "upgrade")) headers.delete(name);
   return headers;
 }
 

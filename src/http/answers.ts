@@ -59,7 +59,7 @@ function denial(decision: Decision, elapsedMs: number) {
   for (const l of decision.limits) stamp += `|${Math.ceil(Math.max(l.resetMs - elapsedMs, 0) / 1000)}`;
   let parts = denialParts.get(decision);
   if (parts?.stamp !== stamp) {
-    const limits = elapsedMs > 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
+    const limits = elapsedMs !== 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
     const headers = rateLimitHeaders({ ...decision, limits });
     headers.set("Retry-After", wait);
     const names = limits

@@ -121,6 +121,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
         // the script answers numbers and names from the configuration: plain JSON carries them,
         // and the client skips decoding every string of every reply from base64
         responseEncoding: false,
+        // a tier is a name even when it reads like a number ("123"): never turned into one
+        automaticDeserialization: false,
       });
       clients.set(timeoutMs, c);
     }

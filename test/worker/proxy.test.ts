@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from "vitest";
 import worker from "../../src/index.ts";
-import { makeGate, request, services, sha256Hex } from "./helpers.ts";
+import { makeGate, request, services, sha256Hex, statuses } from "./helpers.ts";
 
 const generous = () => makeGate({ rules: [{ name: "a", limit: 1000, window: "1m" }] });
 
@@ -42,6 +42,16 @@ describe("proxy to the origin", () => {
     expect(echo.headers["x-drop-me"]).toBeUndefined();
     expect(echo.body).toEqual({ sha256: await sha256Hex(payload), bytes: 50_000 });
     expect(JSON.stringify(echo)).not.toContain(services.shimToken);
+  });
+
+  it("a Connection header listing things that are no header names still reaches the origin, charged once", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 2, window: "1m" }] });
+    const odd = { connection: "keep-alive, a b, (x), x-drop-me", "x-drop-me": "1" };
+    const res = await gate(request("/v1/echo", { ip: "192.0.2.77", headers: odd }));
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { headers: Record<string, string> }).headers["x-drop-me"]).toBeUndefined();
+    expect(await statuses(gate, 2, "/v1/echo", { ip: "192.0.2.77", headers: odd })).toEqual([200, 429]);
+    expect(gate.logs.filter((l) => l.level === "error")).toEqual([]);
   });
 
   it("answers 502 problem+json when the origin cannot be reached", async () => {

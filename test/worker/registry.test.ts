@@ -38,6 +38,16 @@ describe("key registry", () => {
     expect(await statuses(b, 5, "/", { key: "cust-1" })).toEqual([200, 200, 200, 200, 429]);
   });
 
+  it("a tier whose name reads like a number or a word of JSON is still that tier", async () => {
+    const tiers = { ...TIERS.tiers, "123": { rules: [{ name: "minute", limit: 3, window: "1m" }] }, true: { rules: [{ name: "minute", limit: 4, window: "1m" }] } };
+    const { a, b } = fleet({ tiers });
+    expect((await admin(a, "keys/set", { key: "numeric", tier: "123" })).status).toBe(200);
+    expect((await admin(a, "keys/set", { key: "wordy", tier: "true" })).status).toBe(200);
+    expect(await statuses(b, 4, "/", { key: "numeric" })).toEqual([200, 200, 200, 429]);
+    expect(await statuses(b, 5, "/", { key: "wordy" })).toEqual([200, 200, 200, 200, 429]);
+    expect(b.logs.filter((l) => l.level === "error")).toEqual([]);
+  });
+
   it("an override raises one customer's limit without touching the others of its tier", async () => {
     const { a, b } = fleet();
     expect((await admin(a, "keys/set", { key: "big-customer", tier: "free", overrides: { minute: { limit: 4, window: "2m" } } })).status).toBe(200);
