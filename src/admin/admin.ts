@@ -1,4 +1,4 @@
-import { errors, Redis } from "@upstash/redis/cloudflare";
+import { errors } from "@upstash/redis/cloudflare";
 import type { GateConfig } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
@@ -8,6 +8,7 @@ import { tierOf } from "../decision/rules.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
 import { createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
+import { storeClient } from "../script/store-client.ts";
 import { createRegistry, type Entry, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
@@ -119,15 +120,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   // addresses known to be over the failure limit: refused here without a store call or a token check
   const throttled = createDenialCache<true>(10_000);
   const expected = sha256(`Bearer ${adminToken}`);
-  const redis = new Redis({
-    url: options.redisUrl,
-    token: options.redisToken,
-    enableTelemetry: false,
-    enableAutoPipelining: false,
-    automaticDeserialization: false,
-    retry: { retries: 0 },
-    signal: () => AbortSignal.timeout(5000),
-  });
+  const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: 5000 });
 
   const registry = createRegistry({ config, redis });
 

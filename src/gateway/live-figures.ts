@@ -1,5 +1,5 @@
-import { Redis } from "@upstash/redis/cloudflare";
 import type { Step } from "../decision/pipeline.ts";
+import { storeClient } from "../script/store-client.ts";
 import type { Outcome } from "./metrics.ts";
 
 /**
@@ -211,15 +211,7 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
   const retryForMs = options.retryForMs ?? FIGURES_DEFAULTS.retryForMs;
   // the marker outlives every resend of its batch: a batch is never applied twice
   const markerSeconds = Math.ceil((retryForMs * 2) / 1000) + 60;
-  const redis = new Redis({
-    url: options.redisUrl,
-    token: options.redisToken,
-    enableTelemetry: false,
-    enableAutoPipelining: false,
-    automaticDeserialization: false,
-    retry: { retries: 0 },
-    signal: () => AbortSignal.timeout(options.timeoutMs ?? 5000),
-  });
+  const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: options.timeoutMs ?? 5000 });
 
   let pending = new Map<number, MinuteCounts>();
   let retry: Batch | undefined;

@@ -1,5 +1,6 @@
-import { Redis } from "@upstash/redis/cloudflare";
+import type { Redis } from "@upstash/redis/cloudflare";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "./sliding-window.ts";
+import { storeClient } from "./store-client.ts";
 
 /** One limit to check: at most `limit` units of cost per `windowMs`. */
 export interface Limit {
@@ -105,25 +106,12 @@ export class CostError extends TypeError {
  */
 export function createLimiter(options: LimiterOptions): CheckLimits {
   const clients = new Map<number, Redis>();
-  // One client per timeout budget: the signal function is the only per-call hook the client has.
-  // A function (not an AbortSignal) makes an abort throw instead of posing as a reply,
-  // and retries are off so the budget is the whole budget.
+  // One client per timeout budget: the signal function is the only per-call hook the client
+  // has. The script answers numbers and names from the configuration: plain JSON carries them.
   const client = (timeoutMs: number) => {
     let c = clients.get(timeoutMs);
     if (!c) {
-      c = new Redis({
-        url: options.url,
-        token: options.token,
-        retry: { retries: 0 },
-        signal: () => AbortSignal.timeout(timeoutMs),
-        enableAutoPipelining: false,
-        enableTelemetry: false,
-        // the script answers numbers and names from the configuration: plain JSON carries them,
-        // and the client skips decoding every string of every reply from base64
-        responseEncoding: false,
-        // a tier is a name even when it reads like a number ("123"): never turned into one
-        automaticDeserialization: false,
-      });
+      c = storeClient({ url: options.url, token: options.token, timeoutMs, plainJson: true });
       clients.set(timeoutMs, c);
     }
     return c;

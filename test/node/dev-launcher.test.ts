@@ -34,19 +34,24 @@ const alive = (pid: number) => {
   }
 };
 
+/** The launcher's environment on a fresh port, with nothing of the developer's own in play. */
+async function devEnv(env: Record<string, string>): Promise<NodeJS.ProcessEnv> {
+  return {
+    ...process.env,
+    GATE_PORT: String(await freePort()),
+    REDIS_URL: "",
+    ORIGIN_URL: "",
+    UPSTASH_REDIS_REST_URL: "",
+    UPSTASH_REDIS_REST_TOKEN: "",
+    DEV_VARS_FILE: "/dev/null",
+    ...env,
+  };
+}
+
 /** `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so. */
 async function startDev(devVars = "/dev/null", env: Record<string, string> = {}): Promise<{ ready: Ready; output: () => string }> {
   dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-    env: {
-      ...process.env,
-      GATE_PORT: String(await freePort()),
-      REDIS_URL: "",
-      ORIGIN_URL: "",
-      UPSTASH_REDIS_REST_URL: "",
-      UPSTASH_REDIS_REST_TOKEN: "",
-      DEV_VARS_FILE: devVars,
-      ...env,
-    },
+    env: await devEnv({ DEV_VARS_FILE: devVars, ...env }),
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -106,16 +111,7 @@ describe("npm run dev", () => {
 
   it("prints a banner with the console's URL and an admin token for this run, which the console's routes take", async () => {
     dev = spawn(process.execPath, ["scripts/dev.ts"], {
-      env: {
-        ...process.env,
-        GATE_PORT: String(await freePort()),
-        REDIS_URL: "",
-        ORIGIN_URL: "",
-        UPSTASH_REDIS_REST_URL: "",
-        UPSTASH_REDIS_REST_TOKEN: "",
-        ADMIN_TOKEN: "",
-        DEV_VARS_FILE: "/dev/null",
-      },
+      env: await devEnv({ ADMIN_TOKEN: "" }),
       stdio: ["ignore", "pipe", "pipe"],
     });
     let banner = "";
