@@ -7,6 +7,10 @@ import { request, services } from "./helpers.ts";
 
 const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
 
+/** The middleware on the test store, with a key prefix of its own. */
+const onTestStore = (options: Omit<Parameters<typeof rateLimit>[0], "url" | "token" | "prefix">) =>
+  rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), ...options });
+
 describe("Hono middleware", () => {
   it("limits a Hono app 5 per 10 s: 200 ×5 then 429, with the rate-limit headers", async () => {
     type Bindings = { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string };
@@ -30,16 +34,7 @@ describe("Hono middleware", () => {
 
   it("takes an identity and a cost of the app's choosing", async () => {
     const app = new Hono();
-    app.use(
-      rateLimit({
-        url: services.shimUrl,
-        token: services.shimToken,
-        prefix: prefix(),
-        rules: [{ name: "tokens", limit: 10, window: "1m" }],
-        identify: (c) => c.req.header("x-user"),
-        cost: (c) => Number(c.req.query("tokens") ?? 1),
-      }),
-    );
+    app.use(onTestStore({ rules: [{ name: "tokens", limit: 10, window: "1m" }], identify: (c) => c.req.header("x-user"), cost: (c) => Number(c.req.query("tokens") ?? 1) }));
     app.post("/complete", (c) => c.text("done"));
     const call = (user: string, tokens: number) => app.fetch(request(`/complete?tokens=${tokens}`, { method: "POST", headers: { "x-user": user } }));
     expect((await call("ada", 6)).status).toBe(200);
@@ -50,7 +45,7 @@ describe("Hono middleware", () => {
 
   it("sets its headers on a route that returns fetch() of a real origin", async () => {
     const app = new Hono();
-    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "default", limit: 2, window: "1m" }] }));
+    app.use(onTestStore({ rules: [{ name: "default", limit: 2, window: "1m" }] }));
     // a fetch() response's headers are immutable: writing to them after next() would throw
     app.get("/proxy/*", () => fetch(`${services.originUrl}/v1/echo`));
     const first = await app.fetch(request("/proxy/x", { ip: "198.51.100.31" }));
@@ -62,7 +57,7 @@ describe("Hono middleware", () => {
 
   it("throws an HTTPException carrying its 429, so app.onError can restyle it", async () => {
     const app = new Hono();
-    app.use(rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "default", limit: 1, window: "1m" }] }));
+    app.use(onTestStore({ rules: [{ name: "default", limit: 1, window: "1m" }] }));
     app.get("/", (c) => c.text("ok"));
     app.onError((err, c) => {
       if (err instanceof HTTPException) {
@@ -79,15 +74,7 @@ describe("Hono middleware", () => {
 
   it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
     const app = new Hono();
-    app.use(
-      rateLimit({
-        url: services.shimUrl,
-        token: services.shimToken,
-        prefix: prefix(),
-        identity: { header: "x-api-key", required: true },
-        rules: [{ name: "default", limit: 5, window: "1m" }],
-      }),
-    );
+    app.use(onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
     app.get("/", (c) => c.text("ok"));
     const res = await app.fetch(request("/"));
     expect(res.status).toBe(401);
