@@ -8,6 +8,7 @@ import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freshRateLimits, startIsolate } from "../../scripts/lib/fleet.ts";
 import { freePort } from "../../scripts/lib/ports.ts";
+import { stopGroup } from "../helpers/process-group.ts";
 import { services } from "../helpers/shim.ts";
 
 /**
@@ -164,18 +165,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await Promise.all(isolates.map((mf) => mf.dispose()));
-  for (const shim of shims) await stop(shim);
+  for (const shim of shims) await stopGroup(shim);
   if (builds) await Promise.allSettled(Object.values(builds));
   if (work) rmSync(work, { recursive: true, force: true });
 });
-
-/** Stops what `npx` started: npm, its shell and the shim, the whole process group. */
-async function stop(child: ChildProcess) {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  process.kill(-child.pid!, "SIGTERM");
-  await exited;
-}
 
 /** Sends `n` requests one after another to a built Worker; returns each response with its body read. */
 async function requests(mf: Miniflare, n: number, url: string, headers: Record<string, string>) {

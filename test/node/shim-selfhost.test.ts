@@ -4,6 +4,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../scripts/lib/ports.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { stopGroup } from "../helpers/process-group.ts";
 
 /**
  * The README's "In front of a production Redis" commands, run as written (bash, from a
@@ -54,18 +55,10 @@ beforeAll(async () => {
   env = { ...(process.env as Record<string, string>), REDIS_ADMIN_URL: redis.url, REDIS_ADDRESS: `127.0.0.1:${redis.port}`, SHIM_PORT: String(port) };
 });
 afterAll(async () => {
-  for (const shim of shims) await stop(shim);
+  for (const shim of shims) await stopGroup(shim);
   await redis?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
-
-/** Stops a shim started by `npm run shim` (npm, its shell, node: the whole process group). */
-async function stop(shim: ChildProcess) {
-  if (shim.exitCode !== null || shim.signalCode !== null) return;
-  const exited = new Promise((r) => shim.once("exit", r));
-  process.kill(-shim.pid!, "SIGTERM");
-  await exited;
-}
 
 /** Runs one README step; a step ending in `npm run shim` runs on until stopped. */
 async function run(step: Step): Promise<string> {
@@ -169,7 +162,7 @@ describe("README: the shim in front of a production Redis", () => {
   }, 60_000);
 
   it("rotates the token as written: old and new both work until the restart without the old", async () => {
-    for (const shim of shims) await stop(shim);
+    for (const shim of shims) await stopGroup(shim);
     const [, rotation] = readmeSteps();
     for (const step of rotation!) await run(step);
     const [fresh, old] = [token("shim-token"), token("shim-token.old")];
