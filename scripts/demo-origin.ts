@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
  *
  *   GET  /status/<code>  answers that status, with an `x-origin-status` header
  *   GET  /bytes/<n>      n bytes of a fixed binary pattern (byte i = i * 7 mod 256)
+ *   GET  /cookies        two `Set-Cookie` fields, and an `X-RateLimit-Limit` of the origin's own
  *   POST /upload         the SHA-256 and length of the body it received
  *   GET  /__origin/hits/<id>  how many requests carried x-request-id <id>
  *   *    anything else   a JSON echo of method, path, query and headers
@@ -60,6 +61,10 @@ export async function startOrigin(options: { port?: number; host?: string } = {}
       const body = patternBytes(Number(bytes[1]));
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": body.length, "x-origin-sha256": createHash("sha256").update(body).digest("hex") });
       return res.end(body);
+    }
+    if (url.pathname === "/cookies") {
+      res.writeHead(200, { "content-type": "text/plain", "set-cookie": ["a=1; Path=/", "b=2, with a comma; Path=/"], "x-ratelimit-limit": "origin's own" });
+      return res.end("cookies");
     }
     if (url.pathname === "/upload") {
       const body = await digestBody(req);

@@ -95,7 +95,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       return {
         success: a.pass,
         reason: a.reason,
-        headers: a.headers,
+        headers: new Headers(a.fields),
         decision: a.decision,
         retryAfter: a.pass ? undefined : a.retryAfter,
         response: a.pass ? passed : a.response,

@@ -4,10 +4,11 @@ import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog } from "./denial-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
-import { prepare, send } from "./proxy.ts";
+import { createForwarder } from "./proxy.ts";
 
 export interface GateOptions {
   config: GateConfig;
@@ -108,7 +109,7 @@ export function createGate(options: GateOptions): Gate {
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
     : undefined;
-  const forwarding = { origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders };
+  const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders });
   const keyHeader = config.keyHeader ?? "X-API-Key";
 
   return async (request, ctx) => {
@@ -144,11 +145,11 @@ export function createGate(options: GateOptions): Gate {
     }
   }
 
-  async function forward(outbound: Request, pending: { body: unknown }, extra: Headers): Promise<Response> {
+  async function forward(outbound: Request, pending: { body: unknown }, extra: Readonly<HeaderFields>): Promise<Response> {
     // the origin reads the body now; a GET's body, not forwarded, is still drained
     if (outbound.body) pending.body = null;
     try {
-      return await send(outbound, extra);
+      return await toOrigin.send(outbound, extra);
     } catch (error) {
       throw new OriginError(message(error), { cause: error });
     }
@@ -205,6 +206,6 @@ export function createGate(options: GateOptions): Gate {
     if (!answered.pass) return answered.response();
     // built only for a request that goes on: a flood of denials builds none. It is made of
     // what the runtime has accepted already (method, headers) and the canonical path.
-    return await forward(prepare(request, { url, path, clientIp: client.text }, forwarding), pending, answered.headers);
+    return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields);
   }
 }

@@ -1,7 +1,7 @@
 import type { Step } from "../decision/pipeline.ts";
 import type { Decision } from "../script/limiter.ts";
 import { PROBLEM_HEADERS, problem, problemBody } from "./problem.ts";
-import { rateLimitHeaders, retryAfterSeconds } from "./rate-limit-headers.ts";
+import { type HeaderFields, rateLimitFields, retryAfterSeconds } from "./rate-limit-headers.ts";
 
 /** The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail. */
 
@@ -38,7 +38,7 @@ interface DenialParts {
   stamp: string;
   retryAfter: number;
   /** the rate-limit headers and Retry-After */
-  headers: [string, string][];
+  fields: HeaderFields;
   /** the 429's headers: those and the problem+json ones (a Response copies them: shared safely) */
   response: Headers;
   body: string;
@@ -60,24 +60,22 @@ function denial(decision: Decision, elapsedMs: number) {
   let parts = denialParts.get(decision);
   if (parts?.stamp !== stamp) {
     const limits = elapsedMs !== 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
-    const headers = rateLimitHeaders({ ...decision, limits });
-    headers.set("Retry-After", wait);
+    const fields: HeaderFields = [...rateLimitFields({ ...decision, limits }), ["Retry-After", wait]];
     const names = limits
       .filter((l) => !l.shadow && l.retryMs > 0)
       .map((l) => `"${l.name}"`)
       .join(", ");
-    const pairs = [...headers];
     parts = {
       stamp,
       retryAfter: Number(wait),
-      headers: pairs,
-      response: new Headers([...pairs, ...PROBLEM_HEADERS]),
+      fields,
+      response: new Headers([...fields, ...PROBLEM_HEADERS]),
       body: problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`),
     };
     denialParts.set(decision, parts);
   }
-  const { headers, response, body, retryAfter } = parts;
-  return { headers: () => new Headers(headers), retryAfter, respond: () => new Response(body, { status: 429, headers: response }) };
+  const { fields, response, body, retryAfter } = parts;
+  return { fields, retryAfter, respond: () => new Response(body, { status: 429, headers: response }) };
 }
 
 /** Marks a request let through only because the store failed and its rules fail open. */
@@ -99,12 +97,12 @@ export type Reason =
 
 /** What a step of the pipeline means over HTTP. */
 export type Answer =
-  /** go on (to the origin, or to the application's handler), with these headers on the response */
-  | { pass: true; reason: Reason; headers: Headers; decision?: Decision }
-  /** the gate's own answer; `headers` are its rate-limit headers, for a response of the application's own */
-  | { pass: false; reason: Reason; headers: Headers; decision?: Decision; retryAfter?: number; response: () => Response };
+  /** go on (to the origin, or to the application's handler), with these header fields on the response */
+  | { pass: true; reason: Reason; fields: Readonly<HeaderFields>; decision?: Decision }
+  /** the gate's own answer; `fields` are its rate-limit headers, for a response of the application's own */
+  | { pass: false; reason: Reason; fields: Readonly<HeaderFields>; decision?: Decision; retryAfter?: number; response: () => Response };
 
-const none = () => new Headers();
+const NO_FIELDS: Readonly<HeaderFields> = Object.freeze([]);
 
 /**
  * The one way from a step of the pipeline to HTTP, for the gateway and the library alike.
@@ -116,45 +114,35 @@ const none = () => new Headers();
 export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
   switch (step.kind) {
     case "no-rule":
-      return { pass: true, reason: "no-rule", headers: none() };
+      return { pass: true, reason: "no-rule", fields: NO_FIELDS };
     case "allowlisted":
-      return { pass: true, reason: "allowlisted", headers: none() };
+      return { pass: true, reason: "allowlisted", fields: NO_FIELDS };
     case "denylisted":
-      return { pass: false, reason: "denylisted", headers: none(), response: forbidden };
+      return { pass: false, reason: "denylisted", fields: NO_FIELDS, response: forbidden };
     case "ambiguous-key":
-      return { pass: false, reason: "ambiguous-key", headers: none(), response: () => ambiguousKey(keyHeader) };
+      return { pass: false, reason: "ambiguous-key", fields: NO_FIELDS, response: () => ambiguousKey(keyHeader) };
     case "key-required":
-      return { pass: false, reason: "key-required", headers: none(), response: () => keyRequired(keyHeader) };
+      return { pass: false, reason: "key-required", fields: NO_FIELDS, response: () => keyRequired(keyHeader) };
     case "unknown-key":
-      return { pass: false, reason: "unknown-key", headers: none(), response: unknownKey };
+      return { pass: false, reason: "unknown-key", fields: NO_FIELDS, response: unknownKey };
     case "disabled-key":
-      return { pass: false, reason: "disabled-key", headers: none(), response: disabledKey };
+      return { pass: false, reason: "disabled-key", fields: NO_FIELDS, response: disabledKey };
   }
   const { verdict } = step;
   switch (verdict.kind) {
     case "admitted":
-      return { pass: true, reason: "admitted", headers: rateLimitHeaders(verdict.decision), decision: verdict.decision };
+      return { pass: true, reason: "admitted", fields: rateLimitFields(verdict.decision), decision: verdict.decision };
     case "denied": {
-      const { headers, retryAfter, respond } = denial(verdict.decision, verdict.elapsedMs);
-      // the library reads the headers, the gateway only the response: each is built when asked for
-      return {
-        pass: false,
-        reason: "rate-limited",
-        get headers() {
-          return headers();
-        },
-        decision: verdict.decision,
-        retryAfter,
-        response: respond,
-      };
+      const { fields, retryAfter, respond } = denial(verdict.decision, verdict.elapsedMs);
+      return { pass: false, reason: "rate-limited", fields, decision: verdict.decision, retryAfter, response: respond };
     }
     case "blocked": {
       const retryAfter = Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined;
-      return { pass: false, reason: "blocked", headers: none(), retryAfter, response: () => blocked(verdict.ms) };
+      return { pass: false, reason: "blocked", fields: NO_FIELDS, retryAfter, response: () => blocked(verdict.ms) };
     }
     case "failed":
       return verdict.closed
-        ? { pass: false, reason: "failed-closed", headers: new Headers({ "Retry-After": "1" }), retryAfter: 1, response: storeUnavailable }
-        : { pass: true, reason: "failed-open", headers: new Headers({ [FAIL_OPEN_HEADER]: "store-unavailable" }) };
+        ? { pass: false, reason: "failed-closed", fields: [["Retry-After", "1"]], retryAfter: 1, response: storeUnavailable }
+        : { pass: true, reason: "failed-open", fields: [[FAIL_OPEN_HEADER, "store-unavailable"]] };
   }
 }

@@ -1,6 +1,6 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "./sliding-window.ts";
-import { storeClient } from "./store-client.ts";
+import { storeClient, within } from "./store-client.ts";
 
 /** One limit to check: at most `limit` units of cost per `windowMs`. */
 export interface Limit {
@@ -106,8 +106,8 @@ export class CostError extends TypeError {
  */
 export function createLimiter(options: LimiterOptions): CheckLimits {
   const clients = new Map<number, Redis>();
-  // One client per timeout budget: the signal function is the only per-call hook the client
-  // has. The script answers numbers and names from the configuration: plain JSON carries them.
+  // One client per timeout budget, so that even a call that missed `within`'s signal keeps its
+  // budget. The script answers numbers and names from the configuration: plain JSON carries them.
   const client = (timeoutMs: number) => {
     let c = clients.get(timeoutMs);
     if (!c) {
@@ -129,8 +129,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     const redis = client(timeoutMs);
     let reply: unknown;
     try {
-      reply = await redis.evalsha(SLIDING_WINDOW_SHA1, keys, args).catch((e: unknown) => {
-        if (e instanceof Error && e.message.includes("NOSCRIPT")) return redis.eval(SLIDING_WINDOW_SCRIPT, keys, args);
+      reply = await within(timeoutMs, () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
+        if (e instanceof Error && e.message.includes("NOSCRIPT")) return within(timeoutMs, () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
         throw e;
       });
     } catch (e) {

@@ -16,6 +16,14 @@ describe("proxy to the origin", () => {
     }
   });
 
+  it("keeps each Set-Cookie of the origin apart, and the gate's rate-limit headers win over the origin's of the same name", async () => {
+    const res = await generous()(request("/cookies"));
+    expect(res.status).toBe(200);
+    expect(res.headers.getSetCookie()).toEqual(["a=1; Path=/", "b=2, with a comma; Path=/"]);
+    expect(res.headers.get("X-RateLimit-Limit")).toBe("1000");
+    expect(await res.text()).toBe("cookies");
+  });
+
   it("passes a binary body through byte for byte", async () => {
     const res = await generous()(request("/bytes/300000"));
     const body = new Uint8Array(await res.arrayBuffer());
