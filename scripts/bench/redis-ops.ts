@@ -119,7 +119,9 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
       const bucket = Math.floor(now / windowMs);
       return ["EVALSHA", peerSha!, 2, `bench:peer:${id}:${bucket}`, `bench:peer:${id}:${bucket - 1}`, 1e9, now, windowMs, 1];
     }),
-    ...[1, 2, 4].map((rules) => variant(`slidegate, ${rules} rule${rules > 1 ? "s" : ""}`, rules, (id) => slidegateCall(sha!, `i${id}`, rules, 1e6, windowMs))),
+    // each variant its own identities: logs shared across variants would make one variant evict
+    // what another recorded, and charge it for that
+    ...[1, 2, 4].map((rules) => variant(`slidegate, ${rules} rule${rules > 1 ? "s" : ""}`, rules, (id) => slidegateCall(sha!, `r${rules}i${id}`, rules, 1e6, windowMs))),
     // an API key: the same call also reads the key's registry entry
     variant(`slidegate, 1 rule, an API key among ${options.registered.toLocaleString("en")} registered`, 1, (id) => slidegateCall(sha!, `k${id}`, 1, 1e6, windowMs, "", "t")),
   ];
