@@ -35,6 +35,9 @@ export interface Background {
 
 export type Gate = (request: Request, ctx?: Background) => Promise<Response>;
 
+/** What a request's method is matched as when no rule names methods: nothing reads it. */
+const ANY_METHOD: readonly string[] = [];
+
 /** The most of an unread upload the gate reads (and drops) before answering on its own. */
 const DRAIN_LIMIT = 1 << 20;
 
@@ -111,6 +114,8 @@ export function createGate(options: GateOptions): Gate {
     : undefined;
   const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders });
   const keyHeader = config.keyHeader ?? "X-API-Key";
+  // the method (and its override headers) is read only when some rule asks for it
+  const byMethod = [...config.tiers.values(), config.addressRules].some((rules) => rules.some((r) => r.methods));
 
   return async (request, ctx) => {
     // the body not yet handed on: whatever the gate answers itself, it drains this first
@@ -200,7 +205,7 @@ export function createGate(options: GateOptions): Gate {
     if (isAdminPath(path)) return await admin(request, path);
 
     const client = clientAddress(request, config.ipv6Prefix);
-    const step = await pipeline.run(request, { methods: methodsOf(request, url), paths: canonical.matchOn }, { client });
+    const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : ANY_METHOD, paths: canonical.matchOn }, { client });
     report(step, request, path);
     const answered = answer(step, keyHeader);
     if (!answered.pass) return answered.response();

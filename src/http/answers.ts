@@ -41,7 +41,8 @@ interface DenialParts {
   fields: HeaderFields;
   /** the 429's headers: those and the problem+json ones (a Response copies them: shared safely) */
   response: Headers;
-  body: string;
+  /** the problem+json body, encoded once (a Response copies the bytes: shared safely) */
+  body: Uint8Array;
 }
 
 /**
@@ -50,6 +51,7 @@ interface DenialParts {
  * when the cache lets the decision go.
  */
 const denialParts = new WeakMap<Decision, DenialParts>();
+const UTF8 = new TextEncoder();
 
 /** A denial's answer, `elapsedMs` after its decision (a denial-cache answer) or fresh. */
 function denial(decision: Decision, elapsedMs: number) {
@@ -70,7 +72,7 @@ function denial(decision: Decision, elapsedMs: number) {
       retryAfter: Number(wait),
       fields,
       response: new Headers([...fields, ...PROBLEM_HEADERS]),
-      body: problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`),
+      body: UTF8.encode(problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`)),
     };
     denialParts.set(decision, parts);
   }
