@@ -22,7 +22,7 @@ export interface GatewayOptions {
   warmup: number;
 }
 
-export const GATEWAY_FULL: GatewayOptions = { rounds: 5, requests: 1500, slices: 5, clients: 16, warmup: 500 };
+export const GATEWAY_FULL: GatewayOptions = { rounds: 7, requests: 1500, slices: 5, clients: 16, warmup: 500 };
 export const GATEWAY_QUICK: GatewayOptions = { rounds: 1, requests: 160, slices: 1, clients: 16, warmup: 32 };
 
 type Load = "admitted" | "denied";
