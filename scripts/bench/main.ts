@@ -76,7 +76,7 @@ console.log(`slidegate benchmark${quick ? " (quick: a smoke check, not a measure
 const stack = await startLocalStack({ shimProcess: true });
 try {
   const registered = quick ? 2000 : 100_000;
-  const scriptCost = await measureScriptCost(stack.redis.url, quick ? { rounds: 1, ms: 200, registered } : { rounds: 7, ms: 700, registered }, step("a. script cost"));
+  const scriptCost = await measureScriptCost(stack.redis.url, quick ? { rounds: 1, ms: 200, registered } : { rounds: 11, ms: 700, registered }, step("a. script cost"));
   const registry = await measureRegistryMemory(stack.redis.url, registered);
   step("b. memory")("MEMORY USAGE at 100, 128, 1,000, 10,000 entries");
   const memory = await measureMemory(stack.redis.url, [100, 128, 1000, 10_000]);

@@ -90,7 +90,10 @@ export interface ScriptCost {
   usecPerCall: number;
   /** min and max over rounds */
   spread: [number, number];
+  /** median over rounds of the round's µs per call ÷ the seed script's in the same round */
   vsSeed: number;
+  /** min and max of that ratio over rounds */
+  vsSeedSpread: [number, number];
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
@@ -143,14 +146,19 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
     for (const c of clients) c.disconnect();
     admin.disconnect();
   }
-  const seed = median(variants[0]!.samples);
-  return variants.map((v) => ({
-    label: v.label,
-    rules: v.rules,
-    usecPerCall: round(median(v.samples), 2),
-    spread: [Math.min(...v.samples), Math.max(...v.samples)],
-    vsSeed: ratio(median(v.samples), seed),
-  }));
+  // paired by round: a slow spell of the machine falls on both sides of each ratio
+  const seed = variants[0]!.samples;
+  return variants.map((v) => {
+    const ratios = v.samples.map((x, r) => x / seed[r]!);
+    return {
+      label: v.label,
+      rules: v.rules,
+      usecPerCall: round(median(v.samples), 2),
+      spread: [Math.min(...v.samples), Math.max(...v.samples)],
+      vsSeed: round(median(ratios), 2),
+      vsSeedSpread: [round(Math.min(...ratios), 2), round(Math.max(...ratios), 2)],
+    };
+  });
 }
 
 export interface MemoryRow {
