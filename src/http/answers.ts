@@ -41,7 +41,7 @@ interface DenialParts {
   fields: HeaderFields;
   /** the 429's headers: those and the problem+json ones (a Response copies them: shared safely) */
   response: Headers;
-  /** the problem+json body, encoded once (a Response copies the bytes: shared safely) */
+  /** the problem+json body, encoded once; workerd reads from these bytes without copying them, so they are never changed once made */
   body: Uint8Array;
 }
 

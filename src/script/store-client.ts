@@ -34,7 +34,8 @@ export function storeClient(options: { url: string; token: string; timeoutMs: nu
  * later for nothing — on a busy isolate, one wake-up per decision, a tenth of what the gate
  * spends on an admitted request. The client takes the signal while the call starts, in the
  * same turn; a call that took it later would fall back to its client's own `timeoutMs`, so no
- * call is ever unbounded.
+ * call is ever unbounded. `call` starts exactly one store call: a second one started in the
+ * same turn would share this signal, and lose its bound when this timer is cleared.
  *
  * @example
  * const reply = await within(1000, () => redis.evalsha(sha, keys, args));
@@ -42,14 +43,14 @@ export function storeClient(options: { url: string; token: string; timeoutMs: nu
 export async function within<T>(timeoutMs: number, call: () => Promise<T>): Promise<T> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new DOMException(`Timed out: the store did not answer within ${timeoutMs} ms.`, "TimeoutError")), timeoutMs);
-  let pending: Promise<T>;
-  starting = controller.signal;
   try {
-    pending = call();
-  } finally {
-    starting = undefined;
-  }
-  try {
+    let pending: Promise<T>;
+    starting = controller.signal;
+    try {
+      pending = call();
+    } finally {
+      starting = undefined;
+    }
     return await pending;
   } finally {
     clearTimeout(timer);
