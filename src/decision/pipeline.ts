@@ -3,7 +3,7 @@ import { assertCost, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
 import { createDenialCache } from "./denial-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
-import { rulesFor, tierOf } from "./rules.ts";
+import { matching, rulesFor, tierOf } from "./rules.ts";
 
 /** Who is calling, as every later step sees it. */
 export interface Caller {
@@ -118,12 +118,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     if (cost !== undefined) for (const rule of rules) assertCost(cost, rule);
   };
 
-  /** The caller's address rules, or undefined when it has none to answer to. */
-  const addressIdentity = async (client: ClientAddress) => (addressRules.length ? identify("i", client.bucket) : undefined);
+  /** The caller's address identity, or undefined when no address rule applies to the request. */
+  const addressIdentity = async (client: ClientAddress, rules: readonly Rule[]) => (rules.length ? identify("i", client.bucket) : undefined);
 
   /** A caller known by address: its tier's rules and the address rules, in one call. */
   async function decideAddress(caller: Caller, match: Match, cost: number | undefined): Promise<Step> {
-    const rules = [...rulesFor(config, caller.tier, match.methods, match.paths), ...addressRules];
+    const rules = [...rulesFor(config, caller.tier, match.methods, match.paths), ...matching(addressRules, match.methods, match.paths)];
     if (rules.length === 0) return { kind: "no-rule", caller };
     checkCost(cost, rules);
     return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost) };
@@ -139,10 +139,11 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const rulesOf = (t: string) => rulesFor(config, config.tiers.has(t) ? t : config.defaultTier, match.methods, match.paths);
     let rules = rulesOf(tier);
     // every cost checked before the first call: a bad one records nothing anywhere
+    const onAddressRules = matching(addressRules, match.methods, match.paths);
     checkCost(cost, rules);
-    checkCost(cost, addressRules);
-    const address = await addressIdentity(caller.client);
-    const onAddress = address && decide(address, ADDRESS_SCOPE, addressRules, cost);
+    checkCost(cost, onAddressRules);
+    const address = await addressIdentity(caller.client, onAddressRules);
+    const onAddress = address && decide(address, ADDRESS_SCOPE, onAddressRules, cost);
     for (let moves = 0; ; moves++) {
       const verdict = await decide(caller.identity, tier, rules, cost, { fallback });
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
@@ -165,15 +166,15 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
         if (!onAddress) return decideAddress(byAddress, match, cost);
-        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: addressRules, verdict: await onAddress };
+        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await onAddress };
         checkCost(cost, tierRules);
         const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), onAddress]);
-        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...addressRules], verdict: combine(asAddress, floor) };
+        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor) };
       }
       if (verdict.kind === "disabled-key") return { kind: "disabled-key", caller };
       const decided = { ...caller, tier };
       if (!onAddress) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
-      return { kind: "decided", caller: decided, rules: [...rules, ...addressRules], verdict: combine(verdict, await onAddress) };
+      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await onAddress) };
     }
   }
 

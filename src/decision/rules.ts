@@ -15,6 +15,10 @@ export function tierOf(config: GateConfig, keyHash: string | undefined): string 
  * rulesFor(config, "default", ["HEAD", "GET"], ["/V1/users"]); // the GET rules on "/v1/*"
  */
 export function rulesFor(config: GateConfig, tier: string, methods: readonly string[], paths: readonly string[] | undefined): Rule[] {
-  const rules = config.tiers.get(tier) ?? [];
+  return matching(config.tiers.get(tier) ?? [], methods, paths);
+}
+
+/** Of `rules`, those that apply to a request handled as any of `methods`, at any of `paths` (as for `rulesFor`). */
+export function matching<R extends Rule>(rules: readonly R[], methods: readonly string[], paths: readonly string[] | undefined): R[] {
   return rules.filter((r) => (!r.methods || methods.some((m) => r.methods!.has(m))) && (!r.path || !paths || paths.some((p) => r.path!.test(p))));
 }

@@ -105,6 +105,22 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/", { key: "rotating-y", ip: "2001:db8:78::1" })).toEqual([200]);
   });
 
+  it("an address rule with methods and a path limits only the requests it names, for keys and addresses alike", async () => {
+    const { a } = fleet({ addressRules: [{ name: "login", limit: 2, window: "1m", methods: ["POST"], path: "/login" }] });
+    const ip = "198.51.100.71";
+    const login = (key?: string) => ({ ip, method: "POST", key });
+    // rotating keys on the named route stop at the address rule's limit
+    expect([...(await statuses(a, 1, "/login", login("k-1"))), ...(await statuses(a, 1, "/login", login("k-2"))), ...(await statuses(a, 1, "/login", login("k-3")))]).toEqual([
+      200, 200, 429,
+    ]);
+    // other methods and paths from the same address answer only to their key's rules
+    expect(await statuses(a, 1, "/login", { ip, key: "k-4" })).toEqual([200]);
+    expect(await statuses(a, 1, "/other", login("k-5"))).toEqual([200]);
+    // a caller without a key is held to the same address rule
+    expect(await statuses(a, 1, "/login", login())).toEqual([429]);
+    expect(await statuses(a, 1, "/other", login())).toEqual([200]);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
