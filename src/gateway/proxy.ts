@@ -22,14 +22,29 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "p
 
 /**
  * Headers a client can write to tell an origin who and where it is: dropped unless the
- * operator passes them on. The client address header is always the gate's own.
+ * operator passes them on. The client address header is always the gate's own. The names
+ * frameworks read a client address from (Rails and PHP read `Client-IP`, others
+ * `X-Cluster-Client-IP`…) are here as well as the standard ones.
  */
-export const FORWARDING_HEADERS = ["x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-forwarded-port", "forwarded", "x-real-ip", "true-client-ip"];
+export const FORWARDING_HEADERS = [
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-proto",
+  "x-forwarded-port",
+  "forwarded",
+  "x-real-ip",
+  "true-client-ip",
+  "x-client-ip",
+  "client-ip",
+  "x-cluster-client-ip",
+  "fastly-client-ip",
+  "x-original-forwarded-for",
+];
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
- * lists, and those in `drop` (lower case). Read in one pass; the runtime yields names in lower
- * case. A listed name that is no header name (`a b`) matches nothing.
+ * lists, and those in `drop` (lower case, with `_` read as `-`). Read in one pass; the runtime
+ * yields names in lower case. A listed name that is no header name (`a b`) matches nothing.
  */
 function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false): string[] {
   const present: string[] = [];
@@ -38,7 +53,9 @@ function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = 
     present.push(name);
     if (name === "connection") listed = value.split(",").map((h) => h.trim().toLowerCase());
   }
-  return present.filter((name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || drop.has(name) || listed.includes(name)));
+  // CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` as `X-Forwarded-For`: one name
+  const dropped = (name: string) => drop.has(name) || (name.includes("_") && drop.has(name.replaceAll("_", "-")));
+  return present.filter((name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name)));
 }
 
 export interface ForwardOptions {

@@ -147,6 +147,11 @@ describe("the origin learns the client", () => {
     ["x-forwarded-proto", "http"],
     ["x-real-ip", "10.1.1.1"],
     ["forwarded", "for=10.2.2.2;host=admin.internal"],
+    // other names and spellings origins read a client address from
+    ["X_Forwarded_For", "10.3.3.3"],
+    ["client-ip", "10.4.4.4"],
+    ["x-cluster-client-ip", "10.5.5.5"],
+    ["X_Real_IP", "10.6.6.6"],
   ];
 
   it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
@@ -154,15 +159,21 @@ describe("the origin learns the client", () => {
     const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "2001:0DB8:0000:0000:0000:0000:0000:0042"], ...forged] });
     const echo = JSON.parse(res.body) as Echo;
     expect(echo.headers["x-forwarded-for"]).toBe("2001:db8::42");
-    for (const name of ["x-forwarded-host", "x-forwarded-proto", "x-real-ip", "forwarded"]) expect(echo.headers[name], name).toBeUndefined();
+    for (const name of ["x-forwarded-host", "x-forwarded-proto", "x-real-ip", "forwarded", "x_forwarded_for", "client-ip", "x-cluster-client-ip", "x_real_ip"])
+      expect(echo.headers[name], name).toBeUndefined();
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
   });
 
   it("in a header of the operator's choosing, with the client's forwarding headers passed when configured", async () => {
     const base = await gate({ clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 10, window: "10m" }] });
-    const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "::ffff:192.0.2.9"], ["x-client-ip", "10.0.0.1"], ...forged] });
+    const res = await rawRequest(base, {
+      target: "/v1/users",
+      headers: [["cf-connecting-ip", "::ffff:192.0.2.9"], ["x-client-ip", "10.0.0.1"], ["X_Client_IP", "10.0.0.2"], ...forged],
+    });
     const echo = JSON.parse(res.body) as Echo;
     expect(echo.headers["x-client-ip"]).toBe("192.0.2.9");
+    // the gate's own header in another spelling is still the gate's
+    expect(echo.headers.x_client_ip).toBeUndefined();
     expect(echo.headers["x-forwarded-host"]).toBe("admin.internal");
     expect(echo.headers["x-forwarded-for"]).toBe("10.9.8.7");
   });
