@@ -98,15 +98,16 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     prepare(request, canonical) {
       const bodyless = request.method === "GET" || request.method === "HEAD";
       const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
-      const headers = new Headers(request.headers);
-      for (const name of notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade)) headers.delete(name);
-      if (canonical.clientIp !== undefined) headers.set(clientIpHeader, canonical.clientIp);
-      return new Request(targetUrl(canonical.url, canonical.path, origin), {
+      // the runtime copies the headers once, into the request's own; then only names present are removed
+      const outbound = new Request(targetUrl(canonical.url, canonical.path, origin), {
         method: request.method,
-        headers,
+        headers: request.headers,
         body: bodyless ? null : request.body,
         redirect: "manual",
       });
+      for (const name of notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade)) outbound.headers.delete(name);
+      if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
+      return outbound;
     },
 
     async send(outbound, extra) {
