@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
  *
  *   GET  /status/<code>  answers that status, with an `x-origin-status` header
  *   GET  /bytes/<n>      n bytes of a fixed binary pattern (byte i = i * 7 mod 256)
- *   GET  /cookies        two `Set-Cookie` fields, and an `X-RateLimit-Limit` of the origin's own
+ *   GET  /cookies        two `Set-Cookie` fields, and `X-RateLimit-Limit` and `X-Slidegate-Fail-Open` of the origin's own
  *   POST /upload         the SHA-256 and length of the body it received
  *   GET  /__origin/hits/<id>  how many requests carried x-request-id <id>
  *   *    anything else   a JSON echo of method, path, query and headers
@@ -63,7 +63,12 @@ export async function startOrigin(options: { port?: number; host?: string } = {}
       return res.end(body);
     }
     if (url.pathname === "/cookies") {
-      res.writeHead(200, { "content-type": "text/plain", "set-cookie": ["a=1; Path=/", "b=2, with a comma; Path=/"], "x-ratelimit-limit": "origin's own" });
+      res.writeHead(200, {
+        "content-type": "text/plain",
+        "set-cookie": ["a=1; Path=/", "b=2, with a comma; Path=/"],
+        "x-ratelimit-limit": "origin's own",
+        "x-slidegate-fail-open": "written by the origin",
+      });
       return res.end("cookies");
     }
     if (url.pathname === "/upload") {

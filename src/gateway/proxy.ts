@@ -43,10 +43,11 @@ export const FORWARDING_HEADERS = [
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
- * lists, and those in `drop` (lower case, with `_` read as `-`). Read in one pass; the runtime
+ * lists, those in `drop` (lower case, with `_` read as `-`), and those that start with
+ * `dropPrefix`. Read in one pass; the runtime
  * yields names in lower case. A listed name that is no header name (`a b`) matches nothing.
  */
-function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false): string[] {
+function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string): string[] {
   const present: string[] = [];
   let listed: string[] = [];
   for (const [name, value] of source) {
@@ -55,7 +56,9 @@ function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = 
   }
   // CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` as `X-Forwarded-For`: one name
   const dropped = (name: string) => drop.has(name) || (name.includes("_") && drop.has(name.replaceAll("_", "-")));
-  return present.filter((name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name)));
+  return present.filter(
+    (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
+  );
 }
 
 export interface ForwardOptions {
@@ -114,7 +117,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       const upstream = await fetch(outbound);
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
       const response = upstream.webSocket ? new Response(null, { status: 101, webSocket: upstream.webSocket, headers: upstream.headers }) : new Response(upstream.body, upstream);
-      for (const name of notForwarded(upstream.headers, NONE)) response.headers.delete(name);
+      // the gate's own headers (a fail-open mark, shadow reports) are the gate's to write
+      for (const name of notForwarded(upstream.headers, NONE, false, "x-slidegate-")) response.headers.delete(name);
       for (const [name, value] of extra) response.headers.set(name, value);
       return response;
     },

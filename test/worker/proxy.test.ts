@@ -16,11 +16,12 @@ describe("proxy to the origin", () => {
     }
   });
 
-  it("keeps each Set-Cookie of the origin apart, and the gate's rate-limit headers win over the origin's of the same name", async () => {
+  it("keeps each Set-Cookie of the origin apart; the gate's rate-limit headers win over the origin's, and only the gate writes X-Slidegate-*", async () => {
     const res = await generous()(request("/cookies"));
     expect(res.status).toBe(200);
     expect(res.headers.getSetCookie()).toEqual(["a=1; Path=/", "b=2, with a comma; Path=/"]);
     expect(res.headers.get("X-RateLimit-Limit")).toBe("1000");
+    expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
     expect(await res.text()).toBe("cookies");
   });
 
