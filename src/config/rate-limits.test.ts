@@ -118,6 +118,9 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules, clientIpHeader: "client ip" })).toEqual(["RATE_LIMITS.clientIpHeader: must be an HTTP header name"]);
     expect(errorsOf({ rules, clientIpHeader: "Host" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: "Host" carries something else/);
     expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "x-api-key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    // the same headers to a CGI-style origin, spelled with _ for -
+    expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "X_API_Key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    expect(errorsOf({ rules, clientIpHeader: "CF_Connecting_IP" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
     expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
     expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
     expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] })).toEqual([

@@ -45,7 +45,7 @@ export interface GateConfig {
   keyRequired: boolean;
   /** what an API key that neither the registry nor `keys` knows gets */
   unknownKeys: UnknownKeys;
-  /** rules every request also answers to per client address (IPv6 per prefix), whatever its key */
+  /** rules every request they match also answers to per client address (IPv6 per prefix), whatever its key */
   addressRules: readonly Rule[];
   /** the fail mode and budget of a store call with no rule of its own (an API key checked against the registry) */
   fail: FailMode;
@@ -204,8 +204,10 @@ function crossCheck(c: Raw, root: string): string[] {
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
   if (c.identity?.unknownKeys && !c.identity.header) issue(".identity.unknownKeys", 'needs "identity.header" to name the API-key header');
-  const ipHeader = c.clientIpHeader?.toLowerCase();
-  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === c.identity?.header?.toLowerCase())) {
+  // compared as CGI-style origins read them: `X_API_Key` is `X-API-Key` there
+  const spelling = (h: string | undefined) => h?.toLowerCase().replaceAll("_", "-");
+  const ipHeader = spelling(c.clientIpHeader);
+  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === spelling(c.identity?.header))) {
     issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
   }
   if (c.tiers) {

@@ -49,7 +49,7 @@ export interface Pipeline {
 }
 
 const ABSENT = { kind: "absent" } as const;
-/** The scope (in Redis keys) of the rules every request answers to per client address. */
+/** The scope (in Redis keys) of the rules a request answers to per client address, whatever its key. */
 export const ADDRESS_SCOPE = "@address";
 /** How often the registry may move a key between tiers within one decision before the store counts as failing. */
 const TIER_MOVES = 2;

@@ -18,6 +18,12 @@
 
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 
+/**
+ * CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` and `X-Forwarded-For` as one
+ * header: names are compared in that one spelling.
+ */
+const oneSpelling = (name: string) => name.toLowerCase().replaceAll("_", "-");
+
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
 
 /**
@@ -54,8 +60,7 @@ function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = 
     present.push(name);
     if (name === "connection") listed = value.split(",").map((h) => h.trim().toLowerCase());
   }
-  // CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` as `X-Forwarded-For`: one name
-  const dropped = (name: string) => drop.has(name) || (name.includes("_") && drop.has(name.replaceAll("_", "-")));
+  const dropped = (name: string) => drop.has(name.includes("_") ? oneSpelling(name) : name);
   return present.filter(
     (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
   );
@@ -93,7 +98,7 @@ export interface Forwarder {
 export function createForwarder(options: ForwardOptions): Forwarder {
   const origin = options.origin?.href.replace(/\/$/, "");
   const clientIpHeader = options.clientIpHeader.toLowerCase();
-  const dropped = [clientIpHeader, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
+  const dropped = [oneSpelling(clientIpHeader), ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   // a body-less request's content-length would announce a body that is not sent
   const drop = { withBody: new Set(dropped), bodyless: new Set([...dropped, "content-length"]) };
 

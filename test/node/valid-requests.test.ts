@@ -164,6 +164,21 @@ describe("the origin learns the client", () => {
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
   });
 
+  it("in a header of the operator's choosing spelled with _, which no spelling of the client's can join", async () => {
+    const base = await gate({ clientIpHeader: "X_Client_Addr", rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, {
+      target: "/v1/users",
+      headers: [
+        ["cf-connecting-ip", "192.0.2.10"],
+        ["X-Client-Addr", "10.0.0.9"],
+        ["x_client_addr", "10.0.0.8"],
+      ],
+    });
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers.x_client_addr).toBe("192.0.2.10");
+    expect(echo.headers["x-client-addr"]).toBeUndefined();
+  });
+
   it("in a header of the operator's choosing, with the client's forwarding headers passed when configured", async () => {
     const base = await gate({ clientIpHeader: "X-Client-IP", passForwardedHeaders: true, rules: [{ name: "m", limit: 10, window: "10m" }] });
     const res = await rawRequest(base, {
