@@ -4,6 +4,7 @@ import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
 import { clientAddress, type Identity, identify, ipIdentity, keyIdentity, sha256 } from "../decision/identity.ts";
+import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf } from "../decision/rules.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
@@ -126,8 +127,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
 
-  /** Every log of one identity: every rule of every tier. */
-  const logsOf = (tag: string) => [...config.tiers].flatMap(([tier, rules]) => rules.map((r) => redisKeys.log(config.prefix, tag, tier, r.name)));
+  /** Every log of one identity: every rule of every tier, and (an address's) the address rules. */
+  const logsOf = (tag: string) => [
+    ...[...config.tiers].flatMap(([tier, rules]) => rules.map((r) => redisKeys.log(config.prefix, tag, tier, r.name))),
+    ...config.addressRules.map((r) => redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.name)),
+  ];
 
   /** Now in µs on the clock the script decides by. */
   const clock = async () => {
@@ -141,43 +145,47 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const tier = entry?.tier || tierOf(config, identity.keyHash);
     const rules = (config.tiers.get(tier) ?? config.tiers.get(config.defaultTier) ?? []).map((r) => ({
       ...r,
+      scope: tier,
       limit: entry?.overrides[r.name]?.limit ?? r.limit,
       windowMs: entry?.overrides[r.name]?.windowMs ?? r.windowMs,
     }));
+    // an address answers to the address rules too, whatever key it sends
+    const addressRules = identity.kind === "i" ? config.addressRules.map((r) => ({ ...r, scope: ADDRESS_SCOPE })) : [];
     const now = await clock();
     const block = redisKeys.block(config.prefix, identity.tag);
     const p = redis.pipeline();
     p.get(block);
     p.pttl(block);
-    for (const r of rules) p.zrange(redisKeys.log(config.prefix, identity.tag, tier, r.name), 0, -1, { withScores: true });
+    for (const r of [...rules, ...addressRules]) p.zrange(redisKeys.log(config.prefix, identity.tag, r.scope, r.name), 0, -1, { withScores: true });
     const [blockValue, blockTtl, ...logs] = (await p.exec()) as [string | null, number, ...string[][]];
+    const windowOf = (r: (typeof rules)[number], entries: string[]) => {
+      let used = 0;
+      let oldest = Number.POSITIVE_INFINITY;
+      for (let j = 0; j < entries.length; j += 2) {
+        const at = Number(entries[j + 1]);
+        if (at <= now - r.windowMs * 1000) continue; // left the window, not yet evicted
+        used += memberCost(entries[j]!);
+        oldest = Math.min(oldest, at);
+      }
+      const inWindow = Number.isFinite(oldest);
+      return {
+        name: r.name,
+        limit: r.limit,
+        windowMs: r.windowMs,
+        shadow: r.shadow,
+        used,
+        remaining: Math.max(0, r.limit - used),
+        resetMs: inWindow ? Math.ceil((oldest + r.windowMs * 1000 - now) / 1000) : 0,
+        oldestEntryAt: inWindow ? new Date(oldest / 1000).toISOString() : null,
+      };
+    };
     return {
       identity: { kind: identity.kind === "k" ? "key" : "ip", tag: identity.tag },
       tier,
       ...(entry && { registry: entry }),
       blockedForMs: blockLeft(blockValue, blockTtl, now),
-      rules: rules.map((r, i) => {
-        const entries = logs[i] ?? [];
-        let used = 0;
-        let oldest = Number.POSITIVE_INFINITY;
-        for (let j = 0; j < entries.length; j += 2) {
-          const at = Number(entries[j + 1]);
-          if (at <= now - r.windowMs * 1000) continue; // left the window, not yet evicted
-          used += memberCost(entries[j]!);
-          oldest = Math.min(oldest, at);
-        }
-        const inWindow = Number.isFinite(oldest);
-        return {
-          name: r.name,
-          limit: r.limit,
-          windowMs: r.windowMs,
-          shadow: r.shadow,
-          used,
-          remaining: Math.max(0, r.limit - used),
-          resetMs: inWindow ? Math.ceil((oldest + r.windowMs * 1000 - now) / 1000) : 0,
-          oldestEntryAt: inWindow ? new Date(oldest / 1000).toISOString() : null,
-        };
-      }),
+      rules: rules.map((r, i) => windowOf(r, logs[i] ?? [])),
+      ...(addressRules.length && { addressRules: addressRules.map((r, i) => windowOf(r, logs[rules.length + i] ?? [])) }),
     };
   }
 

@@ -121,6 +121,19 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/other", login())).toEqual([200]);
   });
 
+  it("an operator sees an address's address rules in usage, and a reset clears them", async () => {
+    const { a } = fleet({ addressRules: [{ name: "per-address", limit: 2, window: "1m" }] });
+    const ip = "198.51.100.81";
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await a(request("/", { key: `reset-${i}`, ip }))).status);
+    expect(codes).toEqual([200, 200, 429]);
+    const usage = await admin(a, "usage", { ip });
+    expect(usage.body.addressRules).toEqual([expect.objectContaining({ name: "per-address", limit: 2, used: 2, remaining: 0 })]);
+    expect((await admin(a, "reset", { ip })).status).toBe(200);
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 0, remaining: 2 })]);
+    expect(await statuses(a, 1, "/", { key: "reset-x", ip })).toEqual([200]);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
