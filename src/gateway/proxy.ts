@@ -50,8 +50,8 @@ export const FORWARDING_HEADERS = [
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
  * lists, those in `drop` (lower case, with `_` read as `-`), and those that start with
- * `dropPrefix`. Read in one pass; the runtime
- * yields names in lower case. A listed name that is no header name (`a b`) matches nothing.
+ * `dropPrefix`. Read in one pass; the runtime yields names in lower case. A listed name that
+ * is no header name (`a b`) matches nothing.
  */
 function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string): string[] {
   const present: string[] = [];
