@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Redis from "ioredis";
+import { freePort } from "./ports.ts";
 import { startRedis, type LocalRedis } from "./redis-server.ts";
 
 export interface LocalCluster {
@@ -51,6 +52,9 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
     for (let i = 0; i < masters * (1 + replicas); i++) {
       servers.push(await startRedis({
         args: [
+          // the bus port of its own, from the range freePort keeps clear: by default it is the
+          // port + 10,000, which can land in the ephemeral range another connection holds
+          "--cluster-port", String(await freePort()),
           "--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${i}.conf`), "--cluster-node-timeout", String(options.nodeTimeoutMs ?? 1000), "--dir", dir,
           // replicas sync at once (the default waits 5 s): a replica that never synced cannot take over
           "--repl-diskless-sync-delay", "0",
