@@ -38,11 +38,14 @@ type Command = [string, ...(string | number)[]];
 /**
  * KEYS and ARGV as src/script/limiter.ts sends them: the block key, the registry entry, a log
  * per rule; now ("" = Redis TIME), the tier, the registry fallback ("-": an address, not
- * read), then name, limit, window ms, cost, shadow per rule.
+ * read), then name, limit, window ms, cost, shadow per rule. With `shared`, the rules see the
+ * same requests, as rules without their own methods, path or cost do: they share the log of
+ * the first, which has the longest window (the others: a half, a quarter, an eighth of it).
  */
-function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = "", fallback = "-"): Command {
-  const keys = [`bench:{${tag}}:block`, `bench:{${tag}}:key`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${r}`)];
-  return ["EVALSHA", sha, keys.length, ...keys, now, "t", fallback, ...Array.from({ length: rules }, (_, r) => [`r${r}`, limit, windowMs, 1, 0]).flat()];
+function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = "", fallback = "-", shared = false): Command {
+  const keys = [`bench:{${tag}}:block`, `bench:{${tag}}:key`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${shared ? 0 : r}`)];
+  const windowOf = (r: number) => (shared ? windowMs / 2 ** r : windowMs);
+  return ["EVALSHA", sha, keys.length, ...keys, now, "t", fallback, ...Array.from({ length: rules }, (_, r) => [`r${r}`, limit, windowOf(r), 1, 0]).flat()];
 }
 
 /** Registers `count` API keys as the admin API does (an entry under each key's tag, and the index). */
@@ -94,6 +97,10 @@ export interface ScriptCost {
   vsSeed: number;
   /** min and max of that ratio over rounds */
   vsSeedSpread: [number, number];
+  /** (rows of several rules) median over rounds of what each rule past the first adds, ÷ the seed script's µs per call */
+  extraRuleVsSeed?: number;
+  /** min and max of that over rounds */
+  extraRuleSpread?: [number, number];
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
@@ -101,9 +108,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 /**
  * Redis time per decision, as Redis itself accounts it (INFO commandstats µs per call), so
  * neither client speed nor round trips can hide or inflate it: the seed 001 script, the
- * @upstash/ratelimit slidingWindow script and slidegate's script with 1, 2 and 4 rules,
- * each over 2,000 identities in steady state (a 2 s window, so every log both fills and
- * evicts), interleaved round by round on one redis-server; medians of the rounds.
+ * @upstash/ratelimit slidingWindow script and slidegate's script with 1, 2 and 4 rules (one
+ * shared log, or a log each), each over 2,000 identities in steady state (a 2 s window, so
+ * every log both fills and evicts), interleaved round by round on one redis-server; medians
+ * of the rounds.
  */
 export async function measureScriptCost(url: string, options: { rounds: number; ms: number; registered: number }, progress: (s: string) => void): Promise<ScriptCost[]> {
   const admin = new Redis(url, { protocol: 2 });
@@ -124,7 +132,11 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
     }),
     // each variant its own identities: logs shared across variants would make one variant evict
     // what another recorded, and charge it for that
-    ...[1, 2, 4].map((rules) => variant(`slidegate, ${rules} rule${rules > 1 ? "s" : ""}`, rules, (id) => slidegateCall(sha!, `r${rules}i${id}`, rules, 1e6, windowMs))),
+    variant("slidegate, 1 rule", 1, (id) => slidegateCall(sha!, `r1i${id}`, 1, 1e6, windowMs)),
+    // rules that see the same requests (no methods, path or cost of their own) share one log
+    ...[2, 4].map((rules) => variant(`slidegate, ${rules} rules, one shared log`, rules, (id) => slidegateCall(sha!, `s${rules}i${id}`, rules, 1e6, windowMs, "", "-", true))),
+    // rules that see different requests keep a log each
+    ...[2, 4].map((rules) => variant(`slidegate, ${rules} rules, a log each`, rules, (id) => slidegateCall(sha!, `r${rules}i${id}`, rules, 1e6, windowMs))),
     // an API key: the same call also reads the key's registry entry
     variant(`slidegate, 1 rule, an API key among ${options.registered.toLocaleString("en")} registered`, 1, (id) => slidegateCall(sha!, `k${id}`, 1, 1e6, windowMs, "", "t")),
   ];
@@ -148,8 +160,10 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
   }
   // paired by round: a slow spell of the machine falls on both sides of each ratio
   const seed = variants[0]!.samples;
+  const oneRule = variants.find((v) => v.label === "slidegate, 1 rule")!.samples;
   return variants.map((v) => {
     const ratios = v.samples.map((x, r) => x / seed[r]!);
+    const extra = v.rules > 1 ? v.samples.map((x, r) => (x - oneRule[r]!) / (v.rules - 1) / seed[r]!) : undefined;
     return {
       label: v.label,
       rules: v.rules,
@@ -157,6 +171,7 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
       spread: [Math.min(...v.samples), Math.max(...v.samples)],
       vsSeed: round(median(ratios), 2),
       vsSeedSpread: [round(Math.min(...ratios), 2), round(Math.max(...ratios), 2)],
+      ...(extra && { extraRuleVsSeed: round(median(extra), 2), extraRuleSpread: [round(Math.min(...extra), 2), round(Math.max(...extra), 2)] as [number, number] }),
     };
   });
 }

@@ -127,10 +127,15 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
 
-  /** Every log of one identity: every rule of every tier, and (an address's) the address rules. */
+  /**
+   * Every log of one identity: every rule's of every tier, and (an address's) the address
+   * rules'; by the rule's own name too, which a rule that now shares a log once wrote.
+   */
   const logsOf = (tag: string) => [
-    ...[...config.tiers].flatMap(([tier, rules]) => rules.map((r) => redisKeys.log(config.prefix, tag, tier, r.name))),
-    ...config.addressRules.map((r) => redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.name)),
+    ...new Set([
+      ...[...config.tiers].flatMap(([tier, rules]) => rules.flatMap((r) => [redisKeys.log(config.prefix, tag, tier, r.log), redisKeys.log(config.prefix, tag, tier, r.name)])),
+      ...config.addressRules.flatMap((r) => [redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.log), redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.name)]),
+    ]),
   ];
 
   /** Now in µs on the clock the script decides by. */
@@ -156,7 +161,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const p = redis.pipeline();
     p.get(block);
     p.pttl(block);
-    for (const r of [...rules, ...addressRules]) p.zrange(redisKeys.log(config.prefix, identity.tag, r.scope, r.name), 0, -1, { withScores: true });
+    for (const r of [...rules, ...addressRules]) p.zrange(redisKeys.log(config.prefix, identity.tag, r.scope, r.log), 0, -1, { withScores: true });
     const [blockValue, blockTtl, ...logs] = (await p.exec()) as [string | null, number, ...string[][]];
     const windowOf = (r: (typeof rules)[number], entries: string[]) => {
       let used = 0;

@@ -146,3 +146,53 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ prefix: "__proto__", rules })[0]).toMatch(/^RATE_LIMITS\.prefix: /);
   });
 });
+
+describe("sharedLogs", () => {
+  const logsOf = (rules: unknown[], list: "rules" | "addressRules" = "rules") => {
+    const r = parseRateLimits(list === "rules" ? { rules } : { rules: [{ name: "any", limit: 1, window: "1s" }], addressRules: rules });
+    if (!r.ok) throw new Error(r.errors.join("; "));
+    return (list === "rules" ? r.config.tiers.get("default")! : r.config.addressRules).map((x) => `${x.name}→${x.log}`);
+  };
+
+  it("puts enforced rules with the same methods, path and cost in the log of the one with the longest window", () => {
+    expect(
+      logsOf([
+        { name: "second", limit: 5, window: "1s" },
+        { name: "hour", limit: 500, window: "1h" },
+        { name: "minute", limit: 50, window: "1m" },
+        { name: "postsA", limit: 5, window: "1m", methods: ["post", "PUT"], path: "/v1/*" },
+        { name: "postsB", limit: 50, window: "1h", methods: ["PUT", "POST"], path: "/v1/*" },
+      ]),
+    ).toEqual(["second→hour", "hour→hour", "minute→hour", "postsA→postsB", "postsB→postsB"]);
+  });
+
+  it("keeps a log of its own for a rule that sees other requests, weighs them otherwise, or only shadows", () => {
+    expect(
+      logsOf([
+        { name: "all", limit: 5, window: "1s" },
+        { name: "gets", limit: 50, window: "1h", methods: ["GET"] },
+        { name: "v1", limit: 50, window: "1h", path: "/v1/*" },
+        { name: "heavy", limit: 50, window: "1h", cost: 2 },
+        { name: "trial", limit: 50, window: "1h", shadow: true },
+      ]),
+    ).toEqual(["all→all", "gets→gets", "v1→v1", "heavy→heavy", "trial→trial"]);
+  });
+
+  it("names the first of equally long rules, and groups address rules among themselves", () => {
+    expect(
+      logsOf([
+        { name: "a", limit: 5, window: "1m" },
+        { name: "b", limit: 9, window: "60s" },
+      ]),
+    ).toEqual(["a→a", "b→a"]);
+    expect(
+      logsOf(
+        [
+          { name: "burst", limit: 5, window: "1s" },
+          { name: "day", limit: 900, window: "1d" },
+        ],
+        "addressRules",
+      ),
+    ).toEqual(["burst→day", "day→day"]);
+  });
+});

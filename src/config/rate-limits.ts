@@ -36,6 +36,12 @@ export interface Rule {
   shadow: boolean;
   /** the scope of its log when it is not the caller's tier (the address rules') */
   scope?: string;
+  /**
+   * the rule whose log it counts in: its own name, or, for an enforced rule, that of the rule
+   * with the longest window among the enforced rules of its list with the same methods, path
+   * and cost (they see the same requests: one log serves them all, see `sharedLogs`)
+   */
+  log: string;
 }
 
 export interface GateConfig {
@@ -266,7 +272,33 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
     fail: r.fail ?? fail,
     timeoutMs: r.timeout ?? timeoutMs,
     shadow: r.shadow ?? shadow,
+    log: r.name,
   };
+}
+
+/**
+ * Rules that see the same requests at the same cost count them in one log, kept for the
+ * longest of their windows: each extra rule then costs Redis one read instead of a log of its
+ * own. A shadow rule keeps its own log (it records what it alone would admit). The log is
+ * the one the longest rule has always written, so rules that shared nothing before keep their
+ * count across the change.
+ *
+ * @example
+ * sharedLogs([perSecond, perHour]).map((r) => r.log); // ["perHour", "perHour"]
+ */
+export function sharedLogs(rules: readonly Rule[]): Rule[] {
+  const sees = (r: Rule) => (r.shadow ? undefined : `${[...(r.methods ?? [])].sort().join(",")} ${r.glob ?? ""} ${r.cost}`);
+  const longest = new Map<string, Rule>();
+  for (const r of rules) {
+    const group = sees(r);
+    if (group === undefined) continue;
+    const held = longest.get(group);
+    if (!held || r.windowMs > held.windowMs) longest.set(group, r);
+  }
+  return rules.map((r) => {
+    const group = sees(r);
+    return group === undefined ? r : { ...r, log: longest.get(group)!.name };
+  });
 }
 
 /**
@@ -345,10 +377,10 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
       keyHeader: c.identity?.header?.toLowerCase(),
       keyRequired: c.identity?.required ?? false,
       unknownKeys: c.identity?.unknownKeys ?? DEFAULTS.unknownKeys,
-      addressRules: (c.addressRules ?? []).map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive)),
+      addressRules: sharedLogs((c.addressRules ?? []).map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive))),
       fail,
       timeoutMs,
-      tiers: new Map(tierRules.map(([name, list]) => [name, list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive))])),
+      tiers: new Map(tierRules.map(([name, list]) => [name, sharedLogs(list.map((r) => normaliseRule(r, fail, timeoutMs, c.shadow ?? false, caseSensitive)))])),
       defaultTier: c.defaultTier ?? "default",
       keyTiers: new Map(Object.entries(c.keys ?? {})),
       denialCacheSize: c.denialCacheSize ?? DEFAULTS.denialCacheSize,

@@ -13,6 +13,12 @@ export interface Limit {
   shadow?: boolean;
   /** the scope of this limit's log, when it is not the call's (the address floor's, say) */
   scope?: string;
+  /**
+   * the name of the log it counts in (default: its own name). Limits of one call that name
+   * the same log must see the same requests at the same cost: the log is kept for the longest
+   * of their windows and records a request once.
+   */
+  log?: string;
 }
 
 export interface LimitState {
@@ -70,7 +76,7 @@ export class LimiterError extends Error {
 
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup) => Promise<Reply>;
 
-/** The Redis keys of one identity: its operator block, its registry entry (API keys), and per scope and limit a log. */
+/** The Redis keys of one identity: its operator block, its registry entry (API keys), and per scope a log per limit (or per limits sharing one). */
 export const redisKeys = {
   block: (prefix: string, tag: string) => `${prefix}:{${tag}}:block`,
   entry: (prefix: string, tag: string) => `${prefix}:{${tag}}:key`,
@@ -123,7 +129,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", scope, key ? key.fallback : "-"];
     for (const l of limits) {
       assertCost(l.cost ?? 1, l);
-      keys.push(redisKeys.log(options.prefix, tag, l.scope ?? scope, l.name));
+      keys.push(redisKeys.log(options.prefix, tag, l.scope ?? scope, l.log ?? l.name));
       args.push(l.name, l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);

@@ -7,10 +7,11 @@
 
   Total by construction: whatever subset of its keys was deleted, evicted or expired between
   calls, the keys that are left are each a consistent log, so every reply is well formed. The
-  work per call is at most 2 calls for the block, then per rule 3 reads and 4 writes, plus
-  (only for a rule that does not fit and waits for more than its oldest entry) 2 +
-  ceil(log2(units to wait for)) <= 22 reads in a loop of at most 64 steps. Every call is
-  O(log n) but ZREMRANGEBYSCORE, which removes entries earlier calls recorded, each once.
+  work per call is at most 2 calls for the block and 1 for the registry, then per log 2 reads
+  and 4 writes, per rule 1 read and 1 write, plus (only for a rule that does not fit and waits
+  for more than its oldest entry) 2 + ceil(log2(units to wait for)) <= 22 reads in a loop of
+  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, which removes entries earlier
+  calls recorded, each once.
 
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
     KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
@@ -20,7 +21,12 @@
                  call, so a change to it holds from the next decision anywhere
     KEYS[2 + i]  the log of rule i: a sorted set with one entry per recorded request,
                  score = arrival time in µs, member = the log's running total of cost before
-                 the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1
+                 the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1.
+                 Rules that see the same requests at the same cost may name one log: it is
+                 kept for the longest of their windows, each rule counts the part inside its
+                 own, and a request is recorded in it once, when every rule on it fits (a
+                 rule of another cost on it is refused before anything is written). An extra
+                 rule then costs one read where a log of its own costs four calls.
   ARGV:
     [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
     [2]  the tier whose rules follow
@@ -50,13 +56,15 @@
 
   A log's clock never runs back: every call first drops what has left the window by its own
   clock, and a clock behind the log's newest entry reads the window as ending at that entry,
-  so a clock that was stepped back never brings entries back.
+  so a clock that was stepped back never brings entries back. (In a shared log, "the window"
+  is the longest one: a clock stepped back can count again, for a shorter rule, an entry that
+  left only that rule's window — stricter, never looser.)
 
-  The log's TTL is refreshed when a write starts a new eighth of a window (or is placed ahead
-  of the clock, or the key has its own window) rather than on every write: each refresh sets
-  it to a window and an eighth past the new entry, so it still covers a window past any entry
-  written later in the same eighth. (A rule whose configured window grows catches up within
-  an eighth of the new window.)
+  The log's TTL is refreshed when a write starts a new eighth of its (longest) window (or is
+  placed ahead of the clock, or the key has its own window) rather than on every write: each
+  refresh sets it to a window and an eighth past the new entry, so it still covers a window
+  past any entry written later in the same eighth. (A rule whose configured window grows
+  catches up within an eighth of the new window.)
 ]]
 
 local call, format = redis.call, string.format
@@ -114,64 +122,127 @@ local function totals(member)
 end
 
 local rules = #KEYS - 2
--- per rule i, at 8i-7 .. 8i: limit, window µs, cost, used, total after the newest entry,
--- newest score, oldest member and oldest score in the window (false when none); one table for
--- the whole call, sized up front for the usual single rule
-local state = { 0, 0, 0, 0, 0, 0, 0, 0 }
-local fits = true
+-- Per rule i, at 8i-7 .. 8i: limit, window µs, cost, log slot, used, oldest member and oldest
+-- score in its window (false when none), fits. Per log slot s, at 7s-6 .. 7s: key, longest
+-- window µs, cost, total after the newest entry, newest score (false when none), whether a
+-- rule on it has a key's own window, and true (record) / false (do not) / the score recorded.
+-- Two tables for the whole call, sized up front for the usual single rule.
+local rule = { 0, 0, 0, 0, 0, 0, 0, 0 }
+local log = { 0, 0, 0, 0, 0, 0, 0 }
+local slot_of = rules > 1 and {} or false
+local slots = 0
 
--- Pass 1: measure every window; record nothing yet.
+-- Pass 1: every rule's numbers, checked before anything is written; a log named by several
+-- rules is one log, kept for the longest of their windows.
 for i = 1, rules do
-  local log, a = KEYS[i + 2], 5 * i - 1
+  local key, a = KEYS[i + 2], 5 * i - 1
   local limit, window, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local own = false
   if overrides then
     limit = overrides['limit:' .. ARGV[a]] or limit
-    window = overrides['window:' .. ARGV[a]] or window
+    own = overrides['window:' .. ARGV[a]]
+    window = own or window
   end
   -- the caller validates; checked again because a bad number here would write nonsense
   if not (limit and window and cost and limit >= 1 and window >= 1 and cost >= 1 and cost % 1 == 0) then
     return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
   end
   window = window * 1000
-  -- What has left the window goes first: the oldest entry left is then the one to read, and
-  -- the log never holds more than its window.
-  -- (numbers cross into Redis as text: "%d" spares the float formatting Redis would apply,
-  -- and "+ 0" reads a score with one parse where tonumber takes two)
-  call('ZREMRANGEBYSCORE', log, '-inf', format('%d', now - window))
-  local used, total, newest, oldest, since = 0, 0, false, false, false
-  local e = call('ZRANGE', log, '-1', '-1', 'WITHSCORES')
+  local s = slot_of and slot_of[key]
+  if not s then
+    slots = slots + 1
+    s = slots
+    if slot_of then slot_of[key] = s end
+    local b = 7 * s
+    log[b - 6], log[b - 5], log[b - 4], log[b - 1], log[b] = key, window, cost, own, true
+  else
+    local b = 7 * s
+    -- one entry per request in a shared log: its rules must weigh a request alike
+    if log[b - 4] ~= cost then
+      return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a rule of another cost')
+    end
+    if window > log[b - 5] then log[b - 5] = window end
+    log[b - 1] = log[b - 1] or own
+  end
+  local k = 8 * i
+  rule[k - 7], rule[k - 6], rule[k - 5], rule[k - 4] = limit, window, cost, s
+end
+
+-- Pass 2: each log once. What has left its longest window goes first, so the log never holds
+-- more than that window; then its newest entry gives the running total.
+-- (numbers cross into Redis as text: "%d" spares the float formatting Redis would apply,
+-- and "+ 0" reads a score with one parse where tonumber takes two)
+for s = 1, slots do
+  local b = 7 * s
+  local key, window = log[b - 6], log[b - 5]
+  call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))
+  local total, newest = 0, false
+  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if e[1] then
     local _, after = totals(e[1])
     newest = e[2] + 0
     if after and newest <= now + window then
       total = after
-      local f = call('ZRANGE', log, '0', '0', 'WITHSCORES')
-      -- A log's clock never runs back: read by a clock behind its newest entry, the window
-      -- ends at that entry, so what once left the window stays out whoever's clock asks next.
-      if newest > now and f[2] + 0 <= newest - window then
-        f = call('ZRANGE', log, format('%d', newest - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
-      end
+    else
+      -- Not a log this script wrote (a member it cannot read, an entry more than a window
+      -- ahead of the clock): start the window afresh.
+      call('DEL', key)
+      newest = false
+    end
+  end
+  log[b - 3], log[b - 2] = total, newest
+end
+
+-- Pass 3: each rule's window, from its oldest entry. A log's clock never runs back: read by a
+-- clock behind its newest entry, the window ends at that entry, so what once left the window
+-- stays out whoever's clock asks next.
+for i = 1, rules do
+  local k = 8 * i
+  local window, s = rule[k - 6], rule[k - 4]
+  local b = 7 * s
+  local key, total, newest = log[b - 6], log[b - 3], log[b - 2]
+  local used, oldest, since = 0, false, false
+  if newest then
+    local f
+    if newest <= now and window == log[b - 5] then
+      -- evicted by this very window: the first entry is the oldest in it
+      f = call('ZRANGE', key, '0', '0', 'WITHSCORES')
+    else
+      f = call('ZRANGE', key, format('%d', math.max(now, newest) - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+    end
+    if f[1] then
       local before = totals(f[1])
       if before and before < total then
         used, oldest, since = total - before, f[1], f[2] + 0
       else
-        total = nil
+        -- totals out of order or a member it cannot read: not a log this script wrote; the
+        -- rules before this one that read it start afresh with it
+        call('DEL', key)
+        log[b - 3], log[b - 2] = 0, false
+        for j = 1, i - 1 do
+          if rule[8 * j - 4] == s then rule[8 * j - 3], rule[8 * j - 2], rule[8 * j - 1] = 0, false, false end
+        end
       end
-    else
-      total = nil
-    end
-    if not total then
-      -- Not a log this script wrote (a member it cannot read, totals out of order, an entry
-      -- more than a window ahead of the clock): start the window afresh.
-      call('DEL', log)
-      used, total, newest, oldest, since = 0, 0, false, false, false
     end
   end
-  local k = 8 * i
-  state[k - 7], state[k - 6], state[k - 5], state[k - 4] = limit, window, cost, used
-  state[k - 3], state[k - 2], state[k - 1], state[k] = total, newest, oldest, since
-  if used + cost > limit and ARGV[a + 4] ~= '1' then fits = false end
+  rule[k - 3], rule[k - 2], rule[k - 1] = used, oldest, since
 end
+
+-- All or nothing over the enforced rules. A denied request records nothing, so a throttled
+-- caller cannot push its own window forward. A shadow rule records what it would have
+-- admitted, so its would-deny count stays what enforcing it would give; a log records only
+-- when every rule on it fits.
+local fits = true
+for i = 1, rules do
+  local k = 8 * i
+  local ok = rule[k - 3] + rule[k - 5] <= rule[k - 7]
+  rule[k] = ok
+  if not ok then
+    log[7 * rule[k - 4]] = false
+    if ARGV[5 * i + 3] ~= '1' then fits = false end
+  end
+end
+
 
 -- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
 -- entry whose running total reaches total + cost - limit, plus a window. Ranks from the
@@ -206,30 +277,34 @@ local function retry_after(log, window, limit, cost, total, oldest, since)
   return math.ceil((at + window - now) / 1000)
 end
 
--- Pass 2: all or nothing over the enforced rules. A denied request records nothing, so a
--- throttled caller cannot push its own window forward. A shadow rule records what it would
--- have admitted, so its would-deny count stays what enforcing it would give.
 local out = { fits and 1 or 0, 0, 0, 0, 0, 0 }
 for i = 1, rules do
-  local log, k = KEYS[i + 2], 8 * i
-  local limit, window, cost, used = state[k - 7], state[k - 6], state[k - 5], state[k - 4]
-  local total, newest, oldest, since = state[k - 3], state[k - 2], state[k - 1], state[k]
+  local k = 8 * i
+  local limit, window, cost, s = rule[k - 7], rule[k - 6], rule[k - 5], rule[k - 4]
+  local used, oldest, since = rule[k - 3], rule[k - 2], rule[k - 1]
+  local b = 7 * s
   local retry = 0
-  if used + cost > limit then
-    retry = retry_after(log, window, limit, cost, total, oldest, since)
+  if not rule[k] then
+    retry = retry_after(log[b - 6], window, limit, cost, log[b - 3], oldest, since)
   elseif fits then
-    local score = now
-    if newest and newest >= now then score = newest + 1 end
-    call('ZADD', log, format('%d', score), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
-    local eighth = window / 8
-    -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
-    -- than the clock alone says; so does a key's own window, which may just have grown
-    if not newest or score ~= now or score - score % eighth ~= newest - newest % eighth
-      or (overrides and overrides['window:' .. ARGV[5 * i - 1]]) then
-      call('PEXPIRE', log, math.ceil((score + window + eighth - now) / 1000))
+    local at = log[b]
+    if at == true then
+      local key, longest, total, newest = log[b - 6], log[b - 5], log[b - 3], log[b - 2]
+      at = now
+      if newest and newest >= now then at = newest + 1 end
+      call('ZADD', key, format('%d', at), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
+      local eighth = longest / 8
+      -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
+      -- than the clock alone says; so does a key's own window, which may just have grown
+      if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth or log[b - 1] then
+        call('PEXPIRE', key, math.ceil((at + longest + eighth - now) / 1000))
+      end
+      log[b] = at
     end
-    used = used + cost
-    if not since then since = score end
+    if at then
+      used = used + cost
+      if not since then since = at end
+    end
   end
   local o = 5 * i - 3
   out[o], out[o + 1], out[o + 2] = math.max(limit - used, 0), since and math.ceil((since + window - now) / 1000) or 0, retry

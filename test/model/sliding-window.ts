@@ -99,19 +99,32 @@ export class SlidingWindowModel {
       windowMs: wholeAtLeast1(fields[`window:${r.name}`]) ?? r.windowMs,
     }));
 
-    const measured = rules.map((r, i) => {
+    // a log named by several rules is one log, kept for the longest of their windows
+    const longest = new Map<string, number>();
+    rules.forEach((r, i) => {
       const key = call.logs[i]!;
+      const first = rules[call.logs.indexOf(key)]!;
+      if (first.cost !== r.cost) throw new Error("model: rules sharing a log must weigh a request alike");
+      longest.set(key, Math.max(longest.get(key) ?? 0, r.windowMs));
+    });
+    for (const [key, windowMs] of longest) {
       // every call forgets first what has left the window by its own clock: a later clock
       // that runs behind never sees those entries again
-      const log = (this.logs.get(key) ?? []).filter((e) => e.at > now - r.windowMs * 1000);
+      const log = (this.logs.get(key) ?? []).filter((e) => e.at > now - windowMs * 1000);
       this.logs.set(key, log);
       // a log whose newest entry is more than a window ahead of the clock starts afresh
-      if (log.length > 0 && log[log.length - 1]!.at > now + r.windowMs * 1000) this.logs.delete(key);
+      if (log.length > 0 && log[log.length - 1]!.at > now + windowMs * 1000) this.logs.delete(key);
+    }
+    const measured = rules.map((r, i) => {
+      const key = call.logs[i]!;
       const window = this.inWindow(key, now, r.windowMs);
       const used = window.reduce((sum, e) => sum + e.cost, 0);
       return { key, window, used, fits: used + r.cost <= r.limit };
     });
     const admitted = rules.every((r, i) => r.shadow || measured[i]!.fits);
+    // a log records a request once, and only when every rule on it fits
+    const unrecorded = new Set(measured.filter((m) => !m.fits).map((m) => m.key));
+    const recordedAt = new Map<string, number>();
 
     const reply: Reply = [admitted ? 1 : 0];
     rules.forEach((r, i) => {
@@ -122,13 +135,17 @@ export class SlidingWindowModel {
       let retry = 0;
       if (!m.fits) {
         retry = r.cost > r.limit ? -1 : this.retry(m.window, used + r.cost - r.limit, w, now);
-      } else if (admitted) {
-        const log = this.logs.get(m.key) ?? [];
-        const newest = log[log.length - 1]?.at;
-        // arrivals strictly increase, whatever the clock says
-        const at = newest !== undefined && newest >= now ? newest + 1 : now;
-        log.push({ at, cost: r.cost });
-        this.logs.set(m.key, log);
+      } else if (admitted && !unrecorded.has(m.key)) {
+        let at = recordedAt.get(m.key);
+        if (at === undefined) {
+          const log = this.logs.get(m.key) ?? [];
+          const newest = log[log.length - 1]?.at;
+          // arrivals strictly increase, whatever the clock says
+          at = newest !== undefined && newest >= now ? newest + 1 : now;
+          log.push({ at, cost: r.cost });
+          this.logs.set(m.key, log);
+          recordedAt.set(m.key, at);
+        }
         used += r.cost;
         oldest ??= at;
       }

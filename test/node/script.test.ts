@@ -143,14 +143,19 @@ describe("sliding-window script against its model", () => {
     },
   );
 
-  it(`decides as the model does over ${RUNS} command sequences, with keys deleted between calls`, async () => {
+  // which log each of the three rules writes: its own, or one it shares with other rules
+  const logsOf = fc.constantFrom([0, 1, 2], [0, 1, 2], [0, 0, 2], [0, 1, 1], [0, 1, 0], [0, 0, 0]);
+
+  it(`decides as the model does over ${RUNS} command sequences, with logs shared by rules and keys deleted between calls`, async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), fc.array(step, { minLength: 1, maxLength: 40 }), async (defs, steps) => {
+      fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), logsOf, fc.array(step, { minLength: 1, maxLength: 40 }), async (defs, logOf, steps) => {
         await redis.flushall();
         const model = new SlidingWindowModel();
         const blockKey = (who: number) => `sg:{${who}}:block`;
         const registryKey = (who: number) => `sg:{${who}}:key`;
-        const logKey = (who: number, tier: string, rule: number) => `sg:{${who}}:${tier}:r${rule}`;
+        const logKey = (who: number, tier: string, log: number) => `sg:{${who}}:${tier}:log${log}`;
+        // rules sharing a log weigh a request alike: a share of the smallest limit among them
+        const limitOf = (log: number) => Math.min(...defs.filter((_, i) => logOf[i] === log).map((d) => d.limit));
         let now = T0;
         for (const s of steps) {
           if (s.kind === "delete") {
@@ -174,21 +179,25 @@ describe("sliding-window script against its model", () => {
             if (Object.keys(fields).length) model.register(registryKey(s.who), fields);
           } else {
             now += typeof s.dt === "number" ? s.dt : defs[Number(s.dt.slice(-1))]!.windowMs * 1000;
-            const chosen = [0, 1, 2].filter((i) => s.rules[i]);
-            if (chosen.length === 0) chosen.push(0);
+            // rules that share a log see the same requests: one is chosen, all of them are
+            const picked = [0, 1, 2].filter((i) => s.rules[i]);
+            if (picked.length === 0) picked.push(0);
+            const chosen = [0, 1, 2].filter((i) => picked.some((p) => logOf[p] === logOf[i]));
             const rules = chosen.map((i): RuleCall => {
-              const d = defs[i]!;
-              return { ...d, name: `r${i}`, cost: 1 + Math.floor(s.costs[i]! * (d.limit - 1)) };
+              const log = logOf[i]!;
+              return { ...defs[i]!, name: `r${i}`, cost: 1 + Math.floor(s.costs[log]! * (limitOf(log) - 1)) };
             });
             const call: Call = {
               block: blockKey(s.who),
               registry: registryKey(s.who),
-              logs: chosen.map((i) => logKey(s.who, s.tier, i)),
+              logs: chosen.map((i) => logKey(s.who, s.tier, logOf[i]!)),
               now,
               tier: s.tier,
               fallback: s.who === 0 ? s.fallback : "-",
               rules,
             };
+            const newestOf = (key: string) => model.inWindow(key, now, Number.MAX_SAFE_INTEGER).at(-1)?.at;
+            const before = call.logs.map(newestOf);
             const expected = model.decide(call);
             const { result, commands } = await commandsOf(() => evalCall(call));
             expect(result).toEqual(expected);
@@ -197,10 +206,11 @@ describe("sliding-window script against its model", () => {
               // every log written to lives at least a window past its newest entry (a log the
               // call did not write keeps its TTL: a clock stepping back can outrun that one)
               for (const [j, key] of call.logs.entries()) {
-                if (result[3 + 5 * j] !== 0) continue;
                 const windowMs = Number(result[5 + 5 * j]);
                 const newest = model.inWindow(key, now, windowMs).at(-1);
-                if (!newest) continue;
+                // arrivals strictly increase: a log was written to when its newest entry moved
+                const written = newestOf(key) !== before[j];
+                if (!newest || !written) continue;
                 expect(await redis.pttl(key)).toBeGreaterThanOrEqual(Math.ceil((newest.at + windowMs * 1000 - now) / 1000) - 1000);
               }
             }
@@ -282,6 +292,22 @@ describe("sliding-window script on state it did not write", () => {
     // it out of the window: 3 in the window, not 4
     expect(await redis.zcard("l:{n}")).toBe(4);
     expect(await evalsha("b:{n}", ["l:{n}"], burst, [{ ...rule, cost: 7 }])).toEqual([1, 0, 60_000, 0, 10, 60_000]);
+  });
+
+  it("refuses rules that share a log but weigh a request differently, before writing anything", async () => {
+    await redis.zadd("l:{s}", T0 - 90_000_000, "0");
+    await expect(evalsha("b:{s}", ["l:{s}", "l:{s}"], T0, [rule(5, 1), rule(5, 2)])).rejects.toThrow(/shares a log with a rule of another cost/);
+    // not even the eviction of what left the window ran
+    expect(await redis.zcard("l:{s}")).toBe(1);
+  });
+
+  it("starts a shared log afresh for every rule on it when a shorter rule's oldest entry is not one it wrote", async () => {
+    // the hour's oldest entry reads well; the second's (the entry 500 ms ago) does not
+    await redis.zadd("l:{m}", T0 - 50_000_000, "0", T0 - 500_000, "x", T0 - 100_000, "5");
+    const second: Rule = { limit: 3, windowMs: 1000, cost: 1, shadow: false };
+    const hour: Rule = { limit: 10, windowMs: 3_600_000, cost: 1, shadow: false };
+    expect(await evalsha("b:{m}", ["l:{m}", "l:{m}"], T0, [hour, second])).toEqual([1, 9, 3_600_000, 0, 10, 3_600_000, 2, 1000, 0, 3, 1000]);
+    expect(await redis.zrange("l:{m}", "0", "-1")).toEqual(["0"]);
   });
 
   it("refuses a cost that is not a whole number from 1, before writing anything", async () => {

@@ -1,5 +1,8 @@
+import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { makeGate, request, statuses, testClock } from "./helpers.ts";
+import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
+
+const store = new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false });
 
 const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) => makeGate({ rules: [{ name: "default", limit, window }], ...extra });
 
@@ -153,6 +156,33 @@ describe("gate: the window and its rules", () => {
     const next = await gate(request());
     expect(next.status).toBe(200);
     expect(next.headers.get("RateLimit")).toBe('"second";r=2;t=1, "minute";r=6;t=59');
+  });
+
+  it("counts rules that see the same requests in one log, each rule over its own window", async () => {
+    const clock = testClock();
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const gate = makeGate(
+      {
+        prefix,
+        clock: "edge",
+        rules: [
+          { name: "second", limit: 2, window: "1s" },
+          { name: "minute", limit: 4, window: "60s" },
+          { name: "posts", limit: 9, window: "60s", methods: ["POST"] },
+          { name: "trial", limit: 1, window: "60s", shadow: true },
+        ],
+      },
+      { now: clock.now },
+    );
+    expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
+    clock.advance(1001); // the two were recorded 1 µs apart
+    expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
+    const last = await gate(request());
+    expect(last.headers.get("RateLimit")).toBe('"second";r=0;t=1, "minute";r=0;t=59');
+    // one log for "second" and "minute", the shadow rule's own; none for the rule no request matched
+    const keys = (await store.keys(`${prefix}:*`)).map((k) => k.slice(k.lastIndexOf(":") + 1)).sort();
+    expect(keys).toEqual(["minute", "trial"]);
+    expect(await store.zcard((await store.keys(`${prefix}:*:minute`))[0]!)).toBe(4);
   });
 
   it("rules match by path and method; unmatched requests pass without limits", async () => {
