@@ -1,7 +1,15 @@
 import type { GateConfig } from "../../src/config/rate-limits.ts";
 
 const duration = (ms: number) =>
-  ms % 86_400_000 === 0 ? `${ms / 86_400_000}d` : ms % 3_600_000 === 0 ? `${ms / 3_600_000}h` : ms % 60_000 === 0 ? `${ms / 60_000}m` : ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+  ms % 86_400_000 === 0
+    ? `${ms / 86_400_000}d`
+    : ms % 3_600_000 === 0
+      ? `${ms / 3_600_000}h`
+      : ms % 60_000 === 0
+        ? `${ms / 60_000}m`
+        : ms % 1000 === 0
+          ? `${ms / 1000}s`
+          : `${ms}ms`;
 
 /** One line per rule, for banners and `check-config`: "free/minute: 10 per 60s …". */
 export function describeLimits(config: GateConfig): string[] {

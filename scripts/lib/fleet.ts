@@ -47,11 +47,13 @@ export async function startFleet(k: number, workerDir: string, bindings: Record<
   return {
     isolates,
     burst: (m, headers, path = "/") =>
-      Promise.all(Array.from({ length: m }, async (_, i) => {
-        const res = await isolates[i % k]!.dispatchFetch(`http://gate.example${path}`, { headers });
-        await res.arrayBuffer();
-        return res.status;
-      })),
+      Promise.all(
+        Array.from({ length: m }, async (_, i) => {
+          const res = await isolates[i % k]!.dispatchFetch(`http://gate.example${path}`, { headers });
+          await res.arrayBuffer();
+          return res.status;
+        }),
+      ),
     dispose: async () => void (await Promise.all(isolates.map((mf) => mf.dispose()))),
   };
 }

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Redis from "ioredis";
 import { freePort } from "./ports.ts";
-import { startRedis, type LocalRedis } from "./redis-server.ts";
+import { type LocalRedis, startRedis } from "./redis-server.ts";
 
 export interface LocalCluster {
   /** "127.0.0.1:port" of every node */
@@ -25,7 +25,7 @@ async function nodeReady(url: string): Promise<boolean> {
     await c.connect();
     const replication = (await c.call("INFO", "replication")) as string;
     const synced = !/role:slave/.test(replication) || /master_link_status:up/.test(replication);
-    return synced && /cluster_state:ok/.test(await c.call("CLUSTER", "INFO") as string);
+    return synced && /cluster_state:ok/.test((await c.call("CLUSTER", "INFO")) as string);
   } catch {
     return false;
   } finally {
@@ -50,16 +50,27 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
   };
   try {
     for (let i = 0; i < masters * (1 + replicas); i++) {
-      servers.push(await startRedis({
-        args: [
-          // the bus port of its own, from the range freePort keeps clear: by default it is the
-          // port + 10,000, which can land in the ephemeral range another connection holds
-          "--cluster-port", String(await freePort()),
-          "--cluster-enabled", "yes", "--cluster-config-file", join(dir, `nodes-${i}.conf`), "--cluster-node-timeout", String(options.nodeTimeoutMs ?? 1000), "--dir", dir,
-          // replicas sync at once (the default waits 5 s): a replica that never synced cannot take over
-          "--repl-diskless-sync-delay", "0",
-        ],
-      }));
+      servers.push(
+        await startRedis({
+          args: [
+            // the bus port of its own, from the range freePort keeps clear: by default it is the
+            // port + 10,000, which can land in the ephemeral range another connection holds
+            "--cluster-port",
+            String(await freePort()),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            join(dir, `nodes-${i}.conf`),
+            "--cluster-node-timeout",
+            String(options.nodeTimeoutMs ?? 1000),
+            "--dir",
+            dir,
+            // replicas sync at once (the default waits 5 s): a replica that never synced cannot take over
+            "--repl-diskless-sync-delay",
+            "0",
+          ],
+        }),
+      );
     }
     const nodes = servers.map((s) => `127.0.0.1:${s.port}`);
     const create = spawnSync("redis-cli", ["--cluster", "create", ...nodes, "--cluster-replicas", String(replicas), "--cluster-yes"], { encoding: "utf8" });

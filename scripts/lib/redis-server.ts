@@ -1,4 +1,4 @@
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import Redis from "ioredis";
 import { freePort } from "./ports.ts";
 
@@ -60,8 +60,7 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
     child = proc;
     let output = "";
     proc.stdout.on("data", (chunk: Buffer) => (output = (output + chunk.toString()).slice(-2000)));
-    const exited = new Promise<never>((_, reject) =>
-      proc.once("exit", (code) => reject(new Error(`redis-server on port ${port} exited at start-up (code ${code}):\n${output}`))));
+    const exited = new Promise<never>((_, reject) => proc.once("exit", (code) => reject(new Error(`redis-server on port ${port} exited at start-up (code ${code}):\n${output}`))));
     await Promise.race([waitForPing(url, 10_000), exited]);
   };
   const stop = async () => {
@@ -76,7 +75,10 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
 
   await start();
   return {
-    url, port, start, stop,
+    url,
+    port,
+    start,
+    stop,
     get pid() {
       return child?.pid;
     },

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { type RunningOrigin, startOrigin } from "../demo-origin.ts";
+import { type RunningShim, startShim } from "../shim/server.ts";
 import { freePort } from "./ports.ts";
-import { startOrigin, type RunningOrigin } from "../demo-origin.ts";
-import { startShim, type RunningShim } from "../shim/server.ts";
-import { startRedis, type LocalRedis } from "./redis-server.ts";
+import { type LocalRedis, startRedis } from "./redis-server.ts";
 
 export interface LocalStack {
   redis: LocalRedis;
@@ -46,7 +46,10 @@ export async function startLocalStack(options: { shimProcess?: boolean } = {}): 
   });
   const origin = await startOrigin();
   return {
-    redis, shim, token, origin,
+    redis,
+    shim,
+    token,
+    origin,
     bindings: { ORIGIN_URL: origin.url, UPSTASH_REDIS_REST_URL: shim.url, UPSTASH_REDIS_REST_TOKEN: token },
     async close() {
       await origin.close();

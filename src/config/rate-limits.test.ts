@@ -178,7 +178,13 @@ describe("sharedLogs", () => {
     ).toEqual(["all→all", "gets→gets", "v1→v1", "heavy→heavy", "trial→trial"]);
   });
 
-  it("names the first of equally long rules, and groups address rules among themselves", () => {
+  it("names the first by name of equally long rules, in any order, and groups address rules among themselves", () => {
+    expect(
+      logsOf([
+        { name: "b", limit: 9, window: "60s" },
+        { name: "a", limit: 5, window: "1m" },
+      ]),
+    ).toEqual(["b→a", "a→a"]);
     expect(
       logsOf([
         { name: "a", limit: 5, window: "1m" },

@@ -293,7 +293,8 @@ export function sharedLogs(rules: readonly Rule[]): Rule[] {
     const group = sees(r);
     if (group === undefined) continue;
     const held = longest.get(group);
-    if (!held || r.windowMs > held.windowMs) longest.set(group, r);
+    // of equally long rules, the first by name: reordering the rules never moves the log
+    if (!held || r.windowMs > held.windowMs || (r.windowMs === held.windowMs && r.name < held.name)) longest.set(group, r);
   }
   return rules.map((r) => {
     const group = sees(r);

@@ -24,9 +24,9 @@
                  the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1.
                  Rules that see the same requests at the same cost may name one log: it is
                  kept for the longest of their windows, each rule counts the part inside its
-                 own, and a request is recorded in it once, when every rule on it fits (a
-                 rule of another cost on it is refused before anything is written). An extra
-                 rule then costs one read where a log of its own costs four calls.
+                 own, and an admitted request is recorded in it once (a rule of another cost,
+                 or a shadow rule, on it is refused before anything is written). An extra rule
+                 then costs one read where a log of its own costs four calls.
   ARGV:
     [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
     [2]  the tier whose rules follow
@@ -130,6 +130,7 @@ local rules = #KEYS - 2
 local rule = { 0, 0, 0, 0, 0, 0, 0, 0 }
 local log = { 0, 0, 0, 0, 0, 0, 0 }
 local slot_of = rules > 1 and {} or false
+local shadow_of = rules > 1 and {} or false
 local slots = 0
 
 -- Pass 1: every rule's numbers, checked before anything is written; a log named by several
@@ -152,14 +153,21 @@ for i = 1, rules do
   if not s then
     slots = slots + 1
     s = slots
-    if slot_of then slot_of[key] = s end
+    if slot_of then
+      slot_of[key] = s
+      shadow_of[s] = ARGV[a + 4] == '1'
+    end
     local b = 7 * s
     log[b - 6], log[b - 5], log[b - 4], log[b - 1], log[b] = key, window, cost, own, true
   else
     local b = 7 * s
-    -- one entry per request in a shared log: its rules must weigh a request alike
+    -- one entry per request in a shared log, recorded when the request is admitted: its rules
+    -- must weigh a request alike and be enforced (a shadow rule records what it alone admits)
     if log[b - 4] ~= cost then
       return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a rule of another cost')
+    end
+    if ARGV[a + 4] == '1' or shadow_of[s] then
+      return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a shadow rule, or is one')
     end
     if window > log[b - 5] then log[b - 5] = window end
     log[b - 1] = log[b - 1] or own

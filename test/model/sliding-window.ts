@@ -104,7 +104,7 @@ export class SlidingWindowModel {
     rules.forEach((r, i) => {
       const key = call.logs[i]!;
       const first = rules[call.logs.indexOf(key)]!;
-      if (first.cost !== r.cost) throw new Error("model: rules sharing a log must weigh a request alike");
+      if (first !== r && (first.cost !== r.cost || first.shadow || r.shadow)) throw new Error("model: rules sharing a log must weigh a request alike and be enforced");
       longest.set(key, Math.max(longest.get(key) ?? 0, r.windowMs));
     });
     for (const [key, windowMs] of longest) {

@@ -185,7 +185,9 @@ describe("sliding-window script against its model", () => {
             const chosen = [0, 1, 2].filter((i) => picked.some((p) => logOf[p] === logOf[i]));
             const rules = chosen.map((i): RuleCall => {
               const log = logOf[i]!;
-              return { ...defs[i]!, name: `r${i}`, cost: 1 + Math.floor(s.costs[log]! * (limitOf(log) - 1)) };
+              // a shared log is for enforced rules only: its rules are never shadows
+              const shadow = defs[i]!.shadow && logOf.filter((l) => l === log).length === 1;
+              return { ...defs[i]!, name: `r${i}`, shadow, cost: 1 + Math.floor(s.costs[log]! * (limitOf(log) - 1)) };
             });
             const call: Call = {
               block: blockKey(s.who),
@@ -294,9 +296,12 @@ describe("sliding-window script on state it did not write", () => {
     expect(await evalsha("b:{n}", ["l:{n}"], burst, [{ ...rule, cost: 7 }])).toEqual([1, 0, 60_000, 0, 10, 60_000]);
   });
 
-  it("refuses rules that share a log but weigh a request differently, before writing anything", async () => {
+  it("refuses rules that share a log but weigh a request differently, or a shadow rule on a shared log, before writing anything", async () => {
     await redis.zadd("l:{s}", T0 - 90_000_000, "0");
     await expect(evalsha("b:{s}", ["l:{s}", "l:{s}"], T0, [rule(5, 1), rule(5, 2)])).rejects.toThrow(/shares a log with a rule of another cost/);
+    const shadow: Rule = { ...rule(5), shadow: true };
+    await expect(evalsha("b:{s}", ["l:{s}", "l:{s}"], T0, [rule(5), shadow])).rejects.toThrow(/shares a log with a shadow rule/);
+    await expect(evalsha("b:{s}", ["l:{s}", "l:{s}"], T0, [shadow, rule(5)])).rejects.toThrow(/shares a log with a shadow rule/);
     // not even the eviction of what left the window ran
     expect(await redis.zcard("l:{s}")).toBe(1);
   });
