@@ -17,7 +17,7 @@ export function describeLimits(config: GateConfig): string[] {
   const lines: string[] = [];
   for (const [tier, rules] of config.tiers) {
     for (const r of rules) {
-      const scope = [r.methods && [...r.methods].join(","), r.path && r.path.source].filter(Boolean).join(" ");
+      const scope = [r.methods && [...r.methods].join(","), r.path?.source].filter(Boolean).join(" ");
       const extras = [r.cost > 1 && `cost ${r.cost}`, `fail ${r.fail}`, `timeout ${r.timeoutMs}ms`].filter(Boolean).join(", ");
       lines.push(`${config.tiers.size > 1 ? `${tier}/` : ""}${r.name}: ${r.limit} per ${duration(r.windowMs)} ${who}${scope ? ` on ${scope}` : ""} (${extras})`);
     }

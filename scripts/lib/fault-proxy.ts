@@ -68,6 +68,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     get faulted() {
       return faulted;
     },
-    close: () => new Promise((resolve) => (server.closeAllConnections(), server.close(() => resolve()))),
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

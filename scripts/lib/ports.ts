@@ -37,7 +37,10 @@ export async function isListening(port: number, host = "127.0.0.1"): Promise<boo
   const { connect } = await import("node:net");
   return new Promise((resolve) => {
     const socket = connect({ port, host });
-    socket.once("connect", () => (socket.destroy(), resolve(true)));
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(true);
+    });
     socket.once("error", () => resolve(false));
   });
 }

@@ -28,7 +28,11 @@ async function spawnShim(token: string, redisUrl: string): Promise<Pick<RunningS
   });
   return {
     url: `http://127.0.0.1:${port}`,
-    close: () => new Promise((resolve) => (child.once("exit", () => resolve()), child.kill("SIGTERM"))),
+    close: () =>
+      new Promise((resolve) => {
+        child.once("exit", () => resolve());
+        child.kill("SIGTERM");
+      }),
   };
 }
 
