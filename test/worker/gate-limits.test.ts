@@ -185,6 +185,28 @@ describe("gate: the window and its rules", () => {
     expect(await store.zcard((await store.keys(`${prefix}:*:minute`))[0]!)).toBe(4);
   });
 
+  it("keeps counting in the longest rule's log when rules come to share it, as on an upgrade from a log per rule", async () => {
+    const clock = testClock();
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const before = makeGate({ prefix, clock: "edge", rules: [{ name: "minute", limit: 4, window: "60s" }] }, { now: clock.now });
+    expect(await statuses(before, 3)).toEqual([200, 200, 200]);
+    clock.advance(5000);
+    const after = makeGate(
+      {
+        prefix,
+        clock: "edge",
+        rules: [
+          { name: "second", limit: 2, window: "1s" },
+          { name: "minute", limit: 4, window: "60s" },
+        ],
+      },
+      { now: clock.now },
+    );
+    const admitted = await after(request());
+    expect(admitted.headers.get("RateLimit")).toBe('"second";r=1;t=1, "minute";r=0;t=55');
+    expect(await statuses(after, 1)).toEqual([429]);
+  });
+
   it("rules match by path and method; unmatched requests pass without limits", async () => {
     const gate = makeGate({ rules: [{ name: "writes", limit: 1, window: "1m", path: "/v1/*", methods: ["POST"] }] });
     expect(await statuses(gate, 2, "/v1/items", { method: "POST" })).toEqual([200, 429]);
