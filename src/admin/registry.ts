@@ -93,6 +93,9 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
   const entryKey = (identity: Identity) => redisKeys.entry(config.prefix, identity.tag);
   // every rule name of every tier: an override must name one (a rule added later can take one then)
   const ruleNames = new Set([...config.tiers.values()].flatMap((rules) => rules.map((r) => r.name)));
+  // per rule name, the largest cost it has in any tier: a limit below it would admit nothing
+  const costs = new Map<string, number>();
+  for (const rules of config.tiers.values()) for (const r of rules) costs.set(r.name, Math.max(costs.get(r.name) ?? 1, r.cost));
 
   return {
     /** Validates an entry as the admin API receives it; every error names its field from `root`. */
@@ -106,6 +109,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       for (const [rule, o] of Object.entries(overrides)) {
         if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})`);
         if (o.limit === undefined && o.window === undefined) errors.push(`${root}.overrides.${rule}: give "limit", "window" or both`);
+        const cost = costs.get(rule) ?? 1;
+        if (o.limit !== undefined && o.limit < cost) errors.push(`${root}.overrides.${rule}.limit: ${o.limit} is below the rule's cost (${cost}): no request would ever fit`);
         entry.overrides[rule] = { limit: o.limit, windowMs: o.window };
       }
       return errors.length ? { ok: false, errors } : { ok: true, entry };

@@ -134,6 +134,15 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/", { key: "reset-x", ip })).toEqual([200]);
   });
 
+  it("refuses an override whose limit is below its rule's cost, which no request would ever fit", async () => {
+    const { a } = fleet({ tiers: { ...TIERS.tiers, heavy: { rules: [{ name: "tokens", limit: 100, window: "1m", cost: 5 }] } } });
+    const bad = await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 4 } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.detail).toMatch(/\.overrides\.tokens\.limit: 4 is below the rule's cost \(5\): no request would ever fit/);
+    expect((await admin(a, "keys/get", { key: "heavy-user" })).status).toBe(404);
+    expect((await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 5 } } })).status).toBe(200);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
