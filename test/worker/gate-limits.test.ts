@@ -118,6 +118,12 @@ describe("gate: identity", () => {
   });
 });
 
+/** Two rules that see the same requests: they share the minute's log. */
+const SECOND_AND_MINUTE = [
+  { name: "second", limit: 2, window: "1s" },
+  { name: "minute", limit: 4, window: "60s" },
+];
+
 describe("gate: the window and its rules", () => {
   it("slides: once the oldest entry leaves the window, exactly one more request is admitted", async () => {
     const clock = testClock();
@@ -161,19 +167,8 @@ describe("gate: the window and its rules", () => {
   it("counts rules that see the same requests in one log, each rule over its own window", async () => {
     const clock = testClock();
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const gate = makeGate(
-      {
-        prefix,
-        clock: "edge",
-        rules: [
-          { name: "second", limit: 2, window: "1s" },
-          { name: "minute", limit: 4, window: "60s" },
-          { name: "posts", limit: 9, window: "60s", methods: ["POST"] },
-          { name: "trial", limit: 1, window: "60s", shadow: true },
-        ],
-      },
-      { now: clock.now },
-    );
+    const rules = [...SECOND_AND_MINUTE, { name: "posts", limit: 9, window: "60s", methods: ["POST"] }, { name: "trial", limit: 1, window: "60s", shadow: true }];
+    const gate = makeGate({ prefix, clock: "edge", rules }, { now: clock.now });
     expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
     clock.advance(1001); // the two were recorded 1 µs apart
     expect(await statuses(gate, 3)).toEqual([200, 200, 429]);
@@ -191,17 +186,7 @@ describe("gate: the window and its rules", () => {
     const before = makeGate({ prefix, clock: "edge", rules: [{ name: "minute", limit: 4, window: "60s" }] }, { now: clock.now });
     expect(await statuses(before, 3)).toEqual([200, 200, 200]);
     clock.advance(5000);
-    const after = makeGate(
-      {
-        prefix,
-        clock: "edge",
-        rules: [
-          { name: "second", limit: 2, window: "1s" },
-          { name: "minute", limit: 4, window: "60s" },
-        ],
-      },
-      { now: clock.now },
-    );
+    const after = makeGate({ prefix, clock: "edge", rules: SECOND_AND_MINUTE }, { now: clock.now });
     const admitted = await after(request());
     expect(admitted.headers.get("RateLimit")).toBe('"second";r=1;t=1, "minute";r=0;t=55');
     expect(await statuses(after, 1)).toEqual([429]);
