@@ -1,5 +1,5 @@
 import { errors } from "@upstash/redis/cloudflare";
-import type { GateConfig } from "../config/rate-limits.ts";
+import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
@@ -129,14 +129,17 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   /**
    * Every log of one identity: every rule's of every tier, and (an address's) the address
-   * rules'; by the rule's own name too, which a rule that now shares a log once wrote.
+   * rules'; by the rule's own name too, which a rule that now shares a log once wrote. A key
+   * the registry puts in a tier this configuration lacks is counted by the default tier's
+   * rules under that tier's name: `registryTier` names it.
    */
-  const logsOf = (tag: string) => [
-    ...new Set([
-      ...[...config.tiers].flatMap(([tier, rules]) => rules.flatMap((r) => [redisKeys.log(config.prefix, tag, tier, r.log), redisKeys.log(config.prefix, tag, tier, r.name)])),
-      ...config.addressRules.flatMap((r) => [redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.log), redisKeys.log(config.prefix, tag, ADDRESS_SCOPE, r.name)]),
-    ]),
-  ];
+  const logsOf = (tag: string, registryTier?: string) => {
+    const scopes: [string, readonly Rule[]][] = [...config.tiers, [ADDRESS_SCOPE, config.addressRules]];
+    if (registryTier && !config.tiers.has(registryTier)) scopes.push([registryTier, config.tiers.get(config.defaultTier) ?? []]);
+    return [
+      ...new Set(scopes.flatMap(([scope, rules]) => rules.flatMap((r) => [redisKeys.log(config.prefix, tag, scope, r.log), redisKeys.log(config.prefix, tag, scope, r.name)]))),
+    ];
+  };
 
   /** Now in µs on the clock the script decides by. */
   const clock = async () => {
@@ -202,7 +205,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   type Route = { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> } | { who: "none"; run: (body: Body) => Promise<Response> };
   const routes: Record<string, Route> = {
     usage: { who: "any", run: async (identity) => json(await usage(identity)) },
-    reset: { who: "any", forgets: true, run: async (identity) => json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag)) }) },
+    reset: {
+      who: "any",
+      forgets: true,
+      run: async (identity) => {
+        const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
+        return json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag, entry?.tier)) });
+      },
+    },
     block: {
       who: "any",
       // a cached 429 would otherwise answer for the block on this isolate until it lapses

@@ -143,6 +143,17 @@ describe("key registry", () => {
     expect((await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 5 } } })).status).toBe(200);
   });
 
+  it("resets a key whose registry tier the configuration no longer has (counted by the default tier's rules)", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "gone-tier", tier: "paid" })).status).toBe(200);
+    expect(await statuses(a, 5, "/", { key: "gone-tier" })).toEqual([200, 200, 200, 200, 200]);
+    // a later deployment drops the "paid" tier: the key is held to the default tier's 2 a minute
+    const later = makeGate({ ...TIERS, tiers: { free: TIERS.tiers.free }, prefix }, { adminToken: ADMIN });
+    expect(await statuses(later, 1, "/", { key: "gone-tier" })).toEqual([429]);
+    expect((await admin(later, "reset", { key: "gone-tier" })).body).toMatchObject({ reset: true, keysDeleted: 1 });
+    expect(await statuses(later, 3, "/", { key: "gone-tier" })).toEqual([200, 200, 429]);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
