@@ -1,5 +1,5 @@
 import type { Step } from "../decision/pipeline.ts";
-import type { Decision } from "../script/limiter.ts";
+import type { Decision, LimitState } from "../script/limiter.ts";
 import { PROBLEM_HEADERS, problem, problemBody } from "./problem.ts";
 import { type HeaderFields, rateLimitFields, retryAfterSeconds } from "./rate-limit-headers.ts";
 
@@ -63,16 +63,20 @@ function denial(decision: Decision, elapsedMs: number) {
   if (parts?.stamp !== stamp) {
     const limits = elapsedMs !== 0 ? decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - elapsedMs) })) : decision.limits;
     const fields: HeaderFields = [...rateLimitFields({ ...decision, limits }), ["Retry-After", wait]];
-    const names = limits
-      .filter((l) => !l.shadow && l.retryMs > 0)
-      .map((l) => `"${l.name}"`)
-      .join(", ");
+    // a rule the request weighs more than (retry -1: a key's own limit below the rule's cost)
+    // denies it too, and is named with the others; waiting does not help there
+    const quoted = (ls: readonly LimitState[]) => ls.map((l) => `"${l.name}"`).join(", ");
+    const names = quoted(limits.filter((l) => !l.shadow && l.retryMs !== 0));
+    const never = limits.filter((l) => !l.shadow && l.retryMs < 0);
+    const detail = never.length
+      ? `Rate limit ${names} exceeded; this request weighs more than ${quoted(never)} admit${never.length > 1 ? "" : "s"} in a whole window.`
+      : `Rate limit ${names} exceeded; retry in ${wait} s.`;
     parts = {
       stamp,
       retryAfter: Number(wait),
       fields,
       response: new Headers([...fields, ...PROBLEM_HEADERS]),
-      body: UTF8.encode(problemBody(429, "rate-limited", "Too Many Requests", `Rate limit ${names} exceeded; retry in ${wait} s.`)),
+      body: UTF8.encode(problemBody(429, "rate-limited", "Too Many Requests", detail)),
     };
     denialParts.set(decision, parts);
   }

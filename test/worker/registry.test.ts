@@ -154,6 +154,16 @@ describe("key registry", () => {
     expect(await statuses(later, 3, "/", { key: "gone-tier" })).toEqual([200, 200, 429]);
   });
 
+  it("names the rule in the 429 of a key whose own limit a later configuration's cost exceeds", async () => {
+    const { a, prefix } = fleet({ tiers: { free: { rules: [{ name: "tokens", limit: 100, window: "1m" }] } } });
+    expect((await admin(a, "keys/set", { key: "small-limit", tier: "free", overrides: { tokens: { limit: 2 } } })).status).toBe(200);
+    // a later deployment weighs every request 5: more than this key's own limit of 2 admits
+    const later = makeGate({ ...TIERS, tiers: { free: { rules: [{ name: "tokens", limit: 100, window: "1m", cost: 5 }] } }, prefix }, { adminToken: ADMIN });
+    const denied = await later(request("/", { key: "small-limit" }));
+    expect(denied.status).toBe(429);
+    expect(((await denied.json()) as { detail: string }).detail).toBe('Rate limit "tokens" exceeded; this request weighs more than "tokens" admits in a whole window.');
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
