@@ -41,7 +41,8 @@ type Results = {
   gateway: Awaited<ReturnType<typeof measureGateway>>;
 };
 
-const seriesOf = (label: string) => (label.startsWith("slidegate") ? "slidegate" : label.startsWith("@upstash") ? "@upstash/ratelimit" : "seed 001");
+const seriesOf = (label: string) =>
+  label.startsWith("slidegate") ? "slidegate" : label.startsWith("@upstash") ? "@upstash/ratelimit" : label.startsWith("floor") ? "floor" : "seed 001";
 
 function chart({ scriptCost, memory, gateway }: Results): Promise<string> {
   return renderChart([

@@ -33,6 +33,9 @@ else
  return 0
 end`;
 
+// slidegate's Redis calls for one rule with none of its logic: a floor, not a limiter
+const callsFloorScript = readFileSync(new URL("./calls-floor.lua", import.meta.url), "utf8");
+
 type Command = [string, ...(string | number)[]];
 
 /**
@@ -116,7 +119,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 export async function measureScriptCost(url: string, options: { rounds: number; ms: number; registered: number }, progress: (s: string) => void): Promise<ScriptCost[]> {
   const admin = new Redis(url, { protocol: 2 });
   const clients = Array.from({ length: 8 }, () => new Redis(url, { protocol: 2 }));
-  const [sha, peerSha, seedSha] = (await Promise.all([script, peerScript, seedScript].map((s) => admin.script("LOAD", rewriteShebang(s) ?? s)))) as string[];
+  const [sha, peerSha, seedSha, floorSha] = (await Promise.all(
+    [script, peerScript, seedScript, callsFloorScript].map((s) => admin.script("LOAD", rewriteShebang(s) ?? s)),
+  )) as string[];
   const identities = 2000;
   const windowMs = 2000;
   const variant = (label: string, rules: number, call: (id: number) => Command) => {
@@ -133,6 +138,11 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
     // each variant its own identities: logs shared across variants would make one variant evict
     // what another recorded, and charge it for that
     variant("slidegate, 1 rule", 1, (id) => slidegateCall(sha!, `r1i${id}`, 1, 1e6, windowMs)),
+    // where the 1-rule figure comes from: the same script on the edge clock (no Redis TIME), and
+    // its Redis calls alone, with no logic, on either clock
+    variant("slidegate, 1 rule, edge clock", 1, (id) => slidegateCall(sha!, `e1i${id}`, 1, 1e6, windowMs, Date.now() * 1000)),
+    variant("floor: slidegate's Redis calls for 1 rule, no logic", 1, (id) => slidegateCall(floorSha!, `f1i${id}`, 1, 1e6, windowMs)),
+    variant("floor: the same calls, edge clock", 1, (id) => slidegateCall(floorSha!, `g1i${id}`, 1, 1e6, windowMs, Date.now() * 1000)),
     // rules that see the same requests (no methods, path or cost of their own) share one log
     ...[2, 4].map((rules) => variant(`slidegate, ${rules} rules, one shared log`, rules, (id) => slidegateCall(sha!, `s${rules}i${id}`, rules, 1e6, windowMs, "", "-", true))),
     // rules that see different requests keep a log each
