@@ -143,7 +143,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     checkCost(cost, rules);
     checkCost(cost, onAddressRules);
     const address = await addressIdentity(caller.client, onAddressRules);
-    const onAddress = address && decide(address, ADDRESS_SCOPE, onAddressRules, cost);
+    // A cost of the caller's own can still be refused after the key's call: by the tier the
+    // registry moves the key to, or by the default tier of a key nobody knows. The address's
+    // call then waits for the key's, so a refused cost is recorded nowhere. Rules' own costs
+    // fit every tier's rules (the configuration checks them): both calls go at once.
+    let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
+    const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
     for (let moves = 0; ; moves++) {
       const verdict = await decide(caller.identity, tier, rules, cost, { fallback });
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
@@ -160,21 +165,24 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       if (verdict.kind === "unknown-key") {
         // the address's own call has counted the request either way
         if (config.unknownKeys !== "ip") {
-          await onAddress;
+          if (address) await addressVerdict();
           return { kind: "unknown-key", caller };
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
-        if (!onAddress) return decideAddress(byAddress, match, cost);
-        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await onAddress };
+        if (!address) return decideAddress(byAddress, match, cost);
+        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
         checkCost(cost, tierRules);
-        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), onAddress]);
+        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), addressVerdict()]);
         return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor) };
       }
-      if (verdict.kind === "disabled-key") return { kind: "disabled-key", caller };
+      if (verdict.kind === "disabled-key") {
+        if (address) await addressVerdict();
+        return { kind: "disabled-key", caller };
+      }
       const decided = { ...caller, tier };
-      if (!onAddress) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
-      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await onAddress) };
+      if (!address) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
+      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await addressVerdict()) };
     }
   }
 

@@ -1,5 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
+import { CostError, createRateLimiter } from "../../src/adapters/library.ts";
 import { makeGate, request, services, sha256Hex, statuses } from "./helpers.ts";
 
 const ADMIN = "admin-token-for-registry-tests";
@@ -162,6 +163,22 @@ describe("key registry", () => {
     const denied = await later(request("/", { key: "small-limit" }));
     expect(denied.status).toBe(429);
     expect(((await denied.json()) as { detail: string }).detail).toBe('Rate limit "tokens" exceeded; this request weighs more than "tokens" admits in a whole window.');
+  });
+
+  it("records a library caller's cost nowhere when the tier the registry moves its key to refuses it, address rules included", async () => {
+    const config = { tiers: { ...TIERS.tiers, paid: { rules: [{ name: "minute", limit: 10, window: "1m" }] } }, addressRules: [{ name: "per-address", limit: 20, window: "1m" }] };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    const ip = "198.51.100.81";
+    // the library meets the key as the default tier (2 a minute), which the registry moved it from
+    expect((await admin(a, "keys/set", { key: "weighed", tier: "paid" })).status).toBe(200);
+    expect((await limiter.limit(request("/", { key: "weighed", ip }), { cost: 2 })).reason).toBe("admitted");
+    // now the library knows the key as paid: 10 fits it; the registry has just moved it back to free
+    expect((await admin(a, "keys/set", { key: "weighed", tier: "free" })).status).toBe(200);
+    await expect(limiter.limit(request("/", { key: "weighed", ip }), { cost: 10 })).rejects.toThrow(CostError);
+    // only the first request's cost of 2 is on the address, none of the refused 10
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 2 })]);
+    expect((await admin(a, "usage", { key: "weighed" })).body.rules).toEqual([expect.objectContaining({ name: "minute", used: 0 })]);
   });
 
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
