@@ -144,11 +144,14 @@ const duration = (max: number, maxText: string) =>
   );
 const window = duration(MAX_WINDOW, "366d");
 
+/** The largest limit a rule, or a key's own override of one, can have. */
+export const MAX_LIMIT = 1_000_000;
+
 const rule = fields({
   name: NAME,
-  limit: int(1, 1_000_000),
+  limit: int(1, MAX_LIMIT),
   window,
-  cost: v.optional(int(1, 1_000_000)),
+  cost: v.optional(int(1, MAX_LIMIT)),
   path: v.optional(v.pipe(v.string(), v.startsWith("/", 'must start with "/"'))),
   methods: v.optional(v.pipe(v.array(v.pipe(v.string(), v.regex(/^[A-Za-z]+$/, "must be an HTTP method name"))), v.minLength(1, "needs at least one method"))),
   fail: v.optional(FAIL),
@@ -197,7 +200,7 @@ const schema = fields({
 type Raw = v.InferOutput<typeof schema>;
 
 /** The shapes of single values, for what validates them elsewhere (a registry entry's overrides). */
-export const valueSchemas = { name: NAME, limit: int(1, 1_000_000), window } as const;
+export const valueSchemas = { name: NAME, limit: int(1, MAX_LIMIT), window } as const;
 
 /** RATE_LIMITS as written: the shape `parseRateLimits` validates (also the library's options). */
 export type RateLimits = v.InferInput<typeof schema>;

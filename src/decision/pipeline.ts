@@ -1,5 +1,5 @@
-import type { GateConfig, Rule } from "../config/rate-limits.ts";
-import { assertCost, type Decision, LimiterError } from "../script/limiter.ts";
+import { type GateConfig, MAX_LIMIT, type Rule } from "../config/rate-limits.ts";
+import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
 import { createDenialCache } from "./denial-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
@@ -90,7 +90,8 @@ function combine(key: Verdict, address: Verdict): Verdict {
  * required": a listed caller is settled either way), which rules of the caller's tier cover
  * the request, and one decision over them (the denial cache, else one Redis call, which for an
  * API key also reads its registry entry). A cost outside 1..limit throws before anything is
- * asked or recorded.
+ * asked or recorded; for an API key the limit is the key's own (its registry entry may
+ * override it), read by the key's call, which records nothing for a cost above it.
  *
  * An API key's tier is the registry's when it has an entry, else `keys`', else the default
  * tier — or, for a key nobody knows, what `identity.unknownKeys` says. Each isolate remembers
@@ -118,6 +119,16 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     if (cost !== undefined) for (const rule of rules) assertCost(cost, rule);
   };
 
+  /**
+   * A key's own limit below the caller's cost: the script denied the request without
+   * recording it (retry -1: it can never fit), and it is the caller's mistake, as a cost above
+   * a configured limit is.
+   */
+  const refuseOverweight = (cost: number, decision: Decision) => {
+    const over = decision.limits.find((l) => !l.shadow && l.retryMs < 0);
+    if (over) throw new CostError(`slidegate: cost must be a whole number from 1 to ${over.limit} (the limit of "${over.name}" for this key), not ${cost}`);
+  };
+
   /** The caller's address identity, or undefined when no address rule applies to the request. */
   const addressIdentity = async (client: ClientAddress, rules: readonly Rule[]) => (rules.length ? identify("i", client.bucket) : undefined);
 
@@ -138,15 +149,16 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // a tier the registry names but this configuration lacks is limited by the default tier's rules
     const rulesOf = (t: string) => rulesFor(config, config.tiers.has(t) ? t : config.defaultTier, match.methods, match.paths);
     let rules = rulesOf(tier);
-    // every cost checked before the first call: a bad one records nothing anywhere
     const onAddressRules = matching(addressRules, match.methods, match.paths);
-    checkCost(cost, rules);
     checkCost(cost, onAddressRules);
+    // no key's own limit admits more than any limit can be: refused before anything is asked
+    if (cost !== undefined && rules.length) assertCost(cost, { name: "any rule", limit: MAX_LIMIT });
     const address = await addressIdentity(caller.client, onAddressRules);
-    // A cost of the caller's own can still be refused after the key's call: by the tier the
-    // registry moves the key to, or by the default tier of a key nobody knows. The address's
-    // call then waits for the key's, so a refused cost is recorded nowhere. Rules' own costs
-    // fit every tier's rules (the configuration checks them): both calls go at once.
+    // A cost of the caller's own is held to the key's own limits, which only the key's call
+    // reads (its registry entry may override a rule's limit, or move it to another tier), or
+    // to the default tier's, for a key nobody knows. The address's call then waits for the
+    // key's, so a cost refused there is recorded nowhere. Rules' own costs fit every tier's
+    // rules (the configuration checks them): both calls go at once.
     let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
     const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
     for (let moves = 0; ; moves++) {
@@ -155,9 +167,9 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
         rules = rulesOf(tier);
-        checkCost(cost, rules);
         continue;
       }
+      if (cost !== undefined && verdict.kind === "denied") refuseOverweight(cost, verdict.decision);
       if (verdict.kind === "other-tier") {
         const error = new LimiterError("the registry moved the key between tiers while it was decided");
         return { kind: "decided", caller: { ...caller, tier }, rules, verdict: { kind: "failed", closed: config.fail === "closed", error } };

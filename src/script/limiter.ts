@@ -86,7 +86,8 @@ export const redisKeys = {
 /**
  * Checked before anything reaches Redis: a cost outside 1..limit (0, negative, fractional,
  * NaN, more than the whole limit) is the caller's mistake, reported as such — never a store
- * failure, so it can neither fail open nor write half a decision.
+ * failure, so it can neither fail open nor write half a decision. (For an API key, whose
+ * limits the registry may override, the pipeline reads the bound from the script's answer.)
  */
 export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">): asserts cost is number {
   if (typeof cost !== "number" || !Number.isInteger(cost) || cost < 1 || cost > (limit?.limit ?? Number.MAX_SAFE_INTEGER)) {
@@ -128,7 +129,9 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     const keys: string[] = [redisKeys.block(options.prefix, tag), redisKeys.entry(options.prefix, tag)];
     const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", scope, key ? key.fallback : "-"];
     for (const l of limits) {
-      assertCost(l.cost ?? 1, l);
+      // an API key's registry entry may give a rule a limit of its own: the script, which reads
+      // it, answers a cost above it (retry -1), so only the cost's shape is checked here
+      assertCost(l.cost ?? 1, key ? undefined : l);
       keys.push(redisKeys.log(options.prefix, tag, l.scope ?? scope, l.log ?? l.name));
       args.push(l.name, l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }

@@ -181,6 +181,28 @@ describe("key registry", () => {
     expect((await admin(a, "usage", { key: "weighed" })).body.rules).toEqual([expect.objectContaining({ name: "minute", used: 0 })]);
   });
 
+  it("holds a library caller's cost to its key's own limit: an override raises it, a cost above it is refused and recorded nowhere", async () => {
+    const config = { tiers: { free: { rules: [{ name: "tokens", limit: 10, window: "1m" }] } }, addressRules: [{ name: "per-address", limit: 1000, window: "1m" }] };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    const ip = "198.51.100.82";
+    expect((await admin(a, "keys/set", { key: "big", tier: "free", overrides: { tokens: { limit: 100 } } })).status).toBe(200);
+    // 40 is more than the configured 10, and within this key's own 100
+    const admitted = await limiter.limit(request("/", { key: "big", ip }), { cost: 40 });
+    expect(admitted).toMatchObject({ success: true, reason: "admitted" });
+    expect(admitted.decision?.limits).toEqual([
+      expect.objectContaining({ name: "tokens", limit: 100, remaining: 60 }),
+      expect.objectContaining({ name: "per-address", limit: 1000, remaining: 960 }),
+    ]);
+    await expect(limiter.limit(request("/", { key: "big", ip }), { cost: 101 })).rejects.toThrow(/from 1 to 100 \(the limit of "tokens" for this key\), not 101/);
+    // a key with no override is held to the configured 10
+    await expect(limiter.limit(request("/", { key: "small", ip }), { cost: 11 })).rejects.toThrow(CostError);
+    // only the admitted 40 is counted, for the key and for the address
+    expect((await admin(a, "usage", { key: "big" })).body.rules).toEqual([expect.objectContaining({ name: "tokens", used: 40 })]);
+    expect((await admin(a, "usage", { key: "small" })).body.rules).toEqual([expect.objectContaining({ name: "tokens", used: 0 })]);
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 40 })]);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
