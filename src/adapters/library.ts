@@ -46,7 +46,9 @@ export interface LimitOptions {
   /**
    * What this call weighs against every rule it is checked against: a whole number from 1 to
    * the smallest of their limits (default: each rule's own cost). Anything else throws a
-   * {@link CostError} (a TypeError) before Redis is asked.
+   * {@link CostError} (a TypeError) before Redis is asked — except above an API key's own
+   * limits, which only its script call reads: then after that call, which records nothing
+   * (README, "Use as a library").
    */
   cost?: number;
 }

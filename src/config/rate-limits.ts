@@ -1,6 +1,7 @@
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
 import { canonicalPath } from "../http/canonical.ts";
+import { MAX_LIMIT } from "../script/limiter.ts";
 
 /**
  * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
@@ -143,9 +144,6 @@ const duration = (max: number, maxText: string) =>
     'must be a duration like "10s", "1m", "500ms" or a number of milliseconds',
   );
 const window = duration(MAX_WINDOW, "366d");
-
-/** The largest limit a rule, or a key's own override of one, can have. */
-export const MAX_LIMIT = 1_000_000;
 
 const rule = fields({
   name: NAME,

@@ -1,4 +1,4 @@
-import { type GateConfig, MAX_LIMIT, type Rule } from "../config/rate-limits.ts";
+import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
 import { createDenialCache } from "./denial-cache.ts";
@@ -151,14 +151,20 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     let rules = rulesOf(tier);
     const onAddressRules = matching(addressRules, match.methods, match.paths);
     checkCost(cost, onAddressRules);
-    // no key's own limit admits more than any limit can be: refused before anything is asked
-    if (cost !== undefined && rules.length) assertCost(cost, { name: "any rule", limit: MAX_LIMIT });
-    const address = await addressIdentity(caller.client, onAddressRules);
     // A cost of the caller's own is held to the key's own limits, which only the key's call
     // reads (its registry entry may override a rule's limit, or move it to another tier), or
-    // to the default tier's, for a key nobody knows. The address's call then waits for the
-    // key's, so a cost refused there is recorded nowhere. Rules' own costs fit every tier's
-    // rules (the configuration checks them): both calls go at once.
+    // to the default tier's, for a key nobody knows; to the configured limits of shadow rules,
+    // which must not change an outcome, so are checked before anything is recorded; and to
+    // the configured limits when the key's call fails. The address's call then waits for the
+    // key's, so a cost refused anywhere is recorded nowhere. Rules' own costs fit every
+    // tier's rules (the configuration checks them): both calls go at once.
+    const checkShadow = () =>
+      checkCost(
+        cost,
+        rules.filter((r) => r.shadow),
+      );
+    checkShadow();
+    const address = await addressIdentity(caller.client, onAddressRules);
     let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
     const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
     for (let moves = 0; ; moves++) {
@@ -167,12 +173,18 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
         rules = rulesOf(tier);
+        checkShadow();
         continue;
       }
       if (cost !== undefined && verdict.kind === "denied") refuseOverweight(cost, verdict.decision);
+      // the key's own limits could not be read: its configured ones hold
+      if (verdict.kind === "failed" || verdict.kind === "other-tier") checkCost(cost, rules);
       if (verdict.kind === "other-tier") {
         const error = new LimiterError("the registry moved the key between tiers while it was decided");
-        return { kind: "decided", caller: { ...caller, tier }, rules, verdict: { kind: "failed", closed: config.fail === "closed", error } };
+        const failed: Verdict = { kind: "failed", closed: config.fail === "closed", error };
+        const decided = { ...caller, tier };
+        if (!address) return { kind: "decided", caller: decided, rules, verdict: failed };
+        return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(failed, await addressVerdict()) };
       }
       if (verdict.kind === "unknown-key") {
         // the address's own call has counted the request either way

@@ -90,11 +90,14 @@ export const redisKeys = {
  * limits the registry may override, the pipeline reads the bound from the script's answer.)
  */
 export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">): asserts cost is number {
-  if (typeof cost !== "number" || !Number.isInteger(cost) || cost < 1 || cost > (limit?.limit ?? Number.MAX_SAFE_INTEGER)) {
-    const range = limit ? `from 1 to ${limit.limit} (the limit of "${limit.name}")` : "of at least 1";
+  if (typeof cost !== "number" || !Number.isInteger(cost) || cost < 1 || cost > (limit?.limit ?? MAX_LIMIT)) {
+    const range = limit ? `from 1 to ${limit.limit} (the limit of "${limit.name}")` : `from 1 to ${MAX_LIMIT} (the largest limit a rule can have)`;
     throw new CostError(`slidegate: cost must be a whole number ${range}, not ${String(cost)}`);
   }
 }
+
+/** The largest limit a rule, or an API key's own override of one, can have: no request weighs more. */
+export const MAX_LIMIT = 1_000_000;
 
 /** A cost the caller should not have asked for: see {@link assertCost}. */
 export class CostError extends TypeError {

@@ -122,6 +122,9 @@ local function totals(member)
 end
 
 local rules = #KEYS - 2
+-- no rule covers the request (an API key asked about for its registry entry alone): nothing
+-- to count, and the reply holds no rule
+if rules == 0 then return { 1 } end
 -- Per rule i, at 8i-7 .. 8i: limit, window µs, cost, log slot, used, oldest member and oldest
 -- score in its window (false when none), fits. Per log slot s, at 7s-6 .. 7s: key, longest
 -- window µs, cost, total after the newest entry, newest score (false when none), whether a

@@ -324,6 +324,13 @@ describe("sliding-window script on state it did not write", () => {
     expect(await redis.zrange("l:{m}", "0", "-1")).toEqual(["0"]);
   });
 
+  it("answers a key's call with no rule as admitted, with no rule in its reply", async () => {
+    // the registry alone is asked about (no rule of the key's tier covers the request)
+    await redis.hset("b:{r}:key", { tier: "t" });
+    expect(await evalCall({ block: "b:{r}", registry: "b:{r}:key", logs: [], now: T0, tier: "t", fallback: "t", rules: [] })).toEqual([1]);
+    expect(await evalCall({ block: "b:{r}", registry: "b:{r}:key", logs: [], now: T0, tier: "u", fallback: "t", rules: [] })).toEqual([5, "t"]);
+  });
+
   it("refuses a cost that is not a whole number from 1, before writing anything", async () => {
     for (const cost of [0, -1, 1.5, Number.NaN]) {
       await expect(evalsha("b:{c}", ["l:{c}"], T0, [rule(5, cost)])).rejects.toThrow(/whole cost >= 1/);

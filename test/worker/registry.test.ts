@@ -203,6 +203,67 @@ describe("key registry", () => {
     expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 40 })]);
   });
 
+  it("holds a key's cost to its tier's shadow rules as configured, before anything is recorded", async () => {
+    const config = {
+      tiers: {
+        free: {
+          rules: [
+            { name: "minute", limit: 50, window: "1m" },
+            { name: "burst", limit: 5, window: "1s", shadow: true },
+          ],
+        },
+      },
+    };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    await expect(limiter.limit(request("/", { key: "shadowed" }), { cost: 10 })).rejects.toThrow(/from 1 to 5 \(the limit of "burst"\), not 10/);
+    expect((await admin(a, "usage", { key: "shadowed" })).body.rules).toEqual([
+      expect.objectContaining({ name: "minute", used: 0 }),
+      expect.objectContaining({ name: "burst", used: 0 }),
+    ]);
+    expect((await limiter.limit(request("/", { key: "shadowed" }), { cost: 5 })).reason).toBe("admitted");
+  });
+
+  it("holds a key's cost to its configured limits when the store cannot say the key's own, instead of failing open", async () => {
+    const limiter = createRateLimiter({ url: "http://127.0.0.1:9", token: "unused", ...TIERS, fail: "open", timeout: 300, prefix: "unreachable" });
+    await expect(limiter.limit(request("/", { key: "offline" }), { cost: 3 })).rejects.toThrow(/from 1 to 2 \(the limit of "minute"\), not 3/);
+    expect((await limiter.limit(request("/", { key: "offline" }), { cost: 2 })).reason).toBe("failed-open");
+  });
+
+  it("admits a key's request that no rule of its tier covers, without taking it for a store failure", async () => {
+    const { a } = fleet({ fail: "closed", tiers: { free: { rules: [{ name: "writes", limit: 5, window: "1m", methods: ["POST"] }] } } });
+    expect(await statuses(a, 3, "/", { key: "reader" })).toEqual([200, 200, 200]);
+    expect(await statuses(a, 1, "/", { key: "reader", method: "POST" })).toEqual([200]);
+  });
+
+  for (const cost of [undefined, 1]) {
+    it(`counts every request on the address rules, and lets their denial stand, while the registry keeps moving the key (cost ${cost ?? "of the rules"})`, async () => {
+      const config = { fail: "open" as const, addressRules: [{ name: "per-address", limit: 3, window: "1m" }] };
+      const { a, prefix } = fleet(config);
+      const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+      const ip = "198.51.100.83";
+      expect((await admin(a, "keys/set", { key: "restless", tier: "paid" })).status).toBe(200);
+      const tag = ((await admin(a, "usage", { key: "restless" })).body.identity as { tag: string }).tag;
+      const entry = `${prefix}:{${tag}}:key`;
+      // an operator who moves the key to the other tier after every decision asked of it
+      const real = globalThis.fetch;
+      globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+        const res = await real(input as RequestInfo, init);
+        const body = typeof init?.body === "string" ? init.body : "";
+        if (/^\["evalsha"/i.test(body) && body.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
+        return res;
+      }) as typeof fetch;
+      const reasons: string[] = [];
+      try {
+        for (let i = 0; i < 6; i++) reasons.push((await limiter.limit(request("/", { key: "restless", ip }), cost === undefined ? {} : { cost })).reason);
+      } finally {
+        globalThis.fetch = real;
+      }
+      expect(reasons.slice(3)).toEqual(["rate-limited", "rate-limited", "rate-limited"]);
+      expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 3 })]);
+    });
+  }
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
