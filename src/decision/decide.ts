@@ -6,7 +6,15 @@ import type { Identity } from "./identity.ts";
 /** What one decision came to, before anyone turns it into a response. */
 export type Verdict =
   | { kind: "admitted"; decision: Decision; redisMs: number }
-  | { kind: "denied"; decision: Decision; redisMs: number /** age of a decision served from the denial cache */; elapsedMs: number }
+  | {
+      kind: "denied";
+      decision: Decision;
+      redisMs: number;
+      /** age of a decision served from the denial cache */
+      elapsedMs: number;
+      /** answered from the denial cache, without waiting on the store */
+      fromCache: boolean;
+    }
   | { kind: "blocked"; ms: number; redisMs: number }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
@@ -57,7 +65,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
     const now = clock();
     const hit = denials.get(cacheKey, now);
-    if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at };
+    if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at, fromCache: true };
 
     // with only shadow rules there is no outcome to protect: their own budget, and open; with
     // no rule at all (an API key checked against the registry), the configuration's own
@@ -77,7 +85,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const { decision } = reply;
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
     if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now });
-    return { kind: "denied", decision, redisMs, elapsedMs: 0 };
+    return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache: false };
   };
   return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) }) as Decide;
 }

@@ -75,7 +75,9 @@ function combine(key: Verdict, address: Verdict): Verdict {
       const redisMs = Math.max(key.redisMs, address.redisMs);
       if (decision.admitted) return { kind: "admitted", decision, redisMs };
       const elapsedMs = Math.max(key.kind === "denied" ? key.elapsedMs : 0, address.kind === "denied" ? address.elapsedMs : 0);
-      return { kind: "denied", decision, redisMs, elapsedMs };
+      // from the cache only when neither side waited on the store
+      const fromCache = key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache;
+      return { kind: "denied", decision, redisMs, elapsedMs, fromCache };
     }
   }
   const denied = either("denied");

@@ -183,9 +183,9 @@ export function createGate(options: GateOptions): Gate {
         safeLog("warn", { event: "slidegate.blocked", tier, tag, blockedForMs: verdict.ms });
         return point("blocked", [], { redisMs: verdict.redisMs, retryAfterMs: verdict.ms });
       case "denied": {
-        const { decision, elapsedMs } = verdict;
+        const { decision, elapsedMs, fromCache } = verdict;
         const deniedBy = decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
-        denials.record({ tag, tier, rules: deniedBy, detail: { retryAfterMs: decision.retryAfterMs - elapsedMs, fromDenialCache: elapsedMs > 0 } });
+        denials.record({ tag, tier, rules: deniedBy, detail: { retryAfterMs: decision.retryAfterMs - elapsedMs, fromDenialCache: fromCache } });
         return;
       }
       case "admitted": {

@@ -41,11 +41,11 @@ const decision = (admitted: boolean) => ({
   limits: [{ name: "minute", limit: 5, windowMs: 60_000, shadow: false, remaining: 0, resetMs: 1000, retryMs: admitted ? 0 : 1000 }],
 });
 const admitted = (redisMs = 3): Step => ({ kind: "decided", caller: caller(), rules: RULES, verdict: { kind: "admitted", decision: decision(true), redisMs } });
-const denied = (tag?: string, keyHash?: string, redisMs = 2): Step => ({
+const denied = (tag?: string, keyHash?: string, redisMs = 2, fromCache = false): Step => ({
   kind: "decided",
   caller: caller(tag, keyHash),
   rules: RULES,
-  verdict: { kind: "denied", decision: decision(false), redisMs, elapsedMs: 0 },
+  verdict: { kind: "denied", decision: decision(false), redisMs, elapsedMs: 0, fromCache },
 });
 
 describe("live figures", () => {
@@ -169,8 +169,10 @@ describe("live figures", () => {
   it("counts store latency per fixed bucket, and a denial answered from the isolate's cache waited on nothing", async () => {
     const { isolate, read } = setup();
     const figures = isolate();
-    for (const ms of [0.4, 1.5, 1.7, 4, 4, 4, 9, 40, 40, 2500]) figures.record(admitted(ms));
+    for (const ms of [0.4, 1.5, 1.7, 4, 4, 9, 40, 40, 2500]) figures.record(admitted(ms));
+    // a store that answered within the clock's resolution waited all the same
     figures.record(denied(undefined, undefined, 0));
+    figures.record(denied(undefined, undefined, 0, true));
     await figures.flush();
     const { storeLatencyMs } = (await read()).totals;
     expect(storeLatencyMs).toEqual({ count: 10, p50: 5, p99: 3000 });

@@ -143,7 +143,7 @@ export function countedOf(step: Step): Counted | undefined {
     case "denied": {
       const deniedBy = verdict.decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
       // a denial the isolate answered from its cache waited on nothing
-      return { outcome: "denied", tier, rules: names(deniedBy), storeMs: verdict.redisMs > 0 ? verdict.redisMs : undefined, refused: who };
+      return { outcome: "denied", tier, rules: names(deniedBy), storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: who };
     }
     case "admitted": {
       const shadow = verdict.decision.wouldDeny;
