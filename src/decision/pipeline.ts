@@ -60,24 +60,33 @@ const TIER_MOVES = 2;
  * kept). Each call recorded what it admitted on its own: a request refused by one side is
  * still counted by the other.
  */
+/** A verdict's decision as of now: a cached denial's waits and resets, less the time it has been held. */
+function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
+  const held = verdict.kind === "denied" ? verdict.elapsedMs : 0;
+  if (held <= 0) return verdict.decision;
+  const { decision } = verdict;
+  return { ...decision, retryAfterMs: Math.max(0, decision.retryAfterMs - held), limits: decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - held) })) };
+}
+
 function combine(key: Verdict, address: Verdict): Verdict {
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? address : undefined);
   const blocked = either("blocked");
   if (blocked) return blocked;
   if (key.kind === "admitted" || key.kind === "denied") {
     if (address.kind === "admitted" || address.kind === "denied") {
+      // each side as of now: a denial from the cache has aged by its own elapsedMs, a fresh one not
+      const [k, a] = [current(key), current(address)];
       const decision: Decision = {
-        admitted: key.decision.admitted && address.decision.admitted,
-        limits: [...key.decision.limits, ...address.decision.limits],
-        retryAfterMs: Math.max(key.decision.retryAfterMs, address.decision.retryAfterMs),
-        wouldDeny: [...key.decision.wouldDeny, ...address.decision.wouldDeny],
+        admitted: k.admitted && a.admitted,
+        limits: [...k.limits, ...a.limits],
+        retryAfterMs: Math.max(k.retryAfterMs, a.retryAfterMs),
+        wouldDeny: [...k.wouldDeny, ...a.wouldDeny],
       };
       const redisMs = Math.max(key.redisMs, address.redisMs);
       if (decision.admitted) return { kind: "admitted", decision, redisMs };
-      const elapsedMs = Math.max(key.kind === "denied" ? key.elapsedMs : 0, address.kind === "denied" ? address.elapsedMs : 0);
       // from the cache only when neither side waited on the store
       const fromCache = key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache;
-      return { kind: "denied", decision, redisMs, elapsedMs, fromCache };
+      return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache };
     }
   }
   const denied = either("denied");
@@ -155,29 +164,28 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     checkCost(cost, onAddressRules);
     // A cost of the caller's own is held to the key's own limits, which only the key's call
     // reads (its registry entry may override a rule's limit, or move it to another tier), or
-    // to the default tier's, for a key nobody knows; to the configured limits of shadow rules,
-    // which must not change an outcome, so are checked before anything is recorded; and to
-    // the configured limits when the key's call fails. The address's call then waits for the
-    // key's, so a cost refused anywhere is recorded nowhere. Rules' own costs fit every
-    // tier's rules (the configuration checks them): both calls go at once.
-    const checkShadow = () =>
-      checkCost(
-        cost,
-        rules.filter((r) => r.shadow),
-      );
-    checkShadow();
+    // to the default tier's, for a key nobody knows; to the configured limits of the key's
+    // shadow rules, which must not change an outcome, so are checked before anything is
+    // recorded; and to the configured limits when the key's call fails. The address's call
+    // then waits for the key's, so a cost refused anywhere is recorded nowhere. Rules' own
+    // costs fit every tier's rules (the configuration checks them): both calls go at once.
+    const overShadow = () => (cost === undefined ? undefined : rules.find((r) => r.shadow && cost > r.limit));
     const address = await addressIdentity(caller.client, onAddressRules);
     let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
     const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
     for (let moves = 0; ; moves++) {
-      const verdict = await decide(caller.identity, tier, rules, cost, { fallback });
+      // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
+      // tier, from a call about its registry entry alone, which records nothing
+      const over = overShadow();
+      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, { fallback });
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
         rules = rulesOf(tier);
-        checkShadow();
         continue;
       }
+      // the tier is the key's: its shadow rule refuses the cost
+      if (over && verdict.kind === "admitted") assertCost(cost, over);
       if (cost !== undefined && verdict.kind === "denied") refuseOverweight(cost, verdict.decision);
       // the key's own limits could not be read: its configured ones hold
       if (verdict.kind === "failed" || verdict.kind === "other-tier") checkCost(cost, rules);

@@ -122,6 +122,31 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/other", login())).toEqual([200]);
   });
 
+  it("ages only the cached side when a fresh key denial meets a cached address denial: Retry-After is the key's whole wait", async () => {
+    let clock = 1_800_000_000_000;
+    const gate = makeGate(
+      {
+        clock: "edge",
+        denialCacheMaxAge: "1h",
+        identity: { header: "x-api-key" },
+        defaultTier: "slow",
+        tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
+        addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
+      },
+      { now: () => clock },
+    );
+    const ip = "198.51.100.84";
+    expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
+    clock += 1000;
+    // the address is spent: this denial of the address is cached for its whole wait
+    expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
+    clock += 50 * 60_000 - 1000;
+    // "first" is denied afresh by its own two-hour rule, 70 minutes from now
+    const res = await gate(request("/", { key: "first", ip }));
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe(String(70 * 60));
+  });
+
   it("an operator sees an address's address rules in usage, and a reset clears them", async () => {
     const { a } = fleet({ addressRules: [{ name: "per-address", limit: 2, window: "1m" }] });
     const ip = "198.51.100.81";
@@ -212,6 +237,7 @@ describe("key registry", () => {
             { name: "burst", limit: 5, window: "1s", shadow: true },
           ],
         },
+        paid: { rules: [{ name: "minute", limit: 50, window: "1m" }] },
       },
     };
     const { a, prefix } = fleet(config);
@@ -222,6 +248,10 @@ describe("key registry", () => {
       expect.objectContaining({ name: "burst", used: 0 }),
     ]);
     expect((await limiter.limit(request("/", { key: "shadowed" }), { cost: 5 })).reason).toBe("admitted");
+    // a key the registry puts in a tier without that shadow rule is not held to it, though this isolate meets it as the default tier
+    expect((await admin(a, "keys/set", { key: "moved", tier: "paid" })).status).toBe(200);
+    expect((await limiter.limit(request("/", { key: "moved" }), { cost: 10 })).reason).toBe("admitted");
+    expect((await admin(a, "usage", { key: "moved" })).body.rules).toEqual([expect.objectContaining({ name: "minute", used: 10 })]);
   });
 
   it("holds a key's cost to its configured limits when the store cannot say the key's own, instead of failing open", async () => {
