@@ -7,12 +7,11 @@
   operator's block, the newest and oldest entries). Same KEYS and ARGV as slidegate's script.
 ]]
 local call = redis.call
-local now = ARGV[1]
-if now == '' then
+-- "" (Redis TIME) reads as no number: the same TIME call, without the script's checks
+local now = tonumber(ARGV[1])
+if not now then
   local t = call('TIME')
   now = t[1] * 1000000 + t[2]
-else
-  now = tonumber(now)
 end
 call('GET', KEYS[1])
 local key, window = KEYS[3], ARGV[6] * 1000
