@@ -1,4 +1,5 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
+import { ANY_METHOD } from "../http/canonical.ts";
 
 /** The tier of an API key's SHA-256 hex, or the default tier for unknown keys and IPs. */
 export function tierOf(config: GateConfig, keyHash: string | undefined): string {
@@ -18,7 +19,7 @@ export function rulesFor(config: GateConfig, tier: string, methods: readonly str
   return matching(config.tiers.get(tier) ?? [], methods, paths);
 }
 
-/** Of `rules`, those that apply to a request handled as any of `methods`, at any of `paths` (as for `rulesFor`). */
+/** Of `rules`, those that apply to a request handled as any of `methods` (`ANY_METHOD`: any at all), at any of `paths` (as for `rulesFor`). */
 export function matching<R extends Rule>(rules: readonly R[], methods: readonly string[], paths: readonly string[] | undefined): R[] {
-  return rules.filter((r) => (!r.methods || methods.some((m) => r.methods!.has(m))) && (!r.path || !paths || paths.some((p) => r.path!.test(p))));
+  return rules.filter((r) => (!r.methods || methods.some((m) => m === ANY_METHOD || r.methods!.has(m))) && (!r.path || !paths || paths.some((p) => r.path!.test(p))));
 }

@@ -3,7 +3,7 @@ import type { GateConfig } from "../config/rate-limits.ts";
 import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
-import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog } from "./denial-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
@@ -112,8 +112,11 @@ export function createGate(options: GateOptions): Gate {
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
     : undefined;
-  const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders });
   const keyHeader = config.keyHeader ?? "X-API-Key";
+  // an origin behind CGI (PHP, WSGI, Rack) reads X_API_Key or X_HTTP_Method_Override as the header
+  // the gate read (or did not): those spellings never reach it
+  const respelled = [...(config.keyHeader ? [config.keyHeader] : []), ...OVERRIDE_HEADERS];
+  const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders, respelled });
   // the method (and its override headers) is read only when some rule asks for it
   const byMethod = [...config.tiers.values(), config.addressRules].some((rules) => rules.some((r) => r.methods));
 
@@ -202,7 +205,9 @@ export function createGate(options: GateOptions): Gate {
     const canonical = canonicalPath(url.pathname);
     if (!canonical.ok) return invalidPath(canonical.refused);
     const path = canonical.path;
-    if (isAdminPath(path)) return await admin(request, path);
+    // any form: an origin that drops `;` parameters or trailing dots would route "/__slidegate;x/usage" as the gate's own
+    const adminPath = isAdminPath(path) ? path : canonical.matchOn.find(isAdminPath);
+    if (adminPath !== undefined) return await admin(request, adminPath);
 
     const client = clientAddress(request, config.ipv6Prefix);
     const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : ANY_METHOD, paths: canonical.matchOn }, { client });

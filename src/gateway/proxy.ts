@@ -24,6 +24,8 @@ import type { HeaderFields } from "../http/rate-limit-headers.ts";
  */
 const oneSpelling = (name: string) => name.toLowerCase().replaceAll("_", "-");
 
+const NONE: ReadonlySet<string> = new Set();
+
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
 
 /**
@@ -45,22 +47,29 @@ export const FORWARDING_HEADERS = [
   "x-cluster-client-ip",
   "fastly-client-ip",
   "x-original-forwarded-for",
+  // where the request went, as a proxy in front would tell it: IIS URL Rewrite, Symfony and
+  // Zend route by these instead of the request line, so a client's own would walk around the
+  // rules of the path the gate matched
+  "x-original-url",
+  "x-rewrite-url",
+  "x-original-uri",
 ];
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
- * lists, those in `drop` (lower case, with `_` read as `-`), and those that start with
- * `dropPrefix`. Read in one pass; the runtime yields names in lower case. A listed name that
- * is no header name (`a b`) matches nothing.
+ * lists, those in `drop` (lower case, with `_` read as `-`), those in `respelled` written with
+ * a `_` (the spelling as sent goes on, another that a CGI origin reads as the same does not),
+ * and those that start with `dropPrefix`. Read in one pass; the runtime yields names in lower
+ * case. A listed name that is no header name (`a b`) matches nothing.
  */
-function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string): string[] {
+function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string, respelled: ReadonlySet<string> = NONE): string[] {
   const present: string[] = [];
   let listed: string[] = [];
   for (const [name, value] of source) {
     present.push(name);
     if (name === "connection") listed = value.split(",").map((h) => h.trim().toLowerCase());
   }
-  const dropped = (name: string) => drop.has(name.includes("_") ? oneSpelling(name) : name);
+  const dropped = (name: string) => (name.includes("_") ? drop.has(oneSpelling(name)) || respelled.has(oneSpelling(name)) : drop.has(name));
   return present.filter(
     (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
   );
@@ -73,6 +82,11 @@ export interface ForwardOptions {
   clientIpHeader: string;
   /** true: the client's own forwarding headers reach the origin */
   passForwardedHeaders: boolean;
+  /**
+   * headers the gate reads (the API key's, the method overrides): only the spelling it read
+   * goes on, never one with `_` that a CGI origin (PHP, WSGI, Rack) reads as the same
+   */
+  respelled?: readonly string[];
 }
 
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
@@ -101,6 +115,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const dropped = [oneSpelling(clientIpHeader), ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   // a body-less request's content-length would announce a body that is not sent
   const drop = { withBody: new Set(dropped), bodyless: new Set([...dropped, "content-length"]) };
+  const respelled = new Set((options.respelled ?? []).map(oneSpelling));
 
   return {
     prepare(request, canonical) {
@@ -113,7 +128,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
         body: bodyless ? null : request.body,
         redirect: "manual",
       });
-      for (const name of notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade)) outbound.headers.delete(name);
+      for (const name of notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade, undefined, respelled)) outbound.headers.delete(name);
       if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
       return outbound;
     },
@@ -129,5 +144,3 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     },
   };
 }
-
-const NONE: ReadonlySet<string> = new Set();

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalPath, methodsOf } from "./canonical.ts";
+import { ANY_METHOD, canonicalPath, methodsOf } from "./canonical.ts";
 
 const path = (p: string) => {
   const c = canonicalPath(p);
@@ -34,6 +34,15 @@ describe("canonicalPath", () => {
     expect(path("/files/my%20file").matchOn).toContain("/files/my file");
     expect(path("/%2576%2531/users").matchOn).toContain("/v1/users"); // decoded twice, as a proxy and an app might
     expect(path("/v1%252Fusers").matchOn).toContain("/v1/users");
+  });
+
+  it("matches without a format suffix or trailing dots, and with a trailing slash added, as lenient routers do", () => {
+    expect(path("/v1/users.json").matchOn).toEqual(["/v1/users.json", "/v1/users.json/", "/v1/users", "/v1/users/"]);
+    expect(path("/v1/users.").matchOn).toContain("/v1/users");
+    expect(path("/v1./users/").matchOn).toContain("/v1/users/");
+    expect(path("/v1").matchOn).toEqual(["/v1", "/v1/"]);
+    expect(path("/").matchOn).toEqual(["/"]);
+    expect(path("/.json").matchOn).toContain("/.json"); // a name that is all suffix is a name
   });
 
   it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {
@@ -83,5 +92,12 @@ describe("methodsOf", () => {
     expect(methods("POST", { "x-http-method-override": "delete" })).toEqual(["POST", "DELETE"]);
     expect(methods("POST", { "x-http-method": "PUT", "x-method-override": "PATCH" })).toEqual(["POST", "PUT", "PATCH"]);
     expect(methods("POST", {}, "https://x/?_method=head")).toEqual(["POST", "HEAD", "GET"]);
+  });
+
+  it("counts a form sent with any method but GET or HEAD as any method: its _method field is not read", () => {
+    expect(methods("POST", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["POST", ANY_METHOD]);
+    expect(methods("PUT", { "content-type": " Multipart/Form-Data; boundary=x" })).toEqual(["PUT", ANY_METHOD]);
+    expect(methods("POST", { "content-type": "application/json" })).toEqual(["POST"]);
+    expect(methods("POST", { "content-type": "application/x-www-form-urlencodedx" })).toEqual(["POST"]);
   });
 });

@@ -11,9 +11,12 @@ import { memo } from "../memo.ts";
  * - the forwarded path: percent-encoded unreserved characters decoded and the remaining
  *   escapes upper-cased (RFC 3986 §6.2.2), runs of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
- * - the match forms: the forwarded path as it is, fully decoded (once, and twice), and with `;`
- *   parameters and a trailing slash dropped. A rule matches when it matches any of them:
- *   matching errs toward covering more, never less.
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice), with `;`
+ *   parameters dropped, with a format suffix and trailing dots dropped (`/v1/users.json` and
+ *   `/v1/users.` are `/v1/users` to Rails, Spring's suffix matching and IIS), and each of those
+ *   with and without a trailing slash (`/v1` is `/v1/` to Express, so a rule on `/v1/*` covers
+ *   it). A rule matches when it matches any of them: matching errs toward covering more,
+ *   never less.
  *
  * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused, and so are escapes
  * only some decoders accept (overlong UTF-8, `%uXXXX`): origins disagree on what they mean,
@@ -23,6 +26,7 @@ import { memo } from "../memo.ts";
  * const c = canonicalPath("//%76%31/./Users;v=2/");
  * c.ok && c.path;     // "/v1/Users;v=2/"
  * c.ok && c.matchOn;  // ["/v1/Users;v=2/", "/v1/Users;v=2", "/v1/Users/", "/v1/Users"]
+ * canonicalPath("/v1/users.json").matchOn; // ["/v1/users.json", "/v1/users.json/", "/v1/users", "/v1/users/"]
  */
 export type CanonicalPath =
   | { ok: true /** what the origin receives */; path: string /** what rules are matched against */; matchOn: readonly string[] }
@@ -98,6 +102,11 @@ function decodeAll(path: string): string {
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
+/**
+ * Trailing dots dropped from every segment (IIS), then a format suffix from the last one
+ * (Rails' `(.:format)`, Spring's suffix pattern matching).
+ */
+const withoutFormat = (path: string) => path.replace(/\.+(?=\/|$)/g, "").replace(/(\/[^/]+)\.[A-Za-z0-9]+$/, "$1") || "/";
 
 /** The canonical path of a URL's `pathname` (as `new URL(...).pathname` spells it). */
 export function canonicalPath(pathname: string): CanonicalPath {
@@ -117,19 +126,32 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   // decoded twice too, for a stack where a proxy and the application each decode once
   for (const form of [path, decoded, normaliseSegments(decodeAll(decoded))]) {
     for (const variant of [form, normaliseSegments(withoutParams(form))]) {
-      forms.add(variant);
-      forms.add(withoutTrailingSlash(variant));
+      for (const v of [variant, normaliseSegments(withoutFormat(withoutTrailingSlash(variant)))]) {
+        const bare = withoutTrailingSlash(v);
+        forms.add(v);
+        forms.add(bare);
+        forms.add(bare === "/" ? bare : `${bare}/`);
+      }
     }
   }
   return Object.freeze({ ok: true, path, matchOn: Object.freeze([...forms]) });
 }
 
-const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"];
+/** The method-override headers frameworks obey (their underscore spellings are dropped on the way to the origin). */
+export const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-method-override"];
+
+/** Among the methods of a request: it may be handled as any method at all (see `methodsOf`). */
+export const ANY_METHOD = "*";
+
+/** A form body, whose `_method` field Rails, Laravel, Spring and Hono obey: the gate does not read bodies. */
+const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/form-data)\b/i;
 
 /**
  * The methods a request may be handled as: its own, GET for HEAD (frameworks serve HEAD with
- * the GET handler), and any method-override header or `_method` query parameter, which
- * frameworks with an override middleware obey.
+ * the GET handler), any method-override header or `_method` query parameter, which
+ * frameworks with an override middleware obey, and — for a form sent with any method but GET
+ * or HEAD, whose `_method` field they obey too — any method at all (`ANY_METHOD`): the body is
+ * streamed to the origin unread, so such a request counts against every rule of its path.
  *
  * @example
  * methodsOf(new Request("https://x/", { method: "HEAD" }), new URL("https://x/")); // ["HEAD", "GET"]
@@ -142,5 +164,6 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }
   if (methods.has("HEAD")) methods.add("GET");
+  if (request.method !== "GET" && request.method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? "")) methods.add(ANY_METHOD);
   return [...methods];
 }

@@ -18,8 +18,11 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - runs of `/` merged (nginx's `merge_slashes`, on by default)
  * - case-insensitive routes (Express's default, ASP.NET)
  * - a trailing slash ignored (Express's default, Hono's `strict: false`)
+ * - a format suffix on the last segment ignored, `/v1/users.json` is `/v1/users` (Rails'
+ *   `(.:format)`, Spring's suffix matching), and so are trailing dots (IIS)
  * - HEAD served by the GET handler (Hono itself, like most frameworks)
- * - `X-HTTP-Method-Override` obeyed on POST (Hono's methodOverride middleware)
+ * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body (Hono's
+ *   methodOverride middleware, as Rails, Laravel and Spring do)
  *
  * Handlers answer JSON: which handler ran, the request line and headers as received, and how
  * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo.
@@ -52,6 +55,7 @@ export function routedPath(target: string): string {
   }
   path = posix.normalize(path.replace(/;[^/]*/g, ""));
   if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
+  path = path.replace(/\.+(?=\/|$)/g, "").replace(/(\/[^/]+)\.[A-Za-z0-9]+$/, "$1");
   return path.toLowerCase();
 }
 
@@ -61,6 +65,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
 
   const app = new Hono({ getPath: (request) => routedPath(request.url.slice(request.url.indexOf("/", "http://".length))) });
   app.use("*", methodOverride({ app, header: "X-HTTP-Method-Override" }));
+  app.use("*", methodOverride({ app, form: "_method" }));
   const handler = (name: string) => (c: Context) => {
     count(name);
     const raw = c.req.raw;
@@ -74,6 +79,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
     };
     return c.json(echo, 200, { "x-handler": name });
   };
+  app.get("/v1", handler("v1"));
   app.get("/v1/users", handler("users"));
   app.delete("/v1/users/:id", handler("delete-user"));
   app.get("/v1/socket", handler("socket-without-upgrade"));

@@ -18,12 +18,14 @@ const freshIpv4 = () => {
 };
 const freshPrefix = () => `2001:db8:${(++next).toString(16)}`;
 
-const via = (base: string, target: string, ip: string, options: { method?: string; headers?: [string, string][] } = {}) =>
-  rawRequest(base, { method: options.method, target, headers: [["cf-connecting-ip", ip], ...(options.headers ?? [])] });
+type Sent = { method?: string; headers?: [string, string][]; body?: string };
+
+const via = (base: string, target: string, ip: string, options: Sent = {}) =>
+  rawRequest(base, { method: options.method, target, headers: [["cf-connecting-ip", ip], ...(options.headers ?? [])], body: options.body });
 
 /** The handler the origin runs for a request sent to it directly. */
-async function handlerFor(target: string, options: { method?: string; headers?: [string, string][] } = {}): Promise<string> {
-  const answer = await rawRequest(origin().url, { method: options.method, target, headers: options.headers });
+async function handlerFor(target: string, options: Sent = {}): Promise<string> {
+  const answer = await rawRequest(origin().url, { method: options.method, target, headers: options.headers, body: options.body });
   return (answer.headers["x-handler"] as string | undefined) ?? `status ${answer.status}`;
 }
 
@@ -44,6 +46,16 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     const other = await via(base, spelling, ip);
     expect(other.status).toBe(429);
     expect(origin().hits("users") - before).toBe(1);
+  });
+
+  it("/v1 counts against the /v1/* rule once /v1/ spent it: the origin routes both alike", async () => {
+    expect(await handlerFor("/v1")).toBe("v1");
+    expect(await handlerFor("/v1/")).toBe("v1");
+    const ip = freshIpv4();
+    const before = origin().hits("v1");
+    expect((await via(base, "/v1/", ip)).status).toBe(200);
+    for (const spelling of ["/v1", "/V1", "//v1", "/v1;x", "/v1."]) expect((await via(base, spelling, ip)).status, spelling).toBe(429);
+    expect(origin().hits("v1") - before).toBe(1);
   });
 
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
@@ -117,6 +129,35 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect(origin().hits("users") - before).toBe(2);
   });
 
+  it("a rule on /v1/users covers /v1/users.json and /v1/users., which the origin routes to the same handler", async () => {
+    const spellings = ["/v1/users.json", "/v1/users.", "/V1/Users.XML", "/v1/users.json/", "/v1/users..", "/v1/users;x.json"];
+    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
+    const ip = freshIpv4();
+    const before = origin().hits("users");
+    for (let i = 0; i < 2; i++) expect((await via(base, "/v1/users", ip)).status).toBe(200);
+    for (const spelling of spellings) expect((await via(base, spelling, ip)).status, spelling).toBe(429);
+    expect(origin().hits("users") - before).toBe(2);
+  });
+
+  it("a DELETE rule limits a POST whose form body overrides its method to DELETE", async () => {
+    const form: Sent = { method: "POST", headers: [["content-type", "application/x-www-form-urlencoded"]], body: "_method=DELETE" };
+    const boundary = "b0undary";
+    const multipart: Sent = {
+      method: "POST",
+      headers: [["content-type", `multipart/form-data; boundary=${boundary}`]],
+      body: `--${boundary}\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--${boundary}--\r\n`,
+    };
+    expect(await handlerFor("/v1/users/7", form)).toBe("delete-user");
+    expect(await handlerFor("/v1/users/7", multipart)).toBe("delete-user");
+    const ip = freshIpv4();
+    expect((await via(base, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
+    const before = origin().hits("delete-user");
+    expect((await via(base, "/v1/users/2", ip, form)).status).toBe(429);
+    expect((await via(base, "/v1/users/3", ip, multipart)).status).toBe(429);
+    expect((await via(base, "/v1/users/4", ip, { ...form, method: "PUT", headers: [["content-type", "Application/X-WWW-Form-Urlencoded; charset=utf-8"]] })).status).toBe(429);
+    expect(origin().hits("delete-user") - before).toBe(0);
+  });
+
   it("a DELETE rule limits a POST that overrides its method to DELETE", async () => {
     const override: [string, string][] = [["x-http-method-override", "DELETE"]];
     expect(await handlerFor("/v1/users/7", { method: "POST", headers: override })).toBe("delete-user");
@@ -126,6 +167,46 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect((await via(base, "/v1/users/2", ip, { method: "POST", headers: override })).status).toBe(429);
     expect((await via(base, "/v1/users/3?_method=DELETE", ip, { method: "POST" })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
+  });
+});
+
+describe("headers an origin would read another way never reach it", () => {
+  const ADMIN = "evasion-admin-token-2";
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ identity: { header: "x-api-key" }, rules: [{ name: "m", limit: 100, window: "10m" }] }, { ADMIN_TOKEN: ADMIN });
+  });
+
+  it("drops path-rewriting headers and the underscore spellings of the key and method-override headers", async () => {
+    const res = await via(base, "/anything", freshIpv4(), {
+      method: "POST",
+      headers: [
+        ["x-api-key", "the-key-the-gate-counts"],
+        ["X-Original-URL", "/v1/users"],
+        ["X-Rewrite-URL", "/v1/users"],
+        ["X-Original-URI", "/v1/users"],
+        ["X_API_Key", "another-key"],
+        ["x-api_key", "yet-another-key"],
+        ["X_HTTP_Method_Override", "DELETE"],
+        ["X-HTTP_Method-Override", "DELETE"],
+        ["X_HTTP_METHOD", "DELETE"],
+        ["x_method_override", "DELETE"],
+      ],
+    });
+    expect(res.status).toBe(200);
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers["x-api-key"]).toBe("the-key-the-gate-counts");
+    expect(Object.keys(echo.headers).filter((h) => /original|rewrite|_/.test(h))).toEqual([]);
+  });
+
+  it("never forwards a spelling of the admin prefix, with parameters or trailing dots, to the origin", async () => {
+    const before = origin().hits("echo");
+    for (const target of ["/__slidegate;x/usage", "/__slidegate;/", "/__slidegate.;/usage", "/__slidegate./usage", "/__SLIDEGATE;x/usage", "/__slidegate;x"]) {
+      const res = await via(base, target, freshIpv4(), { method: "POST", headers: [["authorization", "Bearer wrong"]], body: "{}" });
+      expect(res.headers["x-handler"], target).toBeUndefined();
+      expect([308, 401, 404], target).toContain(res.status);
+    }
+    expect(origin().hits("echo")).toBe(before);
   });
 });
 
