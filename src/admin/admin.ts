@@ -25,16 +25,14 @@ export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).
 /**
  * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
  * them every admin request from that address answers 429 until the window frees, whatever
- * token it carries — the count is read before the token is checked, on every isolate — so an
- * answer never tells a right guess from a wrong one.
+ * token it carries. Every attempt is recorded before its token is compared, in the same
+ * atomic call that checks the count, on whichever isolate: however many arrive at once, at
+ * most this many tokens are compared, and an answer never tells a right guess from a wrong
+ * one. A right token's attempt is taken back once it is known to be right.
  */
 export const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
-/**
- * Reads the failure count without recording: checked together with the failures, this
- * one-request-a-day limit is full on every call but the first of the day, and a request denied
- * by one limit is recorded in none. (The first call of the day counts as one failure.)
- */
-const AUTH_PEEK: Limit = { name: "auth-peek", limit: 1, windowMs: 86_400_000, cost: 1 };
+/** How long an isolate answers an address over the failure limit without asking the store. */
+const THROTTLE_HELD_MS = 1000;
 /** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
 const AUTH_SCOPE = "@admin";
 const AUTH_TIMEOUT_MS = 5000;
@@ -319,8 +317,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     return keyIdentity(hash as string);
   }
 
+  // Held here for a second at most: a refusal may come from attempts still in flight (a right
+  // token's is taken back a moment later), not from failures, and must not shut an operator
+  // out of this isolate for the rest of the window.
   const refuse = (tag: string, now: number, ms: number) => {
-    throttled.set(tag, now + ms, true);
+    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), true);
     return tooManyAttempts(ms);
   };
 
@@ -331,16 +332,31 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
    */
   async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
     if (!request.headers.has("authorization")) return unauthorized(false);
-    const peek = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES, AUTH_PEEK], AUTH_TIMEOUT_MS));
-    const failures = peek.limits.find((l) => l.name === ADMIN_AUTH_FAILURES.name);
-    if (!failures) throw new LimiterError("the admin failure count came back without its limit");
-    if (failures.retryMs > 0) return refuse(tag, now, failures.retryMs);
-    if (await authorised(request)) return undefined;
-    // the peek that was admitted already counted this attempt
-    const counted = peek.admitted ? peek : decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS));
-    log("warn", { event: "slidegate.admin_unauthorized", tag, throttled: !counted.admitted });
-    if (!counted.admitted) return refuse(tag, now, counted.retryAfterMs);
+    // recorded first: a token is compared only once its attempt is counted (a check, then a
+    // record, would let a burst of guesses all pass the check before any was recorded)
+    const attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS));
+    if (!attempt.admitted) return refuse(tag, now, attempt.retryAfterMs);
+    if (await authorised(request)) {
+      await takeBack(tag);
+      return undefined;
+    }
+    log("warn", { event: "slidegate.admin_unauthorized", tag });
     return unauthorized(true);
+  }
+
+  /**
+   * Takes a right token's attempt back off the failure count: the newest entry of the log,
+   * whoever's it is, lowers the count by one (the script counts by running totals from the
+   * newest entry back; see sliding-window.lua). Best effort: a store that fails here leaves
+   * one attempt counted, never one fewer.
+   */
+  async function takeBack(tag: string): Promise<void> {
+    try {
+      await redis.zremrangebyrank(redisKeys.log(config.prefix, tag, AUTH_SCOPE, ADMIN_AUTH_FAILURES.name), -1, -1);
+    } catch (e) {
+      if (!isStoreFailure(e)) throw e;
+      log("error", { event: "slidegate.admin_store_failure", error: e instanceof Error ? e.message : String(e) });
+    }
   }
 
   return async (request, path) => {

@@ -50,6 +50,38 @@ describe("admin authentication failures", () => {
     expect((await call(gate, "usage", { ip: freshIp() })).status).toBe(200); // other addresses are not held back
   });
 
+  it(`compare at most ${n} wrong tokens however many arrive at once, and refuse the rest unread`, async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const guesser = freshIp();
+    const burst = await Promise.all(Array.from({ length: 4 * n }, (_, i) => call(gate, "usage", { token: `guess-${i}`, ip: guesser })));
+    const codes = burst.map((r) => r.status);
+    expect(codes.filter((c) => c === 401)).toHaveLength(n);
+    expect(codes.filter((c) => c === 429)).toHaveLength(3 * n);
+    // each wrong token that was compared is logged once
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.admin_unauthorized")).toHaveLength(n);
+    expect((await call(gate, "usage", { ip: guesser })).status).toBe(429);
+  });
+
+  it("never count the right token's calls as failures, however many", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const operator = freshIp();
+    for (let i = 0; i < 3 * n; i++) expect((await call(gate, "usage", { ip: operator })).status).toBe(200);
+    const codes: number[] = [];
+    for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: operator })).status);
+    expect(codes).toEqual([...Array(n).fill(401), 429]);
+  });
+
+  it(`check at most ${n} calls from one address at a time, and shut nobody out once they are answered`, async () => {
+    let now = Date.now();
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN, now: () => now });
+    const operator = freshIp();
+    const burst = (await Promise.all(Array.from({ length: 3 * n }, () => call(gate, "usage", { ip: operator })))).map((r) => r.status);
+    expect(burst.filter((c) => c === 200).length).toBeGreaterThanOrEqual(n);
+    expect(burst.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+    now += 1001; // past the second an isolate holds a refusal
+    expect((await call(gate, "usage", { ip: operator })).status).toBe(200);
+  });
+
   it("hold on an isolate that never saw the guesses, before the token is checked", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
     const config = { prefix, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] };
