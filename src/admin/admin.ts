@@ -3,7 +3,7 @@ import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
-import { clientAddress, type Identity, identify, ipIdentity, keyIdentity, sha256 } from "../decision/identity.ts";
+import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf } from "../decision/rules.ts";
 import { problem } from "../http/problem.ts";
@@ -398,6 +398,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         }
         identity = { kind: "i", tag };
       } else if (route.who === "any" && typeof ip === "string" && ip !== "" && key === undefined && hash === undefined) {
+        // an address some read as another (192.000.002.077 is 192.0.2.63 to inet_aton) names nobody for sure
+        const ambiguous = ambiguousAddress(ip);
+        if (ambiguous) return badRequest(`"ip": ${ambiguous}.`);
         identity = await identify("i", ipIdentity(ip, config.ipv6Prefix));
       } else if (route.who === "any" && ip !== undefined) {
         return badRequest('Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.');

@@ -37,6 +37,16 @@ describe("parseRateLimits", () => {
     expect(r.config.tiers.get("paid")![0]).toMatchObject({ fail: "open", timeoutMs: 900 });
   });
 
+  it("refuses list addresses that readers disagree on, naming the entry, instead of reading 010 as octal", () => {
+    const errors = errorsOf({ rules: [{ name: "m", limit: 5, window: "10s" }], deny: { ips: ["192.000.002.077", "10.0.0.0/8", "010.0.0.0/8"] }, allow: { ips: ["nonsense"] } });
+    const advice = "has IPv4 written with leading zeros or in another base, which readers disagree on: write it in plain dotted decimal (like 192.0.2.7)";
+    expect(errors).toEqual([
+      'RATE_LIMITS.allow.ips[0]: "nonsense" is not an IP address or CIDR range',
+      `RATE_LIMITS.deny.ips[0]: "192.000.002.077" ${advice}`,
+      `RATE_LIMITS.deny.ips[2]: "010.0.0.0/8" ${advice}`,
+    ]);
+  });
+
   it("compiles path globs and upper-cases methods", () => {
     const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path: "/v1/*.json", methods: ["post"] }] });
     const rule = r.ok ? r.config.tiers.get("default")![0]! : undefined;

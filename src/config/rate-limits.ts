@@ -1,5 +1,6 @@
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
+import { ambiguousAddress } from "../decision/identity.ts";
 import { canonicalPath } from "../http/canonical.ts";
 import { MAX_LIMIT } from "../script/limiter.ts";
 
@@ -227,7 +228,9 @@ function crossCheck(c: Raw, root: string): string[] {
   }
   for (const side of ["allow", "deny"] as const) {
     c[side]?.ips?.forEach((entry, i) => {
-      if (!parseRange(entry)) issue(`.${side}.ips[${i}]`, `"${entry}" is not an IP address or CIDR range`);
+      const ambiguous = ambiguousAddress(entry.split("/")[0]!);
+      if (ambiguous) issue(`.${side}.ips[${i}]`, `"${entry}" has ${ambiguous}`);
+      else if (!parseRange(entry)) issue(`.${side}.ips[${i}]`, `"${entry}" is not an IP address or CIDR range`);
     });
   }
   const lists: [string, RawRule[]][] = c.tiers ? Object.entries(c.tiers).map(([t, { rules }]) => [`.tiers.${t}.rules`, rules]) : [[".rules", c.rules ?? []]];

@@ -1,5 +1,5 @@
 import ipaddr from "ipaddr.js";
-import type { Address } from "./identity.ts";
+import { type Address, ambiguousAddress } from "./identity.ts";
 
 /**
  * Allow and deny lists: API keys by SHA-256 hex, client IPs by address or CIDR range (IPv4
@@ -20,6 +20,7 @@ type Range = [Address, number];
 
 /** An address ("203.0.113.7") or CIDR range ("2001:db8::/32") in canonical form; undefined when it is neither. */
 export function parseRange(entry: string): Range | undefined {
+  if (ambiguousAddress(entry.split("/")[0]!)) return undefined;
   let range: Range;
   try {
     if (entry.includes("/")) range = ipaddr.parseCIDR(entry);

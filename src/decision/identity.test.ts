@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { compileAccess } from "./access-lists.ts";
-import { addressBucket, addressText, clientAddress, identify, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
+import { addressBucket, addressText, ambiguousAddress, clientAddress, identify, ipIdentity, parseAddress, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 
 describe("client addresses", () => {
   it("read from CF-Connecting-IP are the same for a repeated header, and bucketed by each gate's own IPv6 prefix", () => {
@@ -28,6 +28,12 @@ describe("client addresses", () => {
       expect(addressText(parseAddress(spelling)!), spelling).toBe("192.0.2.1");
     }
     expect(parseAddress("not-an-ip")).toBeUndefined();
+    // IPv4 that readers disagree on (inet_aton reads 010 as octal 8) is no address at all
+    for (const spelling of ["192.000.002.077", "010.0.0.1", "::ffff:010.0.0.1", "0xc0.0.2.1", "3221225985", "192.0.2"]) {
+      expect(parseAddress(spelling), spelling).toBeUndefined();
+      expect(ambiguousAddress(spelling), spelling).toMatch(/^IPv4 written with leading zeros or in another base/);
+    }
+    for (const spelling of ["0.0.0.0", "192.0.2.100", "::ffff:192.0.2.1", "2001:db8::1", "garbage"]) expect(ambiguousAddress(spelling), spelling).toBeUndefined();
     expect(parseAddress("")).toBeUndefined();
   });
 

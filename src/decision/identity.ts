@@ -67,15 +67,37 @@ export function keyIdentity(keyHash: string): Identity {
 /** A parsed address in its one canonical form: IPv4-mapped IPv6 as IPv4, no IPv6 zone. */
 export type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
+/** IPv4 in plain dotted decimal: four parts of 0-255, none with a leading zero. */
+const DOTTED_DECIMAL = /^(?:0|[1-9]\d{0,2})(?:\.(?:0|[1-9]\d{0,2})){3}$/;
+
 /**
- * The address `text` spells, in canonical form, or undefined when it is not an address.
- * Every spelling of one address gives one result: compressed, expanded, upper case, with
- * leading zeros, IPv4-mapped (`::ffff:192.0.2.1` is `192.0.2.1`).
+ * Why `text`, which reads as an address, may be read as another one, or undefined: IPv4 (alone
+ * or at the end of an IPv6 address) other than in plain dotted decimal. `010.0.0.1` is 8.0.0.1
+ * to inet_aton and to this gate's parser, 10.0.0.1 to others; `0xa.0.0.1` and `167772161` are
+ * addresses to some readers only.
+ *
+ * @example
+ * ambiguousAddress("192.000.002.077"); // "IPv4 written with leading zeros or in another base, …"
+ * ambiguousAddress("192.0.2.77");      // undefined
+ */
+export function ambiguousAddress(text: string): string | undefined {
+  const t = text.trim().replace(/%.*$/, "");
+  const v4 = t.includes(":") ? t.slice(t.lastIndexOf(":") + 1) : t;
+  if ((t.includes(":") && !v4.includes(".")) || DOTTED_DECIMAL.test(v4) || !ipaddr.isValid(t)) return undefined;
+  return `IPv4 written with leading zeros or in another base, which readers disagree on: write it in plain dotted decimal (like 192.0.2.7)`;
+}
+
+/**
+ * The address `text` spells, in canonical form, or undefined when it is not an address, or
+ * not one every reader agrees on (see `ambiguousAddress`). Every spelling of one address gives
+ * one result: compressed, expanded, upper case, IPv6 groups with leading zeros, IPv4-mapped
+ * (`::ffff:192.0.2.1` is `192.0.2.1`).
  *
  * @example
  * addressText(parseAddress("2001:0DB8:0:0::1")!); // "2001:db8::1"
  */
 export function parseAddress(text: string): Address | undefined {
+  if (ambiguousAddress(text)) return undefined;
   let address: Address;
   try {
     address = ipaddr.process(text.trim());

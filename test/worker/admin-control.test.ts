@@ -102,6 +102,18 @@ describe("admin authentication failures", () => {
   });
 });
 
+describe("admin identities", () => {
+  it("refuse an IPv4 address that readers disagree on (192.000.002.077 is 192.0.2.63 to some) with 400 naming the field", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const ip of ["192.000.002.077", "010.0.0.1", "0xc0.0.2.1"]) {
+      const res = await call(gate, "block", { ip: freshIp(), body: { ip, seconds: 60 } });
+      expect(res.status, ip).toBe(400);
+      expect((await res.json()) as { detail: string }).toMatchObject({ detail: expect.stringMatching(/^"ip": IPv4 written with leading zeros/) });
+    }
+    expect((await call(gate, "block", { ip: freshIp(), body: { ip: "192.0.2.77", seconds: 60 } })).status).toBe(200);
+  });
+});
+
 describe("cached denials", () => {
   it("a reset clears the serving isolate's cached 429s at once", async () => {
     const gate = makeGate({ timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] }, { adminToken: ADMIN });
