@@ -2,10 +2,12 @@
 /**
  * `npm run check-config [-- FILE | -]`: validates RATE_LIMITS offline with the validator the
  * Worker itself uses. No argument: wrangler.toml's [vars]. FILE: a JSON file. "-": JSON on stdin.
- * Exits 0 and lists the limits when valid; exits 1 and names each bad field otherwise.
+ * Exits 0 and lists the limits when valid (with a warning for what a valid configuration still
+ * leaves open, such as made-up API keys without an address floor); exits 1 and names each bad
+ * field otherwise.
  */
 import { readFileSync } from "node:fs";
-import { parseRateLimits } from "../src/config/rate-limits.ts";
+import { configurationWarnings, parseRateLimits } from "../src/config/rate-limits.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
 
@@ -33,3 +35,4 @@ if (!result.ok) {
 }
 console.log(`✓ ${from} is valid:`);
 for (const line of describeLimits(result.config)) console.log(`  ${line}`);
+for (const warning of configurationWarnings(result.config)) console.log(`⚠ ${warning}`);

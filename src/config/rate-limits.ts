@@ -400,3 +400,20 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
     },
   };
 }
+
+/**
+ * What a valid configuration leaves open to the threat model's caller, in words an operator
+ * can act on; `check-config` prints these. Empty when nothing is.
+ *
+ * @example
+ * configurationWarnings(parsed.config); // ['identity.unknownKeys is "defaultTier" and no addressRules are set: …']
+ */
+export function configurationWarnings(config: GateConfig): string[] {
+  const warnings: string[] = [];
+  if (config.keyHeader && config.unknownKeys === "defaultTier" && config.addressRules.length === 0) {
+    warnings.push(
+      `identity.unknownKeys is "defaultTier" and no addressRules are set: a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add addressRules (a per-address floor every request counts against), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
+    );
+  }
+  return warnings;
+}
