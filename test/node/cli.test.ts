@@ -26,7 +26,10 @@ describe("npm run check-config", () => {
     expect(good.stdout).toContain("minute: 100 per 1m per x-api-key, else per client IP");
     // a key header with made-up keys let through at the default tier, and no address floor: said, not refused
     expect(good.stdout).toMatch(/⚠ identity\.unknownKeys is "defaultTier" and no addressRules are set: a client that sends a new made-up API key/);
-    writeFileSync(file, JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }], addressRules: [{ name: "floor", limit: 1000, window: "60s" }] }));
+    writeFileSync(
+      file,
+      JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }], addressRules: [{ name: "floor", limit: 1000, window: "60s" }] }),
+    );
     expect(run("scripts/check-config.ts", [file]).stdout).not.toContain("⚠");
     const bad = run("scripts/check-config.ts", ["-"], '{"rules":[{"name":"m","limit":-1,"window":"1y"}]}');
     expect(bad.status).toBe(1);
