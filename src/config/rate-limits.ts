@@ -406,13 +406,15 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
  * can act on; `check-config` prints these. Empty when nothing is.
  *
  * @example
- * configurationWarnings(parsed.config); // ['identity.unknownKeys is "defaultTier" and no addressRules are set: …']
+ * configurationWarnings(parsed.config); // ['identity.unknownKeys is "defaultTier" and no addressRules rule covers every request …']
  */
 export function configurationWarnings(config: GateConfig): string[] {
   const warnings: string[] = [];
-  if (config.keyHeader && config.unknownKeys === "defaultTier" && config.addressRules.length === 0) {
+  // a floor: an enforced address rule that every request answers to (no path, no methods)
+  const floor = config.addressRules.some((r) => !r.shadow && !r.path && !r.methods);
+  if (config.keyHeader && config.unknownKeys === "defaultTier" && !floor) {
     warnings.push(
-      `identity.unknownKeys is "defaultTier" and no addressRules are set: a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add addressRules (a per-address floor every request counts against), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
+      `identity.unknownKeys is "defaultTier" and no addressRules rule covers every request (enforced, without path or methods): a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add such an address rule (a per-address floor), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
     );
   }
   return warnings;

@@ -25,6 +25,7 @@ import type { HeaderFields } from "../http/rate-limit-headers.ts";
 const oneSpelling = (name: string) => name.toLowerCase().replaceAll("_", "-");
 
 const NONE: ReadonlySet<string> = new Set();
+const NO_SPELLINGS: ReadonlyMap<string, string> = new Map();
 
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
 
@@ -48,28 +49,39 @@ export const FORWARDING_HEADERS = [
   "fastly-client-ip",
   "x-original-forwarded-for",
   // where the request went, as a proxy in front would tell it: IIS URL Rewrite, Symfony and
-  // Zend route by these instead of the request line, so a client's own would walk around the
-  // rules of the path the gate matched
+  // Zend route by the first three instead of the request line, the common Flask recipe by
+  // X-Script-Name, so a client's own would walk around the rules of the path the gate matched;
+  // the others move the base path applications build URLs from
   "x-original-url",
   "x-rewrite-url",
   "x-original-uri",
+  "x-original-path",
+  "x-forwarded-uri",
+  "x-forwarded-path",
+  "x-forwarded-prefix",
+  "x-envoy-original-path",
+  "x-script-name",
 ];
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
- * lists, those in `drop` (lower case, with `_` read as `-`), those in `respelled` written with
- * a `_` (the spelling as sent goes on, another that a CGI origin reads as the same does not),
- * and those that start with `dropPrefix`. Read in one pass; the runtime yields names in lower
+ * lists, those in `drop` (lower case, with `_` read as `-`), any spelling of a name in
+ * `respelled` (one spelling → the one that goes on) but that one, since a CGI origin reads
+ * them all as one header, and those that start with `dropPrefix`. Read in one pass; the runtime yields names in lower
  * case. A listed name that is no header name (`a b`) matches nothing.
  */
-function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string, respelled: ReadonlySet<string> = NONE): string[] {
+function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string, respelled: ReadonlyMap<string, string> = NO_SPELLINGS): string[] {
   const present: string[] = [];
   let listed: string[] = [];
   for (const [name, value] of source) {
     present.push(name);
     if (name === "connection") listed = value.split(",").map((h) => h.trim().toLowerCase());
   }
-  const dropped = (name: string) => (name.includes("_") ? drop.has(oneSpelling(name)) || respelled.has(oneSpelling(name)) : drop.has(name));
+  const dropped = (name: string) => {
+    const spelling = name.includes("_") ? oneSpelling(name) : name;
+    const exact = respelled.get(spelling);
+    return drop.has(spelling) || (exact !== undefined && exact !== name);
+  };
   return present.filter(
     (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
   );
@@ -83,8 +95,9 @@ export interface ForwardOptions {
   /** true: the client's own forwarding headers reach the origin */
   passForwardedHeaders: boolean;
   /**
-   * headers the gate reads (the API key's, the method overrides): only the spelling it read
-   * goes on, never one with `_` that a CGI origin (PHP, WSGI, Rack) reads as the same
+   * headers the gate reads (the API key's, the method overrides), as it reads them: only that
+   * spelling goes on, never another with `_` for `-` or `-` for `_` that a CGI origin (PHP,
+   * WSGI, Rack) reads as the same header
    */
   respelled?: readonly string[];
 }
@@ -115,7 +128,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const dropped = [oneSpelling(clientIpHeader), ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   // a body-less request's content-length would announce a body that is not sent
   const drop = { withBody: new Set(dropped), bodyless: new Set([...dropped, "content-length"]) };
-  const respelled = new Set((options.respelled ?? []).map(oneSpelling));
+  const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));
 
   return {
     prepare(request, canonical) {

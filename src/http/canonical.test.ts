@@ -43,6 +43,15 @@ describe("canonicalPath", () => {
     expect(path("/v1").matchOn).toEqual(["/v1", "/v1/"]);
     expect(path("/").matchOn).toEqual(["/"]);
     expect(path("/.json").matchOn).toContain("/.json"); // a name that is all suffix is a name
+    expect(path("/login.tar.gz").matchOn).toContain("/login");
+    expect(path("/login.a-b").matchOn).toContain("/login");
+  });
+
+  it("works out a path of long runs of dots in time linear in its length", () => {
+    // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
+    const started = performance.now();
+    for (const p of [`/${".".repeat(65_536)}a`, `/${"a.".repeat(32_768)}!`, `/x${".".repeat(65_536)}/y`]) expect(canonicalPath(p).ok).toBe(true);
+    expect(performance.now() - started).toBeLessThan(2000); // linear: a few ms; quadratic: tens of seconds
   });
 
   it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {
@@ -94,10 +103,21 @@ describe("methodsOf", () => {
     expect(methods("POST", {}, "https://x/?_method=head")).toEqual(["POST", "HEAD", "GET"]);
   });
 
-  it("counts a form sent with any method but GET or HEAD as any method: its _method field is not read", () => {
-    expect(methods("POST", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["POST", ANY_METHOD]);
-    expect(methods("PUT", { "content-type": " Multipart/Form-Data; boundary=x" })).toEqual(["PUT", ANY_METHOD]);
-    expect(methods("POST", { "content-type": "application/json" })).toEqual(["POST"]);
-    expect(methods("POST", { "content-type": "application/x-www-form-urlencodedx" })).toEqual(["POST"]);
+  it("counts a request whose body may name a method as any method: a POST with a body, a form with any method but GET or HEAD", () => {
+    const withBody = (method: string, headers: Record<string, string> = {}) =>
+      methodsOf(new Request("https://x/", { method, headers, body: "_method=DELETE" }), new URL("https://x/"));
+    expect(withBody("POST", { "content-type": "application/json" })).toEqual(["POST", ANY_METHOD]);
+    expect(withBody("POST")).toEqual(["POST", ANY_METHOD]);
+    expect(methods("POST")).toEqual(["POST"]); // no body: nothing to name a method in
+    expect(methods("PUT", { "content-type": " Multipart/Mixed; boundary=x" })).toEqual(["PUT", ANY_METHOD]);
+    expect(methods("PATCH", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["PATCH", ANY_METHOD]);
+    expect(withBody("PUT", { "content-type": "application/json" })).toEqual(["PUT"]);
+  });
+
+  it("reads _method in the query as PHP names parameters too", () => {
+    expect(methods("POST", {}, "https://x/?.method=delete")).toEqual(["POST", "DELETE"]);
+    expect(methods("POST", {}, "https://x/?%20_method=put&x=1")).toEqual(["POST", "PUT"]);
+    expect(methods("POST", {}, "https://x/?%5Fmethod=patch")).toEqual(["POST", "PATCH"]);
+    expect(methods("POST", {}, "https://x/?methods=x")).toEqual(["POST"]);
   });
 });

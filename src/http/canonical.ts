@@ -102,11 +102,25 @@ function decodeAll(path: string): string {
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
+/** `segment` without the dots it ends in, in time linear in its length (a regex like /\.+$/ is quadratic on a long run of dots). */
+function trimDots(segment: string): string {
+  let end = segment.length;
+  while (end > 0 && segment.charCodeAt(end - 1) === 46) end--;
+  return end === segment.length ? segment : segment.slice(0, end);
+}
+
 /**
- * Trailing dots dropped from every segment (IIS), then a format suffix from the last one
- * (Rails' `(.:format)`, Spring's suffix pattern matching).
+ * Trailing dots dropped from every segment (IIS), then the last segment cut at its first dot
+ * (a segment that starts with one is a name): Rails routes `/login.a-b` to `/login` (its
+ * `(.:format)`), Spring's suffix matching `/login.tar.gz`. Linear in the path's length.
  */
-const withoutFormat = (path: string) => path.replace(/\.+(?=\/|$)/g, "").replace(/(\/[^/]+)\.[A-Za-z0-9]+$/, "$1") || "/";
+function withoutFormat(path: string): string {
+  const segments = path.split("/").map(trimDots);
+  const last = segments.length - 1;
+  const dot = segments[last]!.indexOf(".");
+  if (dot > 0) segments[last] = segments[last]!.slice(0, dot);
+  return segments.join("/") || "/";
+}
 
 /** The canonical path of a URL's `pathname` (as `new URL(...).pathname` spells it). */
 export function canonicalPath(pathname: string): CanonicalPath {
@@ -143,27 +157,35 @@ export const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-m
 /** Among the methods of a request: it may be handled as any method at all (see `methodsOf`). */
 export const ANY_METHOD = "*";
 
-/** A form body, whose `_method` field Rails, Laravel, Spring and Hono obey: the gate does not read bodies. */
-const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/form-data)\b/i;
+/** A form body (Hono reads `_method` from one sent with any method but GET): url-encoded or any multipart. */
+const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/)/i;
+
+/** A query parameter's name as PHP reads it: leading spaces dropped, ` `, `.` and `[` as `_` (`?.method=` is `$_GET['_method']`). */
+const phpName = (name: string) => name.trimStart().replace(/[ .[]/g, "_");
 
 /**
  * The methods a request may be handled as: its own, GET for HEAD (frameworks serve HEAD with
- * the GET handler), any method-override header or `_method` query parameter, which
- * frameworks with an override middleware obey, and — for a form sent with any method but GET
- * or HEAD, whose `_method` field they obey too — any method at all (`ANY_METHOD`): the body is
- * streamed to the origin unread, so such a request counts against every rule of its path.
+ * the GET handler), any method-override header or `_method` query parameter (as PHP spells
+ * parameter names, too), which frameworks with an override middleware obey, and any method at
+ * all (`ANY_METHOD`) for a request whose body may name one: a POST with a body (Rails reads
+ * `_method` from any form or multipart body, Laravel from a JSON one too) and a form sent with
+ * any method but GET or HEAD (Hono). The body is streamed to the origin unread, so such a
+ * request counts against every rule of its path.
  *
  * @example
  * methodsOf(new Request("https://x/", { method: "HEAD" }), new URL("https://x/")); // ["HEAD", "GET"]
  */
 export function methodsOf(request: Request, url: URL): readonly string[] {
-  const methods = new Set([request.method.toUpperCase()]);
-  // url.searchParams is built on first use: a request without a query string never builds it
-  const overrides = [...OVERRIDE_HEADERS.map((h) => request.headers.get(h)), ...(url.search ? url.searchParams.getAll("_method") : [])];
+  const method = request.method.toUpperCase();
+  const methods = new Set([method]);
+  const overrides = OVERRIDE_HEADERS.map((h) => request.headers.get(h));
+  // url.searchParams is built on first use: a request without "method" in its query never builds it
+  if (/method/i.test(url.search)) for (const [name, value] of url.searchParams) if (phpName(name).toLowerCase() === "_method") overrides.push(value);
   for (const value of overrides) {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }
   if (methods.has("HEAD")) methods.add("GET");
-  if (request.method !== "GET" && request.method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? "")) methods.add(ANY_METHOD);
+  const bodyMayNameOne = (method === "POST" && request.body !== null) || (method !== "GET" && method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? ""));
+  if (bodyMayNameOne) methods.add(ANY_METHOD);
   return [...methods];
 }

@@ -18,8 +18,9 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - runs of `/` merged (nginx's `merge_slashes`, on by default)
  * - case-insensitive routes (Express's default, ASP.NET)
  * - a trailing slash ignored (Express's default, Hono's `strict: false`)
- * - a format suffix on the last segment ignored, `/v1/users.json` is `/v1/users` (Rails'
- *   `(.:format)`, Spring's suffix matching), and so are trailing dots (IIS)
+ * - a format suffix on the last segment ignored, from its first dot on: `/v1/users.json` and
+ *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
+ *   are trailing dots on any segment (IIS)
  * - HEAD served by the GET handler (Hono itself, like most frameworks)
  * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body (Hono's
  *   methodOverride middleware, as Rails, Laravel and Spring do)
@@ -55,7 +56,12 @@ export function routedPath(target: string): string {
   }
   path = posix.normalize(path.replace(/;[^/]*/g, ""));
   if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
-  path = path.replace(/\.+(?=\/|$)/g, "").replace(/(\/[^/]+)\.[A-Za-z0-9]+$/, "$1");
+  // IIS drops trailing dots from every segment; Rails' (.:format) takes the last segment from its
+  // first dot on (`[^./?]+` for the action), Spring's suffix matching (`pattern.*`) any suffix
+  const segments = path.split("/").map((segment) => segment.replace(/\.+$/, ""));
+  const last = segments.at(-1)!;
+  if (last.indexOf(".") > 0) segments[segments.length - 1] = last.slice(0, last.indexOf("."));
+  path = segments.join("/") || "/";
   return path.toLowerCase();
 }
 

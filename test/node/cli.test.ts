@@ -25,12 +25,16 @@ describe("npm run check-config", () => {
     expect(good.status).toBe(0);
     expect(good.stdout).toContain("minute: 100 per 1m per x-api-key, else per client IP");
     // a key header with made-up keys let through at the default tier, and no address floor: said, not refused
-    expect(good.stdout).toMatch(/⚠ identity\.unknownKeys is "defaultTier" and no addressRules are set: a client that sends a new made-up API key/);
-    writeFileSync(
-      file,
-      JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }], addressRules: [{ name: "floor", limit: 1000, window: "60s" }] }),
-    );
-    expect(run("scripts/check-config.ts", [file]).stdout).not.toContain("⚠");
+    expect(good.stdout).toMatch(/⚠ identity\.unknownKeys is "defaultTier" and no addressRules rule covers every request .*: a client that sends a new made-up API key/);
+    const withFloor = (addressRules: unknown[]) => {
+      writeFileSync(file, JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }], addressRules }));
+      return run("scripts/check-config.ts", [file]).stdout;
+    };
+    expect(withFloor([{ name: "floor", limit: 1000, window: "60s" }])).not.toContain("⚠");
+    // rules that are no floor: shadow, or only for some paths or methods
+    expect(withFloor([{ name: "floor", limit: 1000, window: "60s", shadow: true }])).toContain("⚠");
+    expect(withFloor([{ name: "login", limit: 5, window: "60s", path: "/login", methods: ["POST"] }])).toContain("⚠");
+    writeFileSync(file, JSON.stringify({ identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "60s" }] }));
     const bad = run("scripts/check-config.ts", ["-"], '{"rules":[{"name":"m","limit":-1,"window":"1y"}]}');
     expect(bad.status).toBe(1);
     expect(bad.stderr).toContain("RATE_LIMITS.rules[0].limit: must be at least 1");

@@ -130,7 +130,21 @@ describe("methods: HEAD and overridden methods count where their handler's metho
   });
 
   it("a rule on /v1/users covers /v1/users.json and /v1/users., which the origin routes to the same handler", async () => {
-    const spellings = ["/v1/users.json", "/v1/users.", "/V1/Users.XML", "/v1/users.json/", "/v1/users..", "/v1/users;x.json"];
+    const spellings = [
+      "/v1/users.json",
+      "/v1/users.",
+      "/V1/Users.XML",
+      "/v1/users.json/",
+      "/v1/users..",
+      "/v1/users;x.json",
+      "/v1/users.a-b",
+      "/v1/users.a_b",
+      "/v1/users.%C3%A9",
+      "/v1/users.json~",
+      "/v1/users..json",
+      "/v1/users.tar.gz",
+      "/v1./users",
+    ];
     for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
     const ip = freshIpv4();
     const before = origin().hits("users");
@@ -155,6 +169,12 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect((await via(base, "/v1/users/2", ip, form)).status).toBe(429);
     expect((await via(base, "/v1/users/3", ip, multipart)).status).toBe(429);
     expect((await via(base, "/v1/users/4", ip, { ...form, method: "PUT", headers: [["content-type", "Application/X-WWW-Form-Urlencoded; charset=utf-8"]] })).status).toBe(429);
+    // what Rack (a POST with no media type, multipart/mixed) and Laravel (a JSON body) obey, and
+    // PHP's reading of ?.method= as _method
+    expect((await via(base, "/v1/users/5", ip, { method: "POST", body: "_method=DELETE" })).status).toBe(429);
+    expect((await via(base, "/v1/users/6", ip, { method: "POST", headers: [["content-type", "application/json"]], body: '{"_method":"DELETE"}' })).status).toBe(429);
+    expect((await via(base, "/v1/users/7", ip, { ...multipart, headers: [["content-type", `multipart/mixed; boundary=${boundary}`]] })).status).toBe(429);
+    expect((await via(base, "/v1/users/8?.method=DELETE", ip, { method: "POST" })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
   });
 
@@ -185,6 +205,8 @@ describe("headers an origin would read another way never reach it", () => {
         ["X-Original-URL", "/v1/users"],
         ["X-Rewrite-URL", "/v1/users"],
         ["X-Original-URI", "/v1/users"],
+        ["X-Forwarded-Prefix", "/v1"],
+        ["X-Script-Name", "/v1"],
         ["X_API_Key", "another-key"],
         ["x-api_key", "yet-another-key"],
         ["X_HTTP_Method_Override", "DELETE"],
@@ -196,7 +218,22 @@ describe("headers an origin would read another way never reach it", () => {
     expect(res.status).toBe(200);
     const echo = JSON.parse(res.body) as Echo;
     expect(echo.headers["x-api-key"]).toBe("the-key-the-gate-counts");
-    expect(Object.keys(echo.headers).filter((h) => /original|rewrite|_/.test(h))).toEqual([]);
+    expect(Object.keys(echo.headers).filter((h) => /original|rewrite|prefix|script|_/.test(h))).toEqual([]);
+  });
+
+  it("forwards a key header configured with `_` as it is, and no other spelling of it", async () => {
+    const underscored = await gate({ identity: { header: "X_API_Key" }, rules: [{ name: "m", limit: 100, window: "10m" }] });
+    const res = await via(underscored, "/anything", freshIpv4(), {
+      headers: [
+        ["X_API_Key", "counted"],
+        ["X-API-Key", "not-counted"],
+        ["x-api_key", "nor-this"],
+      ],
+    });
+    expect(res.status).toBe(200);
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers.x_api_key).toBe("counted");
+    expect(Object.keys(echo.headers).filter((h) => /api/.test(h))).toEqual(["x_api_key"]);
   });
 
   it("never forwards a spelling of the admin prefix, with parameters or trailing dots, to the origin", async () => {
