@@ -1,5 +1,6 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseRateLimits } from "./rate-limits.ts";
+import { parseRateLimits, pathPattern } from "./rate-limits.ts";
 
 const errorsOf = (raw: unknown) => {
   const r = parseRateLimits(raw);
@@ -45,6 +46,26 @@ describe("parseRateLimits", () => {
       `RATE_LIMITS.deny.ips[0]: "192.000.002.077" ${advice}`,
       `RATE_LIMITS.deny.ips[2]: "010.0.0.0/8" ${advice}`,
     ]);
+  });
+
+  it("matches a glob part by part exactly as one regular expression of it would", () => {
+    const text = fc.stringMatching(/^[abAB/.ſ*-]{0,10}$/);
+    fc.assert(
+      fc.property(text, fc.stringMatching(/^[abAB/.ſsS-]{0,14}$/), fc.boolean(), (glob, path, caseSensitive) => {
+        const pattern = pathPattern(glob, caseSensitive);
+        expect(pattern.test(path), `${glob} ~ ${path}`).toBe(new RegExp(pattern.source, caseSensitive ? "su" : "isu").test(path));
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it("matches a glob of several stars against a long path in time linear in its length", () => {
+    // one regular expression of "/a/*/b/*/b/*/c" backtracks through every split: a minute for 16 KB
+    const pattern = pathPattern("/a/*/b/*/b/*/c", false);
+    const started = performance.now();
+    expect(pattern.test(`/a/${"/b/".repeat(5000)}x`)).toBe(false);
+    expect(pattern.test(`/a/${"/b/".repeat(5000)}/c`)).toBe(true);
+    expect(performance.now() - started).toBeLessThan(2000); // linear: a few ms
   });
 
   it("compiles path globs and upper-cases methods", () => {

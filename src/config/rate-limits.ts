@@ -27,7 +27,7 @@ export interface Rule {
   windowMs: number;
   cost: number;
   /** undefined: every path; matched against each form of the canonical path (see canonical.ts) */
-  path?: RegExp;
+  path?: PathPattern;
   /** the path as configured, in canonical form (for the operator's view of the configuration) */
   glob?: string;
   /** undefined: every method */
@@ -250,16 +250,56 @@ function crossCheck(c: Raw, root: string): string[] {
 
 type RawRule = v.InferOutput<typeof rule>;
 
+/** A compiled rule path: whether a form of a request's path matches it. */
+export interface PathPattern {
+  test(path: string): boolean;
+  /** the glob as a regular expression, for people: "/v1/*" is ^\/v1\/.*$ */
+  source: string;
+}
+
+const escapeRegExp = (text: string) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&");
+
 /**
- * "/v1/*" → /^\/v1\/.*$/isu : `*` matches any run of characters, everything else literally;
- * case-insensitive by Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare.
+ * "/v1/*": `*` matches any run of characters, everything else literally; case-insensitive by
+ * Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare. Matched part by
+ * part — the first at the start, each middle one where it first occurs after the one before,
+ * the last at the end — in time linear in the path's length for a given glob: one regular
+ * expression of the whole glob (`^\/a\/.*\/b\/.*\/c$`) backtracks through every split of
+ * a long path, seconds of CPU for one request of 16 KB.
+ *
+ * @example
+ * pathPattern("/v1/*", false).test("/V1/users"); // true
  */
-function pathPattern(glob: string, caseSensitive: boolean): RegExp {
-  const body = glob
-    .split("*")
-    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
-    .join(".*");
-  return new RegExp(`^${body}$`, caseSensitive ? "su" : "isu");
+export function pathPattern(glob: string, caseSensitive: boolean): PathPattern {
+  const flags = caseSensitive ? "su" : "isu";
+  const parts = glob.split("*").map(escapeRegExp);
+  const source = `^${parts.join(".*")}$`;
+  if (parts.length === 1) {
+    const whole = new RegExp(source, flags);
+    return { test: (path) => whole.test(path), source };
+  }
+  const head = new RegExp(`^${parts[0]}`, flags);
+  const middles = parts
+    .slice(1, -1)
+    .filter((part) => part !== "")
+    .map((part) => new RegExp(part, `g${flags}`));
+  const tail = new RegExp(`${parts.at(-1)}$`, `g${flags}`);
+  return {
+    source,
+    test(path) {
+      const start = head.exec(path);
+      if (!start) return false;
+      let at = start[0].length;
+      for (const middle of middles) {
+        middle.lastIndex = at;
+        const found = middle.exec(path);
+        if (!found) return false;
+        at = found.index + found[0].length;
+      }
+      tail.lastIndex = at;
+      return tail.test(path);
+    },
+  };
 }
 
 function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean, caseSensitive: boolean): Rule {
