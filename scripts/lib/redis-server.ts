@@ -54,7 +54,22 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
 
   const start = async () => {
     if (child && running(child)) return; // already running
-    const args = ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--daemonize", "no", ...(options.args ?? [])];
+    // sanitize-dump-payload: a crafted RESTORE payload (from a Lua script, which the shim's policy cannot see into) is refused instead of crashing the server later
+    const args = [
+      "--port",
+      String(port),
+      "--bind",
+      "127.0.0.1",
+      "--save",
+      "",
+      "--appendonly",
+      "no",
+      "--daemonize",
+      "no",
+      "--sanitize-dump-payload",
+      "yes",
+      ...(options.args ?? []),
+    ];
     // Output is kept for an error message, never inherited: an inherited pipe would outlive the caller.
     const proc = spawn("redis-server", args, { stdio: ["ignore", "pipe", "ignore"] });
     child = proc;

@@ -70,6 +70,11 @@ const STREAMING: Refusal = { why: "streams are served at POST /subscribe/<channe
  * their timeout, stalling every request queued behind it. */
 const BLOCKING: Refusal = { why: "it blocks a connection other requests share" };
 
+/** RESTORE loads a value from DUMP's serialized form, which Redis checks only in part unless
+ * `sanitize-dump-payload yes` is set: a crafted payload (a set with one member twice) is
+ * accepted, and the next write to that key fails an assertion that stops the server. */
+const UNCHECKED_PAYLOAD: Refusal = { why: "a crafted payload can crash the Redis server" };
+
 /** Not among the commands Upstash lists: debugging aids (PFDEBUG, PFSELFTEST, SCRIPT DEBUG),
  * key internals (OBJECT), help texts of containers whose other subcommands are served,
  * FUNCTION DUMP/RESTORE, sharded publishing and LOLWUT. Refused as the safe guess; a harmless
@@ -126,7 +131,7 @@ const ROWS: [Verdict, string][] = [
   [
     ALLOW,
     `copy del dump exists expire expireat expiretime keys persist pexpire pexpireat pexpiretime
-    pttl randomkey rename renamenx restore scan sort sort_ro touch ttl type unlink memory|usage`,
+    pttl randomkey rename renamenx scan sort sort_ro touch ttl type unlink memory|usage`,
   ],
   // Scripting and functions, as far as Upstash lists them: the gate's EVALSHA/EVAL/SCRIPT
   // LOAD/EXISTS and @upstash/ratelimit's scripts live here. Lua can still call, from inside a
@@ -153,6 +158,7 @@ const ROWS: [Verdict, string][] = [
     restore-asking migrate`,
   ],
   [OTHER_DATABASES, "swapdb move"],
+  [UNCHECKED_PAYLOAD, "restore"],
   [CONNECTION_STATE, "auth hello reset quit select client|*"],
   [TRANSACTION, "multi exec discard watch unwatch"],
   [STREAMING, "subscribe psubscribe unsubscribe punsubscribe ssubscribe sunsubscribe monitor"],
@@ -167,18 +173,33 @@ const ROWS: [Verdict, string][] = [
 
 /** Rules that look past the name: a command allowed in general, refused in one form. */
 const ARGUMENT_RULES: Record<string, (args: readonly string[]) => { label: string; refusal: Refusal } | undefined> = {
-  xread: (args) => (hasWord(beforeStreams(args), "BLOCK") ? { label: "XREAD BLOCK", refusal: BLOCKING } : undefined),
-  // GROUP <group> <consumer> come first, and may be named anything
-  xreadgroup: (args) => (hasWord(beforeStreams(args.slice(3)), "BLOCK") ? { label: "XREADGROUP BLOCK", refusal: BLOCKING } : undefined),
+  xread: (args) => (hasOption(args, XREAD_OPTIONS, "BLOCK") ? { label: "XREAD BLOCK", refusal: BLOCKING } : undefined),
+  xreadgroup: (args) => (hasOption(args, XREADGROUP_OPTIONS, "BLOCK") ? { label: "XREADGROUP BLOCK", refusal: BLOCKING } : undefined),
   copy: (args) => (hasWord(args.slice(2), "DB") ? { label: "COPY DB", refusal: OTHER_DATABASES } : undefined),
 };
 
 const hasWord = (args: readonly string[], word: string) => args.some((a) => a.toUpperCase() === word);
-/** Options come before STREAMS; after it are key names and IDs, which may spell anything. */
-const beforeStreams = (args: readonly string[]) => {
-  const at = args.findIndex((a) => a.toUpperCase() === "STREAMS");
-  return at < 0 ? args : args.slice(0, at);
-};
+
+/** The options of XREAD and XREADGROUP before STREAMS, each with how many values follow it. */
+const XREAD_OPTIONS: Record<string, number> = { COUNT: 1, BLOCK: 1 };
+const XREADGROUP_OPTIONS: Record<string, number> = { GROUP: 2, COUNT: 1, BLOCK: 1, NOACK: 0 };
+
+/**
+ * Whether `option` is among the options, read as Redis reads them: in any order, each followed
+ * by its values (`GROUP block block` names a group and a consumer), up to STREAMS, after which
+ * come key names and IDs that may spell anything. A word that is no option ends them: Redis
+ * refuses such a command as a syntax error without running it.
+ */
+function hasOption(args: readonly string[], options: Record<string, number>, option: string): boolean {
+  for (let i = 0; i < args.length; i++) {
+    const word = args[i]!.toUpperCase();
+    if (word === option) return true;
+    const values = options[word];
+    if (values === undefined) return false; // STREAMS, or a syntax error
+    i += values;
+  }
+  return false;
+}
 
 /** The table, keyed by `name` or `container|sub`; built once, duplicates refused at load. */
 export const POLICY: ReadonlyMap<string, Verdict> = (() => {

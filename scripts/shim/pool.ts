@@ -117,6 +117,9 @@ function createLeases(max: number, queue: number, waitMs: number) {
   };
 }
 
+/** ioredis's error for a command past `commandTimeout`. */
+const TIMED_OUT = /Command timed out/;
+
 /** A single Redis: a few multiplexed connections, and leased ones for transactions. */
 export async function createPool(url: string, options: PoolOptions = {}): Promise<RedisPool> {
   let healthy = true;
@@ -154,8 +157,27 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
     return shared[next++ % shared.length]!;
   };
 
+  /**
+   * A command that timed out may still hold its connection inside Redis (a blocking form the
+   * policy missed waits for ever, and every command queued behind it with it): the connection
+   * is closed, which makes Redis drop what it was blocked on, and opened afresh.
+   */
+  const unwedge = (connection: Redis, replies: Replies) => {
+    if (replies.some(([error]) => error !== null && TIMED_OUT.test(error.message))) connection.disconnect(true);
+  };
+
   return {
-    exec: (commands) => pipelined(pick(), commands),
+    async exec(commands) {
+      const connection = pick();
+      try {
+        const replies = await pipelined(connection, commands);
+        unwedge(connection, replies);
+        return replies;
+      } catch (e) {
+        if (e instanceof Error && TIMED_OUT.test(e.message)) connection.disconnect(true);
+        throw e;
+      }
+    },
     async transaction(commands) {
       await leases.acquire();
       try {

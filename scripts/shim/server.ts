@@ -6,6 +6,9 @@ import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
 import { createClusterPool, createPool, type RedisPool, RedisUnavailable, type Replies, ShimBusy } from "./pool.ts";
+
+const TIMED_OUT = /timed out/i;
+
 import { createSemantics } from "./semantics.ts";
 import { createStreams, streamRoute } from "./streams.ts";
 
@@ -238,7 +241,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       send(answer.status, answer.body);
     } catch (e) {
       if (e instanceof BadRequest) return send(e.status, { error: e.message }, e instanceof BodyTooLarge && e.early ? { connection: "close" } : {});
-      if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable: ${e.message}` });
+      // the cause in general words: a client's message must not carry Redis's address (ECONNREFUSED 10.0.0.5:6379)
+      if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable${TIMED_OUT.test(e.message) ? ": command timed out" : ""}` });
       if (e instanceof ShimBusy) return send(503, { error: e.message });
       log(`slidegate shim: unexpected error: ${e instanceof Error ? e.stack : String(e)}`);
       send(500, { error: "ERR internal shim error" });

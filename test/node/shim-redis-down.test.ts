@@ -1,6 +1,7 @@
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { createPool } from "../../scripts/shim/pool.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 
 // A Redis and shim of this file's own: stopping them must not disturb other tests.
@@ -38,6 +39,10 @@ describe("shim while Redis is down", () => {
       expect(batch.status, path).toBe(503);
       expect(await batch.json()).toEqual({ error: expect.stringMatching(/^ERR redis unavailable/) });
     }
+    // a stream opens a connection of its own: its failure names no address of Redis's
+    const monitor = await post("/monitor", []);
+    expect(monitor.status).toBe(503);
+    expect(await monitor.json()).toEqual({ error: "ERR redis unavailable" });
     await expect(client.get("k")).rejects.toThrow(/redis unavailable/);
 
     await redis.start();
@@ -49,5 +54,25 @@ describe("shim while Redis is down", () => {
     expect(answer).toBe("PONG");
     expect(await client.set("k", "after")).toBe("OK"); // a fresh, empty Redis
     expect(await client.get("k")).toBe("after");
+  });
+});
+
+describe("a shared connection held by a command that never ends", () => {
+  it("is closed and opened afresh once the command times out, so the commands after it are served", async () => {
+    // the policy refuses every blocking form it knows; this is the pool beneath it, for one it missed
+    const pool = await createPool(redis.url, { size: 1, commandTimeoutMs: 300 });
+    try {
+      const [[blocked]] = await pool.exec([["BLPOP", "never-pushed", "0"]]);
+      expect(blocked?.message).toMatch(/Command timed out/);
+      let answer: unknown;
+      for (let attempt = 0; attempt < 50 && answer === undefined; attempt++) {
+        const [[error, reply]] = await pool.exec([["PING"]]);
+        if (error === null) answer = reply;
+        else await new Promise((r) => setTimeout(r, 100)); // reconnecting
+      }
+      expect(String(answer)).toBe("PONG");
+    } finally {
+      await pool.close();
+    }
   });
 });

@@ -142,6 +142,7 @@ describe("README: the shim in front of a production Redis", () => {
       out.config = await settle(redis.exec(["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]));
       out.luaSwapdb = await settle(redis.eval("return redis.call('SWAPDB', 0, 1)", [], []));
       out.luaSelect = await settle(redis.eval("return redis.call('SELECT', 1)", [], []));
+      out.luaRestore = await settle(redis.eval("return redis.call('RESTORE', 'selfhost:r', 0, 'payload')", [], []));
       const monitor = await fetch(process.env.SHIM_URL + "/monitor", { method: "POST", headers: { authorization: "Bearer " + process.env.SHIM_CLIENT_TOKEN } });
       out.monitor = { status: monitor.status, body: await monitor.json() };
     `,
@@ -154,6 +155,7 @@ describe("README: the shim in front of a production Redis", () => {
     // the ACL holds Lua to the same line the policy holds REST to
     expect(out.luaSwapdb).toEqual({ error: expect.stringContaining("The user executing the script can't run this command") });
     expect(out.luaSelect).toEqual({ error: expect.stringContaining("The user executing the script can't run this command") });
+    expect(out.luaRestore).toEqual({ error: expect.stringContaining("The user executing the script can't run this command") });
     expect(out.monitor).toEqual({ status: 400, body: { error: expect.stringMatching(/^NOPERM .*'monitor'/) } });
 
     // HTTPS only, with that certificate: plain HTTP and an untrusting client both fail
