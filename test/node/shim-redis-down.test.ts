@@ -62,11 +62,11 @@ describe("a shared connection held by a command that never ends", () => {
     // the policy refuses every blocking form it knows; this is the pool beneath it, for one it missed
     const pool = await createPool(redis.url, { size: 1, commandTimeoutMs: 300 });
     try {
-      const [[blocked]] = await pool.exec([["BLPOP", "never-pushed", "0"]]);
+      const [blocked] = (await pool.exec([["BLPOP", "never-pushed", "0"]]))[0]!;
       expect(blocked?.message).toMatch(/Command timed out/);
       let answer: unknown;
       for (let attempt = 0; attempt < 50 && answer === undefined; attempt++) {
-        const [[error, reply]] = await pool.exec([["PING"]]);
+        const [error, reply] = (await pool.exec([["PING"]]))[0]!;
         if (error === null) answer = reply;
         else await new Promise((r) => setTimeout(r, 100)); // reconnecting
       }
