@@ -3,7 +3,7 @@ import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
-import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, sha256 } from "../decision/identity.ts";
+import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf } from "../decision/rules.ts";
 import { problem } from "../http/problem.ts";
@@ -312,7 +312,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if ((typeof key === "string") === (typeof hash === "string") || key === "" || hash === "") {
       return 'give exactly one of "key" (the raw API key) or "hash" (its SHA-256, 64 lowercase hex digits)';
     }
-    if (typeof key === "string") return identify("k", key.trim());
+    if (typeof key === "string") {
+      // as the gate reads a key header: trimmed, and never one with a comma (a header sent twice arrives so)
+      if (key.trim() === "") return '"key" is blank: give the raw API key';
+      if (key.includes(",")) return '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used';
+      return identify("k", key.trim());
+    }
     if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 lowercase hex digits';
     return keyIdentity(hash as string);
   }
@@ -401,6 +406,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         // an address some read as another (192.000.002.077 is 192.0.2.63 to inet_aton) names nobody for sure
         const ambiguous = ambiguousAddress(ip);
         if (ambiguous) return badRequest(`"ip": ${ambiguous}.`);
+        // not an address: it would name the one bucket every unreadable address shares (its tag does, on purpose)
+        if (!parseAddress(ip)) return badRequest(`"ip": ${JSON.stringify(ip.slice(0, 64))} is not an IP address.`);
         identity = await identify("i", ipIdentity(ip, config.ipv6Prefix));
       } else if (route.who === "any" && ip !== undefined) {
         return badRequest('Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.');

@@ -1,6 +1,6 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
-import { describe, type GateConfig, valueSchemas } from "../config/rate-limits.ts";
+import { describe, type GateConfig, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
 
@@ -100,6 +100,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
   return {
     /** Validates an entry as the admin API receives it; every error names its field from `root`. */
     check(raw: unknown, root = ""): Checked {
+      const reserved = reservedKeys(raw, root);
+      if (reserved.length) return { ok: false, errors: reserved };
       const parsed = v.safeParse(entrySchema, raw);
       if (!parsed.success) return { ok: false, errors: parsed.issues.map((issue) => describe(issue, root)) };
       const { tier, label, disabled, overrides = {} } = parsed.output;

@@ -363,8 +363,12 @@ export const DEFAULTS = {
   clientIpHeader: "x-forwarded-for",
 } as const;
 
-/** Object keys anywhere in the raw value that every JavaScript object already has, with where they are. */
-function reservedKeys(value: unknown, path: string): string[] {
+/**
+ * Object keys anywhere in the raw value that every JavaScript object already has, with where
+ * they are: a schema's record drops such keys without a word (`__proto__` would set the
+ * prototype), so they are refused before it runs.
+ */
+export function reservedKeys(value: unknown, path: string): string[] {
   if (typeof value !== "object" || value === null) return [];
   const found: string[] = [];
   for (const key of Object.keys(value)) {

@@ -112,6 +112,17 @@ describe("admin identities", () => {
     }
     expect((await call(gate, "block", { ip: freshIp(), body: { ip: "192.0.2.77", seconds: 60 } })).status).toBe(200);
   });
+
+  it("refuse an ip that is no address with 400, instead of acting on the bucket every unreadable address shares", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const ip of ["203.0.113.300", "not an ip", "2001:db8::1::2"]) {
+      const res = await call(gate, "block", { ip: freshIp(), body: { ip, seconds: 600 } });
+      expect(res.status, ip).toBe(400);
+      expect((await res.json()) as { detail: string }).toMatchObject({ detail: `"ip": ${JSON.stringify(ip)} is not an IP address.` });
+    }
+    // nobody was blocked: a caller whose address cannot be read is still served
+    expect((await gate(request("/", { ip: "garbage" }))).status).toBe(200);
+  });
 });
 
 describe("cached denials", () => {

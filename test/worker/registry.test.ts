@@ -169,6 +169,29 @@ describe("key registry", () => {
     expect((await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 5 } } })).status).toBe(200);
   });
 
+  it("refuses an override of a rule named like what every object has, as a bad request rather than a store failure", async () => {
+    const { a } = fleet();
+    // JSON.parse keeps "__proto__" as an own key, as a client's body arrives
+    const set = await admin(a, "keys/set", JSON.parse('{"key":"proto-user","tier":"paid","overrides":{"__proto__":{"limit":5}}}'));
+    expect(set.status).toBe(400);
+    expect(set.body.detail).toMatch(/\.overrides\.__proto__: "__proto__" is a name every JavaScript object already has/);
+    expect((await admin(a, "keys/set", { key: "proto-user", tier: "paid" })).status).toBe(200);
+    for (const rule of ["__proto__", "constructor", "toString"]) {
+      const res = await admin(a, "keys/override", { key: "proto-user", rule, limit: 5 });
+      expect(res.status, rule).toBe(400);
+    }
+    expect((await admin(a, "keys/get", { key: "proto-user" })).body).toMatchObject({ tier: "paid", overrides: {} });
+  });
+
+  it("refuses to register a blank key, or one with a comma, which no request could ever use", async () => {
+    const { a } = fleet();
+    for (const key of ["   ", "a,b"]) {
+      const res = await admin(a, "keys/set", { key, tier: "paid" });
+      expect(res.status, JSON.stringify(key)).toBe(400);
+      expect(res.body.detail).toMatch(/^"key" (is blank|holds a comma)/);
+    }
+  });
+
   it("resets a key whose registry tier the configuration no longer has (counted by the default tier's rules)", async () => {
     const { a, prefix } = fleet();
     expect((await admin(a, "keys/set", { key: "gone-tier", tier: "paid" })).status).toBe(200);
