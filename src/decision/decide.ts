@@ -44,6 +44,17 @@ export interface DeciderOptions {
 }
 
 /**
+ * Whether a store failure refuses a request decided over `rules`: when an enforced rule fails
+ * closed. Shadow rules never change an outcome, so with only shadow rules it is admitted; with
+ * no rule at all (an API key asked about for its registry entry alone), the configuration's
+ * own `fail` decides.
+ */
+export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">): boolean {
+  if (rules.length === 0) return config.fail === "closed";
+  return rules.some((r) => !r.shadow && r.fail === "closed");
+}
+
+/**
  * The decision shared by the gateway and the library: the isolate's denial cache first, then
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
  * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
@@ -76,7 +87,7 @@ export function createDecider(options: DeciderOptions): Decide {
     try {
       reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key);
     } catch (error) {
-      if (error instanceof LimiterError) return { kind: "failed", closed: (enforced.length ? enforced : budget).some((r) => r.fail === "closed"), error };
+      if (error instanceof LimiterError) return { kind: "failed", closed: failsClosed(limits, config), error };
       throw error;
     }
     const redisMs = performance.now() - asked;

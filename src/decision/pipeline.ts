@@ -1,6 +1,6 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
-import { createDecider, type DeciderOptions, type Verdict } from "./decide.ts";
+import { createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
 import { createDenialCache } from "./denial-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { matching, rulesFor, tierOf } from "./rules.ts";
@@ -160,6 +160,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // a tier the registry names but this configuration lacks is limited by the default tier's rules
     const rulesOf = (t: string) => rulesFor(config, config.tiers.has(t) ? t : config.defaultTier, match.methods, match.paths);
     let rules = rulesOf(tier);
+    const visited = [rules];
     const onAddressRules = matching(addressRules, match.methods, match.paths);
     checkCost(cost, onAddressRules);
     // A cost of the caller's own is held to the key's own limits, which only the key's call
@@ -182,6 +183,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
         rules = rulesOf(tier);
+        visited.push(rules);
         continue;
       }
       // the tier is the key's: its shadow rule refuses the cost
@@ -191,7 +193,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       if (verdict.kind === "failed" || verdict.kind === "other-tier") checkCost(cost, rules);
       if (verdict.kind === "other-tier") {
         const error = new LimiterError("the registry moved the key between tiers while it was decided");
-        const failed: Verdict = { kind: "failed", closed: config.fail === "closed", error };
+        // the rules of every tier the key was moved through say how a failure ends, not the global fail
+        const failed: Verdict = { kind: "failed", closed: visited.some((r) => failsClosed(r, config)), error };
         const decided = { ...caller, tier };
         if (!address) return { kind: "decided", caller: decided, rules, verdict: failed };
         return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(failed, await addressVerdict()) };

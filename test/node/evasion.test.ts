@@ -409,6 +409,17 @@ describe("shadow rules never change the outcome of a store failure", () => {
     expect(res.headers["x-slidegate-fail-open"]).toBe("store-unavailable");
   });
 
+  it("shadow rules alone that fail closed admit when the store fails: they never refuse anything", async () => {
+    for (const config of [
+      { shadow: true, fail: "closed", rules: [{ name: "trial", limit: 1, window: "10m" }] },
+      { rules: [{ name: "trial", limit: 1, window: "10m", shadow: true, fail: "closed" }] },
+    ]) {
+      const base = await gate(config, { UPSTASH_REDIS_REST_TOKEN: `${services().shimToken}-wrong` }); // every store call fails
+      const res = await via(base, "/", freshIpv4());
+      expect(res.status, JSON.stringify(config)).toBe(200);
+    }
+  });
+
   it("a shadow rule's short timeout does not make the enforced rules fail open", async () => {
     // the slow shim answers every call slowShimMs late: past the shadow rule's 1 ms, well within 10 s
     const base = await gate(

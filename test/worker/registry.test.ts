@@ -317,6 +317,33 @@ describe("key registry", () => {
     });
   }
 
+  it("fails as the rules of the tiers the key was moved through say, not as the global fail, when the registry keeps moving it", async () => {
+    const closedTiers = {
+      free: { rules: [{ name: "minute", limit: 2, window: "1m", fail: "closed" }] },
+      paid: { rules: [{ name: "minute", limit: 5, window: "1m", fail: "closed" }] },
+    };
+    const config = { fail: "open" as const, tiers: closedTiers };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    expect((await admin(a, "keys/set", { key: "restless-closed", tier: "paid" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "restless-closed" })).body.identity as { tag: string }).tag;
+    const entry = `${prefix}:{${tag}}:key`;
+    const real = globalThis.fetch;
+    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const res = await real(input as RequestInfo, init);
+      const body = typeof init?.body === "string" ? init.body : "";
+      if (/^\["evalsha"/i.test(body) && body.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
+      return res;
+    }) as typeof fetch;
+    let reason: string;
+    try {
+      reason = (await limiter.limit(request("/", { key: "restless-closed" }))).reason;
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(reason).toBe("failed-closed");
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
