@@ -319,8 +319,8 @@ describe("key registry", () => {
 
   it("fails as the rules of the tiers the key was moved through say, not as the global fail, when the registry keeps moving it", async () => {
     const closedTiers = {
-      free: { rules: [{ name: "minute", limit: 2, window: "1m", fail: "closed" }] },
-      paid: { rules: [{ name: "minute", limit: 5, window: "1m", fail: "closed" }] },
+      free: { rules: [{ name: "minute", limit: 2, window: "1m", fail: "closed" as const }] },
+      paid: { rules: [{ name: "minute", limit: 5, window: "1m", fail: "closed" as const }] },
     };
     const config = { fail: "open" as const, tiers: closedTiers };
     const { a, prefix } = fleet(config);
