@@ -11,6 +11,7 @@ export type Fault =
   | { kind: "slow"; ms: number } // the shim answers, late
   | { kind: "malformed" } // 200 with a body that is not JSON
   | { kind: "wrong-shape" } // 200 with JSON the script never returns
+  | { kind: "reply"; result: unknown } // 200 with this result: well-typed, and wrong
   | { kind: "drop" } // the connection is cut
   | { kind: "lost-reply" }; // the shim answers, and the connection is cut before the answer reaches the client
 
@@ -42,6 +43,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         return res.writeHead(200, { "content-type": "application/json" }).end('{"result": [1, 2');
       case "wrong-shape":
         return res.writeHead(200, { "content-type": "application/json" }).end('{"result":"surprise"}');
+      case "reply":
+        return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ result: current.result }));
       case "drop":
         return req.socket.destroy();
       case "slow":

@@ -148,7 +148,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     } catch (e) {
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
-    return toReply(reply, limits);
+    return toReply(reply, limits, key !== undefined);
   };
 }
 
@@ -158,18 +158,27 @@ export function decisionOf(reply: Reply): Decision {
   return reply.decision;
 }
 
-function toReply(reply: unknown, limits: readonly Limit[]): Reply {
+/** The longest window a rule, or an API key's override of one, can have (366 days, in ms). */
+const MAX_WINDOW_MS = 366 * 86_400_000;
+
+/**
+ * A reply as the script can give it, or a LimiterError (a store failure, handled by the rules'
+ * fail mode): a store that answers well-typed nonsense must neither deny, nor admit with
+ * headers made of it, nor reach code that expects another kind of call's answer.
+ */
+function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boolean): Reply {
   const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
   if (!Array.isArray(reply)) throw malformed();
   const [kind, arg] = reply as unknown[];
-  if (kind === 5 && reply.length === 2 && typeof arg === "string" && arg !== "") return { kind: "other-tier", tier: arg };
-  if (!reply.every(Number.isInteger)) throw malformed();
+  // the registry's answers come only to a call that asked the registry
+  if (keyLookup && kind === 5 && reply.length === 2 && typeof arg === "string" && arg !== "") return { kind: "other-tier", tier: arg };
+  if (!reply.every(Number.isSafeInteger)) throw malformed();
   if (kind === 2 && reply.length === 2) {
     // -1 means a block without end; never 0, so a block in its last millisecond still reads as one
     return { kind: "blocked", ms: (arg as number) < 0 ? Number.POSITIVE_INFINITY : Math.max(1, arg as number) };
   }
-  if (kind === 3 && reply.length === 1) return { kind: "unknown-key" };
-  if (kind === 4 && reply.length === 1) return { kind: "disabled-key" };
+  if (keyLookup && kind === 3 && reply.length === 1) return { kind: "unknown-key" };
+  if (keyLookup && kind === 4 && reply.length === 1) return { kind: "disabled-key" };
   if (reply.length !== 1 + 5 * limits.length || (kind !== 0 && kind !== 1)) throw malformed();
   const n = reply as number[];
   const states = limits.map(
@@ -183,7 +192,17 @@ function toReply(reply: unknown, limits: readonly Limit[]): Reply {
       windowMs: n[5 + 5 * i]!,
     }),
   );
+  for (const [i, s] of states.entries()) {
+    // a limit and window of the rule's own, or (a key's call) of an override within the bounds
+    // of any rule; waits within two windows (an entry may stand up to a window ahead of the clock)
+    const own = keyLookup ? s.limit <= MAX_LIMIT && s.windowMs <= MAX_WINDOW_MS : s.limit === limits[i]!.limit && s.windowMs === limits[i]!.windowMs;
+    const waits = 2 * s.windowMs;
+    if (!own || s.limit < 1 || s.windowMs < 1 || s.remaining < 0 || s.remaining > s.limit || s.resetMs < 0 || s.resetMs > waits || s.retryMs < -1 || s.retryMs > waits)
+      throw malformed();
+  }
   const enforced = states.filter((s) => !s.shadow);
+  // a denial names an enforced limit it waits for: shadow limits never deny
+  if (kind === 0 && !enforced.some((s) => s.retryMs !== 0)) throw malformed();
   return {
     kind: "decided",
     decision: {

@@ -91,8 +91,11 @@ async function expectExactWithinASecond(faultEnded: number) {
 
 async function withFault(fault: Fault) {
   proxy.set(fault);
-  await expectFailPolicy();
-  proxy.set({ kind: "none" });
+  try {
+    await expectFailPolicy();
+  } finally {
+    proxy.set({ kind: "none" }); // a failed expectation must not leave the fault for the next test
+  }
   await expectExactWithinASecond(performance.now());
 }
 
@@ -102,6 +105,18 @@ describe("faults between the Worker and Redis", () => {
   it("the shim answers malformed JSON", () => withFault({ kind: "malformed" }));
   it("the shim answers JSON of the wrong shape", () => withFault({ kind: "wrong-shape" }));
   it("the connection to the shim is cut", () => withFault({ kind: "drop" }));
+
+  // well-typed replies the script never gives to this call: a failure, never a denial, an
+  // admission with headers made of them, or a 500
+  it.each([
+    ["a registry answer to a call that asked no registry", [3]],
+    ["another tier, to a call that asked no registry", [5, "other"]],
+    ["a denial that names no rule to wait for", [0, 0, 0, 0, LIMIT, 600_000]],
+    ["a negative remaining", [1, -7, 0, 0, LIMIT, 600_000]],
+    ["a limit that is not the rule's", [1, 4, 0, 0, 99, 600_000]],
+    ["a wait of years", [0, 0, 0, 10 ** 15, LIMIT, 600_000]],
+    ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
+  ])("the store answers %s", (_, result) => withFault({ kind: "reply", result }));
 
   it("Redis is stopped under traffic, then comes back", async () => {
     const answers: Answer[] = [];
