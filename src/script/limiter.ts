@@ -139,11 +139,15 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       args.push(l.name, l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);
+    // one budget for the decision: the EVAL after a NOSCRIPT gets what the EVALSHA left of it
+    const deadline = Date.now() + timeoutMs;
     let reply: unknown;
     try {
       reply = await within(timeoutMs, () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
-        if (e instanceof Error && e.message.includes("NOSCRIPT")) return within(timeoutMs, () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
-        throw e;
+        if (!(e instanceof Error && e.message.includes("NOSCRIPT"))) throw e;
+        const left = deadline - Date.now();
+        if (left < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
+        return within(left, () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
       });
     } catch (e) {
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });

@@ -118,6 +118,22 @@ describe("faults between the Worker and Redis", () => {
     ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
   ])("the store answers %s", (_, result) => withFault({ kind: "reply", result }));
 
+  it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
+    // each leg 0.6 of the budget: the EVALSHA's NOSCRIPT, then the EVAL that reloads the script
+    const admin = new Redis(redis.url);
+    await admin.script("FLUSH");
+    admin.disconnect();
+    proxy.set({ kind: "slow", ms: TIMEOUT * 0.6 });
+    let answer: Answer;
+    try {
+      answer = await ask(open, fresh());
+    } finally {
+      proxy.set({ kind: "none" });
+    }
+    expect(answer).toMatchObject({ status: 200, failOpen: true });
+    await expectExactWithinASecond(performance.now());
+  });
+
   it("Redis is stopped under traffic, then comes back", async () => {
     const answers: Answer[] = [];
     let flowing = true;
