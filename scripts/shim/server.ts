@@ -93,6 +93,30 @@ function settle(error: unknown): { error: string } {
  * // new Redis({ url: shim.url, token: "dev-token" }) from @upstash/redis now works
  * await shim.close();
  */
+/**
+ * Says so at start when Redis evicts keys once full: a flood of new callers (every IPv6 /64
+ * is one) then evicts what the gate must keep — an operator's block, a key's registry entry,
+ * the logs of callers at their limit. `noeviction` fails the script whole instead, and each
+ * rule does what its `fail` mode says. Best effort: a Redis that does not answer INFO is not
+ * a reason not to start.
+ */
+async function warnOfEviction(pool: RedisPool, log: (line: string) => void): Promise<void> {
+  try {
+    const [[error, reply]] = (await pool.exec([["INFO", "memory"]])) as [[Error | null, unknown]];
+    if (error) return;
+    const info = Buffer.isBuffer(reply) ? (reply as Buffer).toString() : String(reply);
+    const policy = /^maxmemory_policy:(\S+)/m.exec(info)?.[1];
+    const maxmemory = Number(/^maxmemory:(\d+)/m.exec(info)?.[1] ?? 0);
+    if (policy && policy !== "noeviction" && maxmemory > 0) {
+      log(
+        `slidegate shim: warning: Redis evicts keys when full (maxmemory-policy ${policy}): a flood of new callers can evict operator blocks, registry entries and the logs of callers at their limit. Set maxmemory-policy noeviction (see the README's "In front of a production Redis").`,
+      );
+    }
+  } catch {
+    // not a reason not to serve
+  }
+}
+
 export async function startShim(options: ShimOptions): Promise<RunningShim> {
   if (!options.token) throw new Error("startShim: a token is required");
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
@@ -108,6 +132,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     onStatus: (event: string, detail: string) => log(`slidegate shim: redis connection ${event}${detail ? `: ${detail}` : ""}`),
   };
   const pool: RedisPool = options.clusterNodes?.length ? await createClusterPool(options.clusterNodes, poolOptions) : await createPool(redisUrl, poolOptions);
+  await warnOfEviction(pool, log);
   const scripts = createScriptRegistry();
   const semantics = createSemantics(pool);
   const streams = createStreams({ open: pool.dedicated, max: options.maxStreams ?? 64, backlog: options.streamBacklog });

@@ -76,3 +76,26 @@ describe("a shared connection held by a command that never ends", () => {
     }
   });
 });
+
+describe("a Redis that evicts keys when full", () => {
+  it("is named at the shim's start, with the setting to use instead; noeviction, or no memory cap, is not", async () => {
+    const evicting = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"] });
+    const capped = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "noeviction"] });
+    try {
+      const linesOf = async (url: string) => {
+        const lines: string[] = [];
+        const started = await startShim({ token: "evict-test", redisUrl: url, log: (line) => lines.push(line) });
+        await started.close();
+        return lines;
+      };
+      expect(await linesOf(evicting.url)).toEqual([
+        expect.stringMatching(/warning: Redis evicts keys when full \(maxmemory-policy volatile-lru\).*Set maxmemory-policy noeviction/),
+      ]);
+      expect(await linesOf(capped.url)).toEqual([]);
+      expect(await linesOf(redis.url)).toEqual([]);
+    } finally {
+      await evicting.stop();
+      await capped.stop();
+    }
+  });
+});
