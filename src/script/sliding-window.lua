@@ -58,7 +58,12 @@
   clock, and a clock behind the log's newest entry reads the window as ending at that entry,
   so a clock that was stepped back never brings entries back. (In a shared log, "the window"
   is the longest one: a clock stepped back can count again, for a shorter rule, an entry that
-  left only that rule's window — stricter, never looser.)
+  left only that rule's window — stricter, never looser.) That holds for a step back of up to
+  a window: a log whose newest entry stands more than a window ahead of the clock asking is
+  taken for one this script did not write, and starts afresh. After a clock stepped back
+  further, a caller gets one more window's quota, rather than no quota for as long as the
+  step; so with the edge clock the isolates' clocks must agree to well within the shortest
+  window, or each that runs behind restarts the others' logs.
 
   The log's TTL is refreshed when a write starts a new eighth of its (longest) window (or is
   placed ahead of the clock, or the key has its own window) rather than on every write: each
