@@ -26,6 +26,27 @@ const admin = async (gate: ReturnType<typeof makeGate>, route: string, body: unk
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 
+/**
+ * Runs `body` while an operator moves `key` to the other tier (paid ↔ free) after every
+ * decision asked of it: a fetch wrapper around the real store calls.
+ */
+async function whileMovedEveryDecision(gate: ReturnType<typeof makeGate>, prefix: string, key: string, body: () => Promise<void>) {
+  const tag = ((await admin(gate, "usage", { key })).body.identity as { tag: string }).tag;
+  const entry = `${prefix}:{${tag}}:key`;
+  const real = globalThis.fetch;
+  globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const res = await real(input as RequestInfo, init);
+    const sent = typeof init?.body === "string" ? init.body : "";
+    if (/^\["evalsha"/i.test(sent) && sent.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
+    return res;
+  }) as typeof fetch;
+  try {
+    await body();
+  } finally {
+    globalThis.fetch = real;
+  }
+}
+
 describe("key registry", () => {
   it("a tier change through the admin API holds from the next request, on another isolate too", async () => {
     const { a, b } = fleet();
@@ -296,22 +317,10 @@ describe("key registry", () => {
       const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
       const ip = "198.51.100.83";
       expect((await admin(a, "keys/set", { key: "restless", tier: "paid" })).status).toBe(200);
-      const tag = ((await admin(a, "usage", { key: "restless" })).body.identity as { tag: string }).tag;
-      const entry = `${prefix}:{${tag}}:key`;
-      // an operator who moves the key to the other tier after every decision asked of it
-      const real = globalThis.fetch;
-      globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-        const res = await real(input as RequestInfo, init);
-        const body = typeof init?.body === "string" ? init.body : "";
-        if (/^\["evalsha"/i.test(body) && body.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
-        return res;
-      }) as typeof fetch;
       const reasons: string[] = [];
-      try {
+      await whileMovedEveryDecision(a, prefix, "restless", async () => {
         for (let i = 0; i < 6; i++) reasons.push((await limiter.limit(request("/", { key: "restless", ip }), cost === undefined ? {} : { cost })).reason);
-      } finally {
-        globalThis.fetch = real;
-      }
+      });
       expect(reasons.slice(3)).toEqual(["rate-limited", "rate-limited", "rate-limited"]);
       expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 3 })]);
     });
@@ -326,21 +335,10 @@ describe("key registry", () => {
     const { a, prefix } = fleet(config);
     const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
     expect((await admin(a, "keys/set", { key: "restless-closed", tier: "paid" })).status).toBe(200);
-    const tag = ((await admin(a, "usage", { key: "restless-closed" })).body.identity as { tag: string }).tag;
-    const entry = `${prefix}:{${tag}}:key`;
-    const real = globalThis.fetch;
-    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      const res = await real(input as RequestInfo, init);
-      const body = typeof init?.body === "string" ? init.body : "";
-      if (/^\["evalsha"/i.test(body) && body.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
-      return res;
-    }) as typeof fetch;
-    let reason: string;
-    try {
+    let reason = "";
+    await whileMovedEveryDecision(a, prefix, "restless-closed", async () => {
       reason = (await limiter.limit(request("/", { key: "restless-closed" }))).reason;
-    } finally {
-      globalThis.fetch = real;
-    }
+    });
     expect(reason).toBe("failed-closed");
   });
 
