@@ -8,7 +8,7 @@ import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf } from "../decision/rules.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
+import { blockLeft, createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
 import { storeClient } from "../script/store-client.ts";
 import { createRegistry, type Entry, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 
@@ -87,18 +87,6 @@ const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request"
 
 /** A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua). */
 const memberCost = (member: string) => Number(/^\d+:(\d+)$/.exec(member)?.[1] ?? 1);
-
-/**
- * ms an operator block has left, as the script reads it: the key holds when the block ends
- * (µs, the script's clock); a value it cannot read is a hand-made block that lasts its TTL.
- * null: a block without end.
- */
-function blockLeft(value: string | null, ttlMs: number, nowUs: number): number | null {
-  if (value === null) return 0;
-  const ends = Number(value);
-  if (value.trim() !== "" && Number.isFinite(ends)) return ends > nowUs ? Math.ceil((ends - nowUs) / 1000) : 0;
-  return ttlMs === -1 ? null : Math.max(ttlMs, 0);
-}
 
 /**
  * The operator's API: read an identity's usage per rule, reset it, block and unblock it. The

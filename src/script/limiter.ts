@@ -69,6 +69,25 @@ export interface LimiterOptions {
   now?: () => number;
 }
 
+/**
+ * ms an operator block has left, as the script reads it: the key holds when the block ends
+ * (µs, the script's clock); a value it cannot read is a hand-made block that lasts its TTL,
+ * to its last millisecond. 0: no block; null: a block without end.
+ *
+ * @example
+ * blockLeft("1700000005000000", 4000, 1700000000000000); // 5000
+ */
+export function blockLeft(value: string | null, ttlMs: number, nowUs: number): number | null {
+  if (value === null) return 0;
+  const ends = Number(value);
+  if (value.trim() !== "" && Number.isFinite(ends)) return ends > nowUs ? Math.ceil((ends - nowUs) / 1000) : 0;
+  if (ttlMs === -1) return null;
+  return ttlMs >= 0 ? Math.max(ttlMs, 1) : 0;
+}
+
+/** Redis's refusal of a script that may write while it is at `maxmemory` under `noeviction`. */
+const OUT_OF_MEMORY = /\bOOM\b/;
+
 /** Anything that kept the limiter from a decision: timeout, unreachable store, odd reply. */
 export class LimiterError extends Error {
   override name = "LimiterError";
@@ -150,10 +169,29 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
         return within(left, () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
       });
     } catch (e) {
+      // a full Redis refuses the script, which may write, but still answers reads: an
+      // operator's block holds even then, whatever the rules' fail mode
+      if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
+        const ms = await blockWhenFull(redis, keys[0]!, deadline, edgeNow).catch(() => 0);
+        if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
+      }
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
     return toReply(reply, limits, key !== undefined);
   };
+}
+
+/** What is left of an operator's block (see `blockLeft`), read without the script, within what is left of the budget. */
+async function blockWhenFull(redis: Redis, block: string, deadline: number, edgeNow: (() => number) | undefined): Promise<number | null> {
+  const left = deadline - Date.now();
+  if (left < 1) return 0;
+  const p = redis.pipeline();
+  p.get(block);
+  p.pttl(block);
+  if (!edgeNow) p.time();
+  const [value, ttl, time] = (await within(left, () => p.exec())) as [string | null, number, [string, string] | undefined];
+  const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time![0]) * 1_000_000 + Number(time![1]);
+  return blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
 }
 
 /** The decision of a reply that must be one (a call for an address, on limits of the gate's own). */

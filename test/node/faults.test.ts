@@ -5,6 +5,7 @@ import { type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 
 // A store of this file's own, with the fault proxy between the Worker and the shim:
@@ -18,6 +19,8 @@ let shim: RunningShim;
 let proxy: FaultProxy;
 let open: Fleet;
 let closed: Fleet;
+/** the key prefix of each fleet's RATE_LIMITS */
+const prefixOf: Record<string, string> = {};
 const logs: string[] = [];
 
 beforeAll(async () => {
@@ -25,16 +28,11 @@ beforeAll(async () => {
   redis = await startRedis();
   shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
   proxy = await startFaultProxy(shim.url);
-  const fleet = (fail: "open" | "closed") =>
-    startGateFleet(
-      2,
-      {
-        UPSTASH_REDIS_REST_URL: proxy.url,
-        UPSTASH_REDIS_REST_TOKEN: token,
-        RATE_LIMITS: rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] }),
-      },
-      (line) => logs.push(line),
-    );
+  const fleet = (fail: "open" | "closed") => {
+    const RATE_LIMITS = rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] });
+    prefixOf[fail] = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+    return startGateFleet(2, { UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+  };
   [open, closed] = await Promise.all([fleet("open"), fleet("closed")]);
 }, 60_000);
 
@@ -168,6 +166,29 @@ describe("faults between the Worker and Redis", () => {
     admin.disconnect();
     for (let i = 0; i < 4; i++) codes.push((await ask(open, who, i)).status);
     expect(codes).toEqual([200, 200, 200, 200, 200, 429, 429]);
+  });
+
+  it("a full Redis (noeviction) still refuses a blocked caller, and follows the fail mode for the rest", async () => {
+    const blocked = fresh();
+    const tag = (await identify("i", ipIdentity(blocked["cf-connecting-ip"], 64))).tag;
+    const admin = new Redis(redis.url);
+    // two blocks: one as the admin API writes it (when it ends, on Redis's clock), one by hand (its TTL)
+    const [seconds] = await admin.time();
+    await admin.set(`${prefixOf.open}:{${tag}}:block`, String((Number(seconds) + 600) * 1_000_000), "PX", 600_000);
+    const byHand = fresh();
+    const handTag = (await identify("i", ipIdentity(byHand["cf-connecting-ip"], 64))).tag;
+    await admin.set(`${prefixOf.open}:{${handTag}}:block`, "blocked by hand", "PX", 600_000);
+    await admin.config("SET", "maxmemory", "1"); // every write refused: the script, which may write, included
+    try {
+      expect(await ask(open, blocked)).toMatchObject({ status: 403, failOpen: false });
+      expect(await ask(open, byHand)).toMatchObject({ status: 403, failOpen: false });
+      expect(await ask(open, fresh())).toMatchObject({ status: 200, failOpen: true });
+      expect(await ask(closed, fresh())).toMatchObject({ status: 503, failOpen: false });
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+      admin.disconnect();
+    }
+    await expectExactWithinASecond(performance.now());
   });
 
   it("no isolate ever logged an unhandled error", () => {
