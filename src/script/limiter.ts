@@ -207,8 +207,11 @@ const MAX_WINDOW_MS = 366 * 86_400_000;
  * A reply as the script can give it, or a LimiterError (a store failure, handled by the rules'
  * fail mode): a store that answers well-typed nonsense must neither deny, nor admit with
  * headers made of it, nor reach code that expects another kind of call's answer.
+ *
+ * @example
+ * toReply([1, 4, 60000, 0, 5, 60000], [{ name: "minute", limit: 5, windowMs: 60_000 }], false).kind; // "decided"
  */
-function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boolean): Reply {
+export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boolean): Reply {
   const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
   if (!Array.isArray(reply)) throw malformed();
   const [kind, arg] = reply as unknown[];
@@ -234,11 +237,13 @@ function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boolean): 
       windowMs: n[5 + 5 * i]!,
     }),
   );
+  // a log's newest entry may stand up to its longest window ahead of the clock asking
+  const ahead = Math.max(0, ...states.map((s) => s.windowMs));
   for (const [i, s] of states.entries()) {
     // a limit and window of the rule's own, or (a key's call) of an override within the bounds
-    // of any rule; waits within two windows (an entry may stand up to a window ahead of the clock)
+    // of any rule; waits within the rule's window past the furthest an entry can stand ahead
     const own = keyLookup ? s.limit <= MAX_LIMIT && s.windowMs <= MAX_WINDOW_MS : s.limit === limits[i]!.limit && s.windowMs === limits[i]!.windowMs;
-    const waits = 2 * s.windowMs;
+    const waits = s.windowMs + ahead;
     if (!own || s.limit < 1 || s.windowMs < 1 || s.remaining < 0 || s.remaining > s.limit || s.resetMs < 0 || s.resetMs > waits || s.retryMs < -1 || s.retryMs > waits)
       throw malformed();
   }

@@ -1,0 +1,25 @@
+import { describe, expect, it } from "vitest";
+import { type Limit, LimiterError, toReply } from "./limiter.ts";
+
+const second: Limit = { name: "second", limit: 1, windowMs: 1000 };
+const hour: Limit = { name: "hour", limit: 100, windowMs: 3_600_000 };
+
+describe("toReply", () => {
+  it("takes the waits of a shared log read by a clock behind its newest entry, up to the longest window ahead", () => {
+    // a clock stepped back 30 minutes: the one-second rule of a log kept for an hour waits that long
+    const reply = [0, 0, 1_800_001, 1_800_001, 1, 1000, 50, 1_800_000, 0, 100, 3_600_000];
+    const r = toReply(reply, [second, hour], false);
+    expect(r.kind === "decided" && r.decision.retryAfterMs).toBe(1_800_001);
+    // past any window a log can stand ahead: no reply of the script's
+    expect(() => toReply([0, 0, 1, 3_601_001, 1, 1000, 50, 1, 0, 100, 3_600_000], [second, hour], false)).toThrow(LimiterError);
+  });
+
+  it("refuses what the script never answers: another tier to an address call, counts outside 0..limit, a denial naming no enforced rule", () => {
+    for (const reply of [[5, "paid"], [3], [1, -1, 0, 0, 1, 1000], [1, 2, 0, 0, 1, 1000], [0, 0, 10, 0, 1, 1000], [1, 0, 0, 0, 2, 1000]]) {
+      expect(() => toReply(reply, [second], false), JSON.stringify(reply)).toThrow(LimiterError);
+    }
+    expect(toReply([5, "paid"], [second], true)).toEqual({ kind: "other-tier", tier: "paid" });
+    // a key's override of the limit and window comes back in the reply
+    expect(toReply([1, 9, 0, 0, 10, 2000], [second], true).kind).toBe("decided");
+  });
+});
