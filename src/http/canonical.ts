@@ -114,6 +114,9 @@ function trimDots(segment: string): string {
  * (a segment that starts with one is a name): Rails routes `/login.a-b` to `/login` (its
  * `(.:format)`), Spring's suffix matching `/login.tar.gz`. Linear in the path's length.
  */
+/** Trailing dots dropped from every segment, as IIS serves `/index.php.` as `/index.php`. */
+const withoutDots = (path: string) => path.split("/").map(trimDots).join("/") || "/";
+
 function withoutFormat(path: string): string {
   const segments = path.split("/").map(trimDots);
   const last = segments.length - 1;
@@ -140,11 +143,12 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   // decoded twice too, for a stack where a proxy and the application each decode once
   for (const form of [path, decoded, normaliseSegments(decodeAll(decoded))]) {
     for (const variant of [form, normaliseSegments(withoutParams(form))]) {
-      for (const v of [variant, normaliseSegments(withoutFormat(withoutTrailingSlash(variant)))]) {
-        const bare = withoutTrailingSlash(v);
+      const bare = withoutTrailingSlash(variant);
+      for (const v of [variant, normaliseSegments(withoutDots(bare)), normaliseSegments(withoutFormat(bare))]) {
+        const plain = withoutTrailingSlash(v);
         forms.add(v);
-        forms.add(bare);
-        forms.add(bare === "/" ? bare : `${bare}/`);
+        forms.add(plain);
+        forms.add(plain === "/" ? plain : `${plain}/`);
       }
     }
   }
@@ -185,7 +189,10 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }
   if (methods.has("HEAD")) methods.add("GET");
-  const bodyMayNameOne = (method === "POST" && request.body !== null) || (method !== "GET" && method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? ""));
+  // the runtime gives every POST a body stream: one declared empty (Content-Length: 0, not chunked) names nothing
+  const declaredEmpty = request.headers.get("content-length")?.trim() === "0" && !request.headers.has("transfer-encoding");
+  const bodyMayNameOne =
+    (method === "POST" && request.body !== null && !declaredEmpty) || (method !== "GET" && method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? ""));
   if (bodyMayNameOne) methods.add(ANY_METHOD);
   return [...methods];
 }

@@ -58,6 +58,13 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect(origin().hits("v1") - before).toBe(1);
   });
 
+  it("a rule whose glob ends in an extension covers the path with trailing dots, as IIS serves it", async () => {
+    const php = await gate({ rules: [{ name: "php", limit: 1, window: "10m", path: "/*.php" }] });
+    const ip = freshIpv4();
+    expect((await via(php, "/index.php", ip)).status).toBe(200);
+    for (const spelling of ["/index.php.", "/index.php./", "/wp-login.php..", "/a./b.php."]) expect((await via(php, spelling, ip)).status, spelling).toBe(429);
+  });
+
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
     for (const target of ["/v1%2Fusers", "/v1%2fusers", "/v1%5Cusers", "/v1/users%00", "/v1/%2e%2e%2Fv1/users", "/v1%C0%AFusers", "/v1%u002Fusers"]) {
       const before = origin().hits("users") + origin().hits("echo");
@@ -176,6 +183,14 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect((await via(base, "/v1/users/7", ip, { ...multipart, headers: [["content-type", `multipart/mixed; boundary=${boundary}`]] })).status).toBe(429);
     expect((await via(base, "/v1/users/8?.method=DELETE", ip, { method: "POST" })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
+  });
+
+  it("a POST declared empty names no method: it does not count against the GET rule of its path", async () => {
+    const ip = freshIpv4();
+    for (let i = 0; i < 3; i++) await via(base, "/v1/users", ip, { method: "POST", headers: [["content-length", "0"]] });
+    const codes = [];
+    for (let i = 0; i < 3; i++) codes.push((await via(base, "/v1/users", ip)).status);
+    expect(codes).toEqual([200, 200, 429]);
   });
 
   it("a DELETE rule limits a POST that overrides its method to DELETE", async () => {
