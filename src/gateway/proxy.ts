@@ -48,20 +48,21 @@ export const FORWARDING_HEADERS = [
   "x-cluster-client-ip",
   "fastly-client-ip",
   "x-original-forwarded-for",
-  // where the request went, as a proxy in front would tell it: IIS URL Rewrite, Symfony and
-  // Zend route by the first three instead of the request line, the common Flask recipe by
-  // X-Script-Name, so a client's own would walk around the rules of the path the gate matched;
-  // the others move the base path applications build URLs from
-  "x-original-url",
-  "x-rewrite-url",
-  "x-original-uri",
+  // where a proxy in front says the request went: the base path applications build URLs from
   "x-original-path",
   "x-forwarded-uri",
   "x-forwarded-path",
   "x-forwarded-prefix",
   "x-envoy-original-path",
-  "x-script-name",
 ];
+
+/**
+ * Headers by which origins route instead of by the request line — IIS URL Rewrite, Symfony
+ * and Zend by X-Original-URL and X-Rewrite-URL, nginx setups by X-Original-URI, the common
+ * Flask proxy recipe by X-Script-Name: a client's own would walk around the rules of the path
+ * the gate matched, so they never go on, whatever `passForwardedHeaders` says.
+ */
+export const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
@@ -125,7 +126,7 @@ export interface Forwarder {
 export function createForwarder(options: ForwardOptions): Forwarder {
   const origin = options.origin?.href.replace(/\/$/, "");
   const clientIpHeader = options.clientIpHeader.toLowerCase();
-  const dropped = [oneSpelling(clientIpHeader), ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
+  const dropped = [oneSpelling(clientIpHeader), ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   // a body-less request's content-length would announce a body that is not sent
   const drop = { withBody: new Set(dropped), bodyless: new Set([...dropped, "content-length"]) };
   const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));

@@ -22,4 +22,9 @@ describe("toReply", () => {
     // a key's override of the limit and window comes back in the reply
     expect(toReply([1, 9, 0, 0, 10, 2000], [second], true).kind).toBe("decided");
   });
+
+  it("reads a block too long to count as a block without end, as the script's -1", () => {
+    for (const ms of [9.998e15, -9223372036854776000, -1]) expect(toReply([2, ms], [second], false)).toEqual({ kind: "blocked", ms: Number.POSITIVE_INFINITY });
+    expect(toReply([2, 0], [second], false)).toEqual({ kind: "blocked", ms: 1 });
+  });
 });

@@ -172,8 +172,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       // a full Redis refuses the script, which may write, but still answers reads: an
       // operator's block holds even then, whatever the rules' fail mode
       if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
-        const ms = await blockWhenFull(redis, keys[0]!, deadline, edgeNow).catch(() => 0);
-        if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
+        const refused = await refusalWhenFull(redis, keys, key, deadline, edgeNow).catch(() => undefined);
+        if (refused) return refused;
       }
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
@@ -181,17 +181,38 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
   };
 }
 
-/** What is left of an operator's block (see `blockLeft`), read without the script, within what is left of the budget. */
-async function blockWhenFull(redis: Redis, block: string, deadline: number, edgeNow: (() => number) | undefined): Promise<number | null> {
+/**
+ * What refuses a caller whatever the rules' fail mode, read without the script (which a full
+ * Redis refuses), within what is left of the budget: an operator's block (see `blockLeft`),
+ * and for an API key, its registry entry disabling it or, for a key nobody configured, its
+ * absence. Undefined: nothing does, and the rules' fail mode decides.
+ */
+async function refusalWhenFull(
+  redis: Redis,
+  keys: readonly string[],
+  key: KeyLookup | undefined,
+  deadline: number,
+  edgeNow: (() => number) | undefined,
+): Promise<Reply | undefined> {
   const left = deadline - Date.now();
-  if (left < 1) return 0;
+  if (left < 1) return undefined;
+  const [block, entry] = keys as [string, string];
   const p = redis.pipeline();
   p.get(block);
   p.pttl(block);
-  if (!edgeNow) p.time();
-  const [value, ttl, time] = (await within(left, () => p.exec())) as [string | null, number, [string, string] | undefined];
-  const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time![0]) * 1_000_000 + Number(time![1]);
-  return blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
+  p.time();
+  if (key) {
+    p.hget(entry, "disabled");
+    p.exists(entry);
+  }
+  const [value, ttl, time, disabled, registered] = (await within(left, () => p.exec())) as [string | null, number, [string, string], string | null, number];
+  const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
+  const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
+  if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
+  if (!key) return undefined;
+  if (String(disabled) === "1") return { kind: "disabled-key" };
+  if (Number(registered) === 0 && key.fallback === "") return { kind: "unknown-key" };
+  return undefined;
 }
 
 /** The decision of a reply that must be one (a call for an address, on limits of the gate's own). */
@@ -217,11 +238,12 @@ export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boo
   const [kind, arg] = reply as unknown[];
   // the registry's answers come only to a call that asked the registry
   if (keyLookup && kind === 5 && reply.length === 2 && typeof arg === "string" && arg !== "") return { kind: "other-tier", tier: arg };
-  if (!reply.every(Number.isSafeInteger)) throw malformed();
-  if (kind === 2 && reply.length === 2) {
-    // -1 means a block without end; never 0, so a block in its last millisecond still reads as one
-    return { kind: "blocked", ms: (arg as number) < 0 ? Number.POSITIVE_INFINITY : Math.max(1, arg as number) };
+  if (kind === 2 && reply.length === 2 && typeof arg === "number") {
+    // -1 means a block without end, and so does one too long to count (a hand-made block of
+    // "9999999999999999999" µs); never 0, so a block in its last millisecond still reads as one
+    return { kind: "blocked", ms: arg < 0 || !Number.isSafeInteger(arg) ? Number.POSITIVE_INFINITY : Math.max(1, arg) };
   }
+  if (!reply.every(Number.isSafeInteger)) throw malformed();
   if (keyLookup && kind === 3 && reply.length === 1) return { kind: "unknown-key" };
   if (keyLookup && kind === 4 && reply.length === 1) return { kind: "disabled-key" };
   if (reply.length !== 1 + 5 * limits.length || (kind !== 0 && kind !== 1)) throw malformed();

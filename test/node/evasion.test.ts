@@ -236,6 +236,21 @@ describe("headers an origin would read another way never reach it", () => {
     expect(Object.keys(echo.headers).filter((h) => /original|rewrite|prefix|script|_/.test(h))).toEqual([]);
   });
 
+  it("drops the headers origins route by even when the operator passes forwarding headers on", async () => {
+    const passing = await gate({ passForwardedHeaders: true, rules: [{ name: "m", limit: 100, window: "10m" }] });
+    const res = await via(passing, "/anything", freshIpv4(), {
+      headers: [
+        ["X-Original-URL", "/v1/users"],
+        ["X-Rewrite-URL", "/v1/users"],
+        ["X-Original-URI", "/v1/users"],
+        ["X-Script-Name", "/v1"],
+        ["X-Forwarded-Prefix", "/v1"],
+      ],
+    });
+    const echo = JSON.parse(res.body) as Echo;
+    expect(Object.keys(echo.headers).filter((h) => /original|rewrite|script|prefix/.test(h))).toEqual(["x-forwarded-prefix"]);
+  });
+
   it("forwards a key header configured with `_` as it is, and no other spelling of it", async () => {
     const underscored = await gate({ identity: { header: "X_API_Key" }, rules: [{ name: "m", limit: 100, window: "10m" }] });
     const res = await via(underscored, "/anything", freshIpv4(), {

@@ -19,6 +19,8 @@ let shim: RunningShim;
 let proxy: FaultProxy;
 let open: Fleet;
 let closed: Fleet;
+/** API keys only registered ones may use, failing open */
+let keyed: Fleet;
 /** the key prefix of each fleet's RATE_LIMITS */
 const prefixOf: Record<string, string> = {};
 const logs: string[] = [];
@@ -28,16 +30,16 @@ beforeAll(async () => {
   redis = await startRedis();
   shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
   proxy = await startFaultProxy(shim.url);
-  const fleet = (fail: "open" | "closed") => {
-    const RATE_LIMITS = rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] });
-    prefixOf[fail] = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+  const fleet = (fail: "open" | "closed", name: string = fail, extra: Record<string, unknown> = {}) => {
+    const RATE_LIMITS = rateLimits({ fail, timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }], ...extra });
+    prefixOf[name] = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
     return startGateFleet(2, { UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
   };
-  [open, closed] = await Promise.all([fleet("open"), fleet("closed")]);
+  [open, closed, keyed] = await Promise.all([fleet("open"), fleet("closed"), fleet("open", "keyed", { identity: { header: "x-api-key", unknownKeys: "reject" } })]);
 }, 60_000);
 
 afterAll(async () => {
-  await Promise.all([open?.dispose(), closed?.dispose()]);
+  await Promise.all([open?.dispose(), closed?.dispose(), keyed?.dispose()]);
   await proxy?.close();
   await shim?.close();
   await redis?.stop();
@@ -168,7 +170,7 @@ describe("faults between the Worker and Redis", () => {
     expect(codes).toEqual([200, 200, 200, 200, 200, 429, 429]);
   });
 
-  it("a full Redis (noeviction) still refuses a blocked caller, and follows the fail mode for the rest", async () => {
+  it("a full Redis (noeviction) still refuses a blocked caller, a disabled or unknown key, and follows the fail mode for the rest", async () => {
     const blocked = fresh();
     const tag = (await identify("i", ipIdentity(blocked["cf-connecting-ip"], 64))).tag;
     const admin = new Redis(redis.url);
@@ -178,12 +180,19 @@ describe("faults between the Worker and Redis", () => {
     const byHand = fresh();
     const handTag = (await identify("i", ipIdentity(byHand["cf-connecting-ip"], 64))).tag;
     await admin.set(`${prefixOf.open}:{${handTag}}:block`, "blocked by hand", "PX", 600_000);
+    // API keys: one the registry disables, one it holds, and one nobody registered (refused: unknownKeys "reject")
+    const entry = async (key: string) => `${prefixOf.keyed}:{${(await identify("k", key)).tag}}:key`;
+    await admin.hset(await entry("disabled-key"), { tier: "default", disabled: "1" });
+    await admin.hset(await entry("registered-key"), { tier: "default" });
     await admin.config("SET", "maxmemory", "1"); // every write refused: the script, which may write, included
     try {
       expect(await ask(open, blocked)).toMatchObject({ status: 403, failOpen: false });
       expect(await ask(open, byHand)).toMatchObject({ status: 403, failOpen: false });
       expect(await ask(open, fresh())).toMatchObject({ status: 200, failOpen: true });
       expect(await ask(closed, fresh())).toMatchObject({ status: 503, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": "disabled-key" })).toMatchObject({ status: 403, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": "made-up-key" })).toMatchObject({ status: 401, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": "registered-key" })).toMatchObject({ status: 200, failOpen: true });
     } finally {
       await admin.config("SET", "maxmemory", "0");
       admin.disconnect();
