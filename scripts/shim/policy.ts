@@ -173,8 +173,8 @@ const ROWS: [Verdict, string][] = [
 
 /** Rules that look past the name: a command allowed in general, refused in one form. */
 const ARGUMENT_RULES: Record<string, (args: readonly string[]) => { label: string; refusal: Refusal } | undefined> = {
-  xread: (args) => (hasOption(args, XREAD_OPTIONS, "BLOCK") ? { label: "XREAD BLOCK", refusal: BLOCKING } : undefined),
-  xreadgroup: (args) => (hasOption(args, XREADGROUP_OPTIONS, "BLOCK") ? { label: "XREADGROUP BLOCK", refusal: BLOCKING } : undefined),
+  xread: (args) => streamReadRefusal("XREAD", args, XREAD_OPTIONS),
+  xreadgroup: (args) => streamReadRefusal("XREADGROUP", args, XREADGROUP_OPTIONS),
   copy: (args) => (hasWord(args.slice(2), "DB") ? { label: "COPY DB", refusal: OTHER_DATABASES } : undefined),
 };
 
@@ -184,21 +184,25 @@ const hasWord = (args: readonly string[], word: string) => args.some((a) => a.to
 const XREAD_OPTIONS: Record<string, number> = { COUNT: 1, BLOCK: 1 };
 const XREADGROUP_OPTIONS: Record<string, number> = { GROUP: 2, COUNT: 1, BLOCK: 1, NOACK: 0 };
 
+/** An option of XREAD or XREADGROUP this table does not know: a newer Redis may block on it. */
+const UNKNOWN_OPTION: Refusal = { why: "an option this shim does not know to be safe on a shared connection" };
+
 /**
- * Whether `option` is among the options, read as Redis reads them: in any order, each followed
+ * Why a stream read is refused, reading its options as Redis does: in any order, each followed
  * by its values (`GROUP block block` names a group and a consumer), up to STREAMS, after which
- * come key names and IDs that may spell anything. A word that is no option ends them: Redis
- * refuses such a command as a syntax error without running it.
+ * come key names and IDs that may spell anything. BLOCK is refused; so is a word that is no
+ * option known here (a newer Redis's, say), which an older Redis refuses as a syntax error.
  */
-function hasOption(args: readonly string[], options: Record<string, number>, option: string): boolean {
+function streamReadRefusal(name: string, args: readonly string[], options: Record<string, number>) {
   for (let i = 0; i < args.length; i++) {
     const word = args[i]!.toUpperCase();
-    if (word === option) return true;
+    if (word === "STREAMS") return undefined;
+    if (word === "BLOCK") return { label: `${name} BLOCK`, refusal: BLOCKING };
     const values = options[word];
-    if (values === undefined) return false; // STREAMS, or a syntax error
+    if (values === undefined) return { label: `${name} ${word}`, refusal: UNKNOWN_OPTION };
     i += values;
   }
-  return false;
+  return undefined;
 }
 
 /** The table, keyed by `name` or `container|sub`; built once, duplicates refused at load. */

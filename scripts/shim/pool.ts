@@ -152,9 +152,17 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   const pick = () => {
     for (let tried = 0; tried < shared.length; tried++) {
       const connection = shared[next++ % shared.length]!;
-      if (connection.status === "ready") return connection;
+      if (connection.status === "ready" && !retiring.has(connection)) return connection;
     }
     return shared[next++ % shared.length]!;
+  };
+  // connections closed after a timeout: their socket may still read "ready" until Redis lets
+  // go of what held them, and new commands sent on them would fail; skipped until they reconnect
+  const retiring = new WeakSet<Redis>();
+  const retire = (connection: Redis) => {
+    retiring.add(connection);
+    connection.once("ready", () => retiring.delete(connection));
+    connection.disconnect(true);
   };
 
   /**
@@ -163,7 +171,7 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
    * is closed, which makes Redis drop what it was blocked on, and opened afresh.
    */
   const unwedge = (connection: Redis, replies: Replies) => {
-    if (replies.some(([error]) => error !== null && TIMED_OUT.test(error.message))) connection.disconnect(true);
+    if (replies.some(([error]) => error !== null && TIMED_OUT.test(error.message))) retire(connection);
   };
 
   return {
@@ -174,7 +182,7 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
         unwedge(connection, replies);
         return replies;
       } catch (e) {
-        if (e instanceof Error && TIMED_OUT.test(e.message)) connection.disconnect(true);
+        if (e instanceof Error && TIMED_OUT.test(e.message)) retire(connection);
         throw e;
       }
     },

@@ -134,6 +134,8 @@ describe("shim command policy", () => {
     await expect(redis.exec(["XREADGROUP", "COUNT", "1", "BLOCK", "0", "GROUP", "g", "c", "STREAMS", "s", ">"])).rejects.toThrow("'XREADGROUP BLOCK'");
     await expect(redis.exec(["XREADGROUP", "GROUP", "g", "c", "NOACK", "block", "0", "STREAMS", "s", ">"])).rejects.toThrow("'XREADGROUP BLOCK'");
     await expect(redis.exec(["XREAD", "COUNT", "1", "BLOCK", "0", "STREAMS", "s", "$"])).rejects.toThrow("'XREAD BLOCK'");
+    // an option of a newer Redis (8.4's CLAIM): refused, since it could come with BLOCK after it
+    await expect(redis.exec(["XREADGROUP", "GROUP", "g", "c", "CLAIM", "1000", "BLOCK", "0", "STREAMS", "s", ">"])).rejects.toThrow("'XREADGROUP CLAIM'");
     // names that spell BLOCK or DB are names, not options
     await expect(redis.exec(["XREADGROUP", "GROUP", "block", "block", "STREAMS", "block", ">"])).rejects.toThrow("NOGROUP");
     await redis.set("DB", "copied");

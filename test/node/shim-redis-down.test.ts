@@ -77,6 +77,29 @@ describe("a shared connection held by a command that never ends", () => {
   });
 });
 
+describe("a shared connection closed after a slow script's timeout", () => {
+  it("gets no new commands until it has reconnected: those sent meanwhile are served on the others", async () => {
+    const pool = await createPool(redis.url, { size: 2, commandTimeoutMs: 1000 });
+    try {
+      // a script busy for 1.6 s: its connection times out at 1 s and is closed, though its
+      // socket reads "ready" until Redis is done with the script
+      const busy =
+        "local t = redis.call('TIME'); local s = t[1] * 1e6 + t[2]; while true do local u = redis.call('TIME'); if u[1] * 1e6 + u[2] - s > 1600000 then break end end; return 1";
+      const [timedOut] = (await pool.exec([["EVAL", busy, "0"]]))[0]!;
+      expect(timedOut?.message).toMatch(/Command timed out/);
+      const replies = await Promise.all(Array.from({ length: 6 }, () => pool.exec([["PING"]])));
+      expect(
+        replies.map((r) => {
+          const [error, reply] = r[0]!;
+          return error ? error.message : String(reply);
+        }),
+      ).toEqual(Array(6).fill("PONG"));
+    } finally {
+      await pool.close();
+    }
+  });
+});
+
 describe("a Redis that evicts keys when full", () => {
   it("is named at the shim's start, with the setting to use instead; noeviction, or no memory cap, is not", async () => {
     const evicting = await startRedis({ args: ["--maxmemory", "64mb", "--maxmemory-policy", "volatile-lru"] });
