@@ -454,11 +454,13 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
  */
 export function configurationWarnings(config: GateConfig): string[] {
   const warnings: string[] = [];
-  // a floor: an enforced address rule that every request answers to (no path, no methods)
-  const floor = config.addressRules.some((r) => !r.shadow && !r.path && !r.methods);
+  // a floor: an enforced address rule that every request answers to (no methods, and no path
+  // or one every path matches: every form of a path starts with "/")
+  const everyPath = (glob: string | undefined) => glob === undefined || /^\/?\*+$/.test(glob);
+  const floor = config.addressRules.some((r) => !r.shadow && everyPath(r.glob) && !r.methods);
   if (config.keyHeader && config.unknownKeys === "defaultTier" && !floor) {
     warnings.push(
-      `identity.unknownKeys is "defaultTier" and no addressRules rule covers every request (enforced, without path or methods): a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add such an address rule (a per-address floor), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
+      `identity.unknownKeys is "defaultTier" and no addressRules rule covers every request (enforced, for every method, with no path or "/*"): a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add such an address rule (a per-address floor), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
     );
   }
   return warnings;

@@ -31,6 +31,10 @@ describe("npm run check-config", () => {
       return run("scripts/check-config.ts", [file]).stdout;
     };
     expect(withFloor([{ name: "floor", limit: 1000, window: "60s" }])).not.toContain("⚠");
+    // a glob that every path matches is a floor too
+    expect(withFloor([{ name: "floor", limit: 1000, window: "60s", path: "/*" }])).not.toContain("⚠");
+    expect(withFloor([{ name: "floor", limit: 1000, window: "60s", path: "/**" }])).not.toContain("⚠");
+    expect(withFloor([{ name: "floor", limit: 1000, window: "60s", path: "/v1/*" }])).toContain("⚠");
     // rules that are no floor: shadow, or only for some paths or methods
     expect(withFloor([{ name: "floor", limit: 1000, window: "60s", shadow: true }])).toContain("⚠");
     expect(withFloor([{ name: "login", limit: 5, window: "60s", path: "/login", methods: ["POST"] }])).toContain("⚠");
