@@ -19,8 +19,8 @@ import type { Outcome } from "./metrics.ts";
  *
  * In Redis, under one hash tag (one slot in a cluster): per minute a hash of counts
  * (`<prefix>:{figures}:m:<minute>`) and a sorted set of refused identities
- * (`<prefix>:{figures}:t:<minute>`, the `topKept` highest), each expiring `retainMinutes`
- * after its last write; plus one short-lived marker per batch. Identities appear as their
+ * (`<prefix>:{figures}:t:<minute>`, the `topKept` highest), expiring `retainMinutes` and
+ * `topRetainMinutes` after their last write; plus one short-lived marker per batch. Identities appear as their
  * hashed tag, or an API key's SHA-256 (so the console can look its registry entry up) — never
  * a raw key or address.
  *
@@ -36,8 +36,15 @@ export const LATENCY_BUCKETS_MS = [1, 2, 3, 5, 7, 10, 15, 20, 30, 50, 75, 100, 1
 export const FIGURES_DEFAULTS = {
   /** the least time between two flushes of an isolate */
   intervalMs: 5000,
-  /** how long a minute's figures are kept after their last write: 3 days */
+  /** how long a minute's counts are kept after their last write: 3 days */
   retainMinutes: 3 * 24 * 60,
+  /**
+   * how long a minute's refused identities are kept after their last write: a little longer
+   * than the console's "refused now" reads back (src/console/figures.ts, 10 minutes). Any caller
+   * can fill a minute's set with made-up keys; kept for days, a thousand names a minute would
+   * hold most of a gigabyte of a store the limits need.
+   */
+  topRetainMinutes: 15,
   /** refused identities counted by name per minute in an isolate (the rest: `untracked`) */
   trackedPerMinute: 1000,
   /** refused identities sent per minute in one flush, the most refused first */
@@ -83,14 +90,15 @@ const ROUNDS = 3;
 
 /**
  * Applies one batch once. KEYS[1] is the batch's marker; KEYS[2..] the figures' keys. ARGV: the
- * marker's TTL (s), the figures' TTL (s), the identities kept per minute, then per change the
- * operation ("h" HINCRBY a field, "z" ZINCRBY a member), the key's index, the field or member
- * and the amount. Returns 1 when applied, 0 when the batch was applied before.
+ * marker's TTL (s), the counts' TTL (s), the refused identities' TTL (s), the identities kept
+ * per minute, then per change the operation ("h" HINCRBY a field, "z" ZINCRBY a member), the
+ * key's index, the field or member and the amount. Returns 1 when applied, 0 when the batch
+ * was applied before.
  */
 export const FLUSH_SCRIPT = `
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then return 0 end
 local sets = {}
-for i = 4, #ARGV, 4 do
+for i = 5, #ARGV, 4 do
   local k = tonumber(ARGV[i + 1])
   if ARGV[i] == 'h' then
     redis.call('HINCRBY', KEYS[k], ARGV[i + 2], ARGV[i + 3])
@@ -100,8 +108,12 @@ for i = 4, #ARGV, 4 do
   end
 end
 for k = 2, #KEYS do
-  redis.call('EXPIRE', KEYS[k], ARGV[2])
-  if sets[k] then redis.call('ZREMRANGEBYRANK', KEYS[k], 0, -(tonumber(ARGV[3]) + 1)) end
+  if sets[k] then
+    redis.call('EXPIRE', KEYS[k], ARGV[3])
+    redis.call('ZREMRANGEBYRANK', KEYS[k], 0, -(tonumber(ARGV[4]) + 1))
+  else
+    redis.call('EXPIRE', KEYS[k], ARGV[2])
+  end
 end
 return 1
 `;
@@ -257,7 +269,7 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
   /** The script's keys and arguments for a batch; the batch's flush is counted in its last minute. */
   function encode(batch: Batch): { keys: string[]; args: string[] } {
     const keys = [figureKeys.batch(prefix, batch.id)];
-    const args = [String(markerSeconds), String(ttlSeconds), String(FIGURES_DEFAULTS.topKept)];
+    const args = [String(markerSeconds), String(ttlSeconds), String(FIGURES_DEFAULTS.topRetainMinutes * 60), String(FIGURES_DEFAULTS.topKept)];
     const last = Math.max(...batch.minutes.keys());
     for (const [minute, m] of batch.minutes) {
       const fields = minute === last ? new Map([...m.fields, [field.flushes, (m.fields.get(field.flushes) ?? 0) + 1]]) : m.fields;
