@@ -140,6 +140,10 @@ if (vars.ORIGIN_URL) {
 
 // The admin API and its console: the developer's ADMIN_TOKEN, else one for this run (printed in the banner).
 const adminTokenSource = vars.ADMIN_TOKEN ? (fileVars.ADMIN_TOKEN ? devVarsFile : "the environment") : undefined;
+// the gate refuses a shorter one (every request would answer its configuration error): said here, before it starts
+if (vars.ADMIN_TOKEN && vars.ADMIN_TOKEN.length < 32) {
+  await fail(`ADMIN_TOKEN from ${adminTokenSource} must be at least 32 characters (a random one: openssl rand -hex 32).`);
+}
 workerVars.ADMIN_TOKEN = vars.ADMIN_TOKEN || randomBytes(16).toString("hex");
 
 // Secrets reach wrangler through a private file, never the command line or its output.

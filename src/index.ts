@@ -19,6 +19,9 @@ export interface GatewayEnv {
   SLIDEGATE_METRICS?: AnalyticsEngineDataset;
 }
 
+/** The shortest admin token the gate accepts. */
+const MIN_ADMIN_TOKEN_LENGTH = 32;
+
 /**
  * Builds the gate from the environment, or the one error response a bad environment earns: a
  * generic 500 for every caller, with the details (which fields, and why) only in the log —
@@ -30,6 +33,11 @@ function build(env: GatewayEnv): Gate {
   if (!parsed.ok) errors.push(...parsed.errors);
   if (!env.UPSTASH_REDIS_REST_URL) errors.push("UPSTASH_REDIS_REST_URL: is not set");
   if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
+  // Sign-in failures are limited per address, and a caller with many addresses (a /48 holds
+  // 65,536 /64s) guesses in parallel: only a token no one can guess keeps the admin API shut.
+  if (env.ADMIN_TOKEN && env.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH) {
+    errors.push(`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32)`);
+  }
   let origin: URL | undefined;
   if (env.ORIGIN_URL) {
     if (URL.canParse(env.ORIGIN_URL)) origin = new URL(env.ORIGIN_URL);

@@ -355,8 +355,13 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   return async (request, path) => {
     // the prefix without its slash is the gate's too: sent on to the console, never to the origin
     if (path.length < ADMIN_PREFIX.length) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
-    // the console's page holds no data: every figure it shows is an authenticated call
-    if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) return consolePage(request.method);
+    // the console's page holds no data: every figure it shows is an authenticated call. Served
+    // at its one spelling only: under another ("//evil.example/%252e%252e/__slidegate/" is one
+    // to the gate), a page that built its calls from its own path would send them elsewhere
+    if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) {
+      if (new URL(request.url).pathname !== ADMIN_PREFIX) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
+      return consolePage(request.method);
+    }
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)
     const caller = (await identify("i", `@admin ${clientAddress(request, config.ipv6Prefix).bucket}`)).tag;
     const now = isolateNow();

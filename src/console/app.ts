@@ -11,7 +11,9 @@ export const CONSOLE_JS = String.raw`
 "use strict";
 (function () {
   var STORE = "slidegate.adminToken";
-  var BASE = location.pathname.replace(/\/*$/, "/");
+  // fixed, never read from the page's own path: that path may be a crafted spelling that
+  // would make the calls (and the token) go to another host
+  var BASE = "/__slidegate/";
   var COLORS = { admitted: "#2e7d32", denied: "#c62828", "shadow-denied": "#ef6c00", blocked: "#6a1b9a", "failed-open": "#f9a825",
     "failed-closed": "#4e342e", allowlisted: "#00838f", denylisted: "#37474f", "unknown-key": "#8d6e63", "disabled-key": "#ad1457" };
   var refreshTimer = 0;
@@ -105,6 +107,8 @@ export const CONSOLE_JS = String.raw`
       var r = await call("configuration", {});
       if (!r.ok) return signOut(problemText(r));
     } catch (e) {
+      // a refused token has signed out already, with its reason; anything else must not leave the token behind
+      if (token()) signOut("The gate did not answer: " + e.message);
       return;
     }
     $("login").hidden = true;

@@ -85,7 +85,7 @@ describe("Redis Cluster behind the shim", () => {
   });
 
   it("carries the console's live figures: flushes under one hash tag, read back with registry entries from several slots", async () => {
-    const admin = "cluster-admin";
+    const admin = "cluster-admin-token-0123456789abcdef";
     const consoleFleet = await startGateFleet(2, {
       UPSTASH_REDIS_REST_URL: shim.url,
       UPSTASH_REDIS_REST_TOKEN: token,

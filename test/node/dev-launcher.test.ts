@@ -168,6 +168,19 @@ describe("npm run dev", () => {
     }
   }, 120_000);
 
+  it("stops, naming ADMIN_TOKEN, when it is shorter than the gate accepts (the gate would answer every request with its configuration error)", async () => {
+    const short = "a-long-random-secret";
+    const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+      env: { ...(await devEnv({ UPSTASH_REDIS_REST_URL: "https://example.upstash.io", UPSTASH_REDIS_REST_TOKEN: "t" })), ADMIN_TOKEN: short },
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/ADMIN_TOKEN from the environment must be at least 32 characters/);
+    expect(run.stderr + run.stdout).not.toContain(short);
+    expect(run.stdout).not.toContain("SLIDEGATE_READY");
+  });
+
   it("stops with install instructions when there is no Redis to use and no redis-server", async () => {
     const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
       env: { ...process.env, PATH: "/nonexistent", REDIS_URL: "redis://127.0.0.1:9", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: "/dev/null" },

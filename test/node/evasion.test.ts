@@ -206,7 +206,7 @@ describe("methods: HEAD and overridden methods count where their handler's metho
 });
 
 describe("headers an origin would read another way never reach it", () => {
-  const ADMIN = "evasion-admin-token-2";
+  const ADMIN = "evasion-admin-token-2-0123456789abcdef";
   let base: string;
   beforeAll(async () => {
     base = await gate({ identity: { header: "x-api-key" }, rules: [{ name: "m", limit: 100, window: "10m" }] }, { ADMIN_TOKEN: ADMIN });
@@ -278,7 +278,7 @@ describe("headers an origin would read another way never reach it", () => {
 });
 
 describe("an API key header sent twice: refused, never a new identity", () => {
-  const ADMIN = "evasion-admin-token";
+  const ADMIN = "evasion-admin-token-0123456789abcdef";
   const denied = "key-on-the-deny-list";
   let base: string;
   beforeAll(async () => {

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 
 // The README's "Managing keys" commands, run as written against the built Worker.
-const ADMIN_TOKEN = "admin-token-for-the-keys-cli";
+const ADMIN_TOKEN = "admin-token-for-the-keys-cli-0123456789";
 const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
 const section = readme.slice(readme.indexOf("### Managing keys"), readme.indexOf("### Metrics"));
 const commands = /```sh\n([\s\S]*?)```/

@@ -47,8 +47,20 @@ describe("the console page", () => {
     expect(html).not.toMatch(/\bsrc=|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
     expect(html.match(/<link\b[^>]*>/g)).toEqual(['<link rel="icon" href="data:,">']);
     expect(res.headers.get("x-frame-options")).toBe("DENY");
-    const head = await gate(new Request("https://gate.example/__SLIDEGATE/", { method: "HEAD" }));
+    const head = await gate(new Request("https://gate.example/__slidegate/", { method: "HEAD" }));
     expect(head.status).toBe(200);
+  });
+
+  it("sends every other spelling of its path to /__slidegate/, so a crafted link cannot point the page's calls (and the token) at another host", async () => {
+    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: TOKEN });
+    // "//evil.example/…" as a page's own path would make its relative calls protocol-relative
+    for (const spelling of ["//evil.example/%252e%252e/__slidegate/", "/////__slidegate/", "/__SLIDEGATE/", "/x/..%252f__slidegate/"]) {
+      for (const method of ["GET", "HEAD"]) {
+        const res = await gate(new Request(`https://gate.example${spelling}`, { method }));
+        expect([spelling, method, res.status, res.headers.get("location")]).toEqual([spelling, method, 308, "/__slidegate/"]);
+        expect(await res.text()).toBe("");
+      }
+    }
   });
 
   it("answers 404 like every admin path when the admin API is off", async () => {

@@ -107,6 +107,23 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("refuses an ADMIN_TOKEN too short to outlast guessing from many addresses, naming the field and never echoing the token", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const short = "short-admin-token-0123456789abc"; // 31 characters
+      const res = await worker.fetch(request(), env({ ADMIN_TOKEN: short }));
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as { type: string }).type).toBe("urn:slidegate:configuration-error");
+      const lines = logged.mock.calls.map((c) => String(c[0]));
+      expect(lines.some((l) => l.includes("ADMIN_TOKEN: must be at least 32 characters"))).toBe(true);
+      expect(lines.join("\n")).not.toContain(short);
+      // 32 characters will do
+      expect((await worker.fetch(request(), env({ ADMIN_TOKEN: `${short}d` }))).status).toBe(200);
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("never puts the Upstash token in a response", async () => {
     const res = await worker.fetch(request("/v1/echo"), env({}));
     const text = await res.text();
