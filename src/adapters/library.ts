@@ -10,7 +10,7 @@
  * const response = await handle(request);
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
-import { type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
+import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { identify } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, type Reason } from "../http/answers.ts";
@@ -64,10 +64,16 @@ export interface RateLimiter {
 
 const passed = () => new Response(null, { status: 204 });
 
-/** Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that names each bad one. */
+/**
+ * Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that
+ * names each bad one. A configuration that is valid but can be walked around (an API-key
+ * header with made-up keys let through and no address floor) is said once, in a warning, as
+ * `npm run check-config` says it for the gateway.
+ */
 export function parseLimits(limits: RateLimits): GateConfig {
   const parsed = parseRateLimits(limits, "options");
   if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.join("; ")}`);
+  for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);
   return parsed.config;
 }
 

@@ -262,6 +262,11 @@ describe("the package, installed from its tarball as a user installs it", () => 
     const mf = await startIsolate(await builds.limiter, storeBindings());
     isolates.push(mf);
     expectFiveThenDenied(await requests(mf, 6, "http://api.example/", { "x-api-key": crypto.randomUUID() }));
+    // a client that makes up a new key for every request stops at the address floor
+    const ip = `2001:db8:${Math.floor(Math.random() * 0x10000).toString(16)}::1`;
+    const rotating: number[] = [];
+    for (let i = 0; i < 22; i++) rotating.push((await requests(mf, 1, "http://api.example/", { "x-api-key": crypto.randomUUID(), "cf-connecting-ip": ip }))[0]!.status);
+    expect(rotating).toEqual([...Array(20).fill(200), 429, 429]);
   }, 180_000);
 
   it("serves the README's Hono app (`slidegate/hono`), built by wrangler, in workerd: 5 per 10 s per client IP on /api/*", async () => {

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { rateLimit } from "../../src/adapters/hono.ts";
 import { createRateLimiter, type RateLimits } from "../../src/adapters/library.ts";
 import { request, services } from "./helpers.ts";
@@ -122,6 +122,26 @@ describe("createRateLimiter", () => {
     const closed = await createRateLimiter({ url: "http://127.0.0.1:9", token: "t", rules, timeout: 300, fail: "closed" }).limit("u");
     expect(closed).toMatchObject({ success: false, reason: "failed-closed" });
     expect(closed.response().status).toBe(503);
+  });
+
+  it("warns when it is built, not per request, that made-up API keys buy fresh quota when no address floor bounds them", () => {
+    const warned = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const rules = [{ name: "a", limit: 5, window: "1m" }];
+      createRateLimiter({ url: services.shimUrl, token: services.shimToken, identity: { header: "x-api-key" }, rules });
+      rateLimit({ identity: { header: "x-api-key" }, rules });
+      expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([
+        expect.stringMatching(/^slidegate: identity\.unknownKeys is "defaultTier" and no addressRules rule/),
+        expect.stringMatching(/^slidegate: identity\.unknownKeys/),
+      ]);
+      warned.mockClear();
+      createRateLimiter({ url: services.shimUrl, token: services.shimToken, identity: { header: "x-api-key" }, rules, addressRules: [{ name: "floor", limit: 50, window: "1m" }] });
+      createRateLimiter({ url: services.shimUrl, token: services.shimToken, identity: { header: "x-api-key", unknownKeys: "reject" }, rules });
+      createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules });
+      expect(warned).not.toHaveBeenCalled();
+    } finally {
+      warned.mockRestore();
+    }
   });
 
   it("refuses bad options at once, naming the field", () => {
