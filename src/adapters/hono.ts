@@ -22,7 +22,11 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
   url?: string;
   /** default: c.env.UPSTASH_REDIS_REST_TOKEN */
   token?: string;
-  /** an identity of your own (a user id, say); default: the API key or client IP of the request */
+  /**
+   * an identity of your own (a user id, say) to count the request against, instead of its API
+   * key or client IP; undefined: those. The rules that cover the request, the lists and the
+   * address rules (by client IP) still apply. A non-empty string, returned synchronously.
+   */
   identify?: (c: Context) => string | undefined;
   /** what a request weighs, a whole number from 1 to the rules' limits (else the request gets 400); default: each rule's own cost */
   cost?: (c: Context) => number | undefined;
@@ -47,7 +51,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   return async (c, next) => {
     let result: LimitResult;
     try {
-      result = await limiterOf(c).limit(identify?.(c) ?? c.req.raw, { cost: cost?.(c) });
+      result = await limiterOf(c).limit(c.req.raw, { cost: cost?.(c), identity: identify?.(c) });
     } catch (e) {
       // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
       if (e instanceof CostError) {

@@ -51,6 +51,13 @@ export interface LimitOptions {
    * (README, "Use as a library").
    */
   cost?: number;
+  /**
+   * For a Request: count it against this identity of your own (a user id, say) instead of its
+   * API key or client IP. The rules that cover the request by path and method, the allow and
+   * deny lists and the address rules (by its client IP) apply as for any request; the key
+   * registry and `identity.required` do not. A non-empty string; anything else throws a TypeError.
+   */
+  identity?: string;
 }
 
 export interface RateLimiter {
@@ -83,21 +90,37 @@ function assertStore(url: string, token: string): void {
   }
 }
 
+const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
+
+/**
+ * An identity of the application's own, as given: an empty or blank one would put every
+ * caller the application failed to name in one shared bucket, so it is refused.
+ */
+function ownIdentity(value: unknown, what: string): string {
+  if (typeof value !== "string" || value.trim() === "") {
+    throw new TypeError(`slidegate: ${what} must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+  }
+  return value;
+}
+
 /** The limiter over a configuration already validated, on one store. */
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
   const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
   const keyHeader = config.keyHeader ?? "X-API-Key";
   return {
-    async limit(input, { cost } = {}) {
+    async limit(input, { cost, identity } = {}) {
       let step: Step;
       if (typeof input === "string") {
-        step = await pipeline.decideFor(await identify("k", input), cost);
-      } else {
+        step = await pipeline.decideFor(await identify("k", ownIdentity(input, "limit(identity)")), cost);
+      } else if (typeof input === "object" && input !== null && typeof (input as Partial<Request>).url === "string") {
+        if (identity !== undefined) ownIdentity(identity, "the identity option");
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);
         // a path the gateway would refuse counts against every rule of its method
-        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost });
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity });
+      } else {
+        throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }
       const a = answer(step, keyHeader);
       return {

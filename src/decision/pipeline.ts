@@ -37,6 +37,12 @@ export interface RunOptions {
   cost?: number;
   /** the client address, when the caller has read it already (see `clientAddress`) */
   client?: ClientAddress;
+  /**
+   * an identity of the application's own (a user id) to count the request against instead of
+   * its API key or address; the rules that cover the request, the lists and the address rules
+   * (by its client address) apply as they do to any request
+   */
+  identity?: string;
 }
 
 export interface Pipeline {
@@ -223,10 +229,28 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     }
   }
 
+  /** A request counted against an identity of the application's own, in the default tier; its address rules beside it. */
+  async function decideOwn(own: Identity, client: ClientAddress, match: Match, cost: number | undefined): Promise<Step> {
+    const caller: Caller = { identity: own, tier: config.defaultTier, client };
+    const listed = config.access(client.address, undefined);
+    if (listed === "deny") return { kind: "denylisted", caller };
+    if (listed === "allow") return { kind: "allowlisted", caller };
+    const rules = rulesFor(config, config.defaultTier, match.methods, match.paths);
+    const onAddress = matching(addressRules, match.methods, match.paths);
+    checkCost(cost, rules);
+    checkCost(cost, onAddress);
+    const address = await addressIdentity(client, onAddress);
+    if (!address) return rules.length ? { kind: "decided", caller, rules, verdict: await decide(own, config.defaultTier, rules, cost) } : { kind: "no-rule", caller };
+    if (rules.length === 0) return { kind: "decided", caller, rules: onAddress, verdict: await decide(address, ADDRESS_SCOPE, onAddress, cost) };
+    const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost), decide(address, ADDRESS_SCOPE, onAddress, cost)]);
+    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor) };
+  }
+
   return {
-    async run(request, match, { cost, client = clientAddress(request, config.ipv6Prefix) } = {}) {
+    async run(request, match, { cost, client = clientAddress(request, config.ipv6Prefix), identity: own } = {}) {
       // the shape first, whatever rules match: a bad cost is a bug even where no rule applies
       if (cost !== undefined) assertCost(cost);
+      if (own !== undefined) return decideOwn(await identify("k", own), client, match, cost);
       const key = config.keyHeader ? readApiKey(request, config.keyHeader) : ABSENT;
       const identity = key.kind === "key" ? await identify("k", key.key) : await identify("i", client.bucket);
       const caller: Caller = { identity, tier: tierOf(config, identity.keyHash), client };

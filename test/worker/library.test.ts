@@ -43,6 +43,56 @@ describe("Hono middleware", () => {
     expect((await call("grace", 10)).status).toBe(200);
   });
 
+  it("with an identity of the app's, still matches rules by path and method and applies the lists and address rules by client IP", async () => {
+    const app = new Hono();
+    app.use(
+      onTestStore({
+        rules: [
+          { name: "login", limit: 2, window: "1m", path: "/login", methods: ["POST"] },
+          { name: "api", limit: 100, window: "1m" },
+        ],
+        addressRules: [{ name: "per-address", limit: 6, window: "1m" }],
+        deny: { ips: ["203.0.113.66"] },
+        identify: (c) => c.req.header("x-user"),
+      }),
+    );
+    app.get("/profile", (c) => c.text("me"));
+    app.post("/login", (c) => c.text("in"));
+    const call = (method: string, path: string, user: string, ip: string) => app.fetch(request(path, { method, ip, headers: { "x-user": user } }));
+    // a GET is not counted against a rule on POST /login
+    const gets = [];
+    for (let i = 0; i < 3; i++) gets.push(await call("GET", "/profile", "ada", "198.51.100.40"));
+    expect(gets.map((r) => r.status)).toEqual([200, 200, 200]);
+    expect(gets[0]!.headers.get("RateLimit-Policy")).toBe('"api";q=100;w=60, "per-address";q=6;w=60');
+    expect([(await call("POST", "/login", "ada", "198.51.100.40")).status, (await call("POST", "/login", "ada", "198.51.100.40")).status]).toEqual([200, 200]);
+    expect((await call("POST", "/login", "ada", "198.51.100.40")).status).toBe(429);
+    // the deny list by IP holds whoever the app says the caller is
+    expect((await call("GET", "/profile", "grace", "203.0.113.66")).status).toBe(403);
+    // the address floor counts every identity from one address: 6 so far from .40 (5 admitted, the denied login too)
+    expect((await call("GET", "/profile", "grace", "198.51.100.40")).status).toBe(429);
+    expect((await call("GET", "/profile", "grace", "198.51.100.41")).status).toBe(200);
+  });
+
+  it("refuses an identity that is not a non-empty string with a TypeError that says so", async () => {
+    const app = new Hono();
+    let error: unknown;
+    app.onError((e, c) => {
+      error = e;
+      return c.text("error", 500);
+    });
+    app.use(onTestStore({ rules: [{ name: "a", limit: 5, window: "1m" }], identify: (c) => (c.req.header("x-user") === "blank" ? " " : (42 as unknown as string)) }));
+    app.get("/", (c) => c.text("ok"));
+    for (const user of ["blank", "number"]) {
+      error = undefined;
+      expect((await app.fetch(request("/", { headers: { "x-user": user } }))).status).toBe(500);
+      expect(error).toBeInstanceOf(TypeError);
+      expect(String(error)).toMatch(/slidegate: the identity option must be a non-empty string, not (" "|number)/);
+    }
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 5, window: "1m" }] });
+    await expect(l.limit("")).rejects.toThrow(/limit\(identity\) must be a non-empty string, not ""/);
+    await expect(l.limit(42 as unknown as string)).rejects.toThrow(/limit\(\) takes a Request or an identity of your own \(a non-empty string\), not number/);
+  });
+
   it("sets its headers on a route that returns fetch() of a real origin", async () => {
     const app = new Hono();
     app.use(onTestStore({ rules: [{ name: "default", limit: 2, window: "1m" }] }));
