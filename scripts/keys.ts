@@ -11,7 +11,7 @@
  *   enable    <key> | --hash …
  *   delete    <key> | --hash …
  *   list      [--limit N] [--cursor C] [--all]             entries by hash, a page (or all)
- *   import    <file.csv | file.json>                       many entries, in batches, with progress
+ *   import    <file.csv | file.json>                       many entries merged in, in batches, with progress
  *
  * A CSV has a header line naming its columns: `hash` (or `key`), `tier`, and optionally
  * `label`, `disabled`. A JSON file is an array of entries as the admin API takes them.

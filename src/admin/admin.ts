@@ -10,7 +10,7 @@ import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
 import { blockLeft, createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
 import { storeClient } from "../script/store-client.ts";
-import { createRegistry, type Entry, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
+import { createRegistry, type Entry, type Given, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 export const ADMIN_PREFIX = "/__slidegate/";
@@ -268,7 +268,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           return badRequest(`"entries" must be an array of 1 to ${IMPORT_BATCH} entries like {"hash":"…","tier":"…"} (send more in several calls)`);
         }
         const errors: string[] = [];
-        const items: { identity: Identity; entry: Entry }[] = [];
+        const items: { identity: Identity; entry: Entry; given: Given }[] = [];
         for (const [i, raw] of entries.entries()) {
           if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
             errors.push(`entries[${i}]: must be an object`);
@@ -279,12 +279,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           if (typeof identity === "string") errors.push(`entries[${i}]: ${identity}`);
           const checked = registry.check(fields, `entries[${i}]`);
           if (!checked.ok) errors.push(...checked.errors);
-          else if (typeof identity !== "string") items.push({ identity, entry: checked.entry });
+          else if (typeof identity !== "string") {
+            items.push({ identity, entry: checked.entry, given: { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined } });
+          }
         }
         if (errors.length) {
           return badRequest(`Nothing was imported: ${errors.slice(0, 20).join("; ")}${errors.length > 20 ? `; and ${errors.length - 20} more` : ""}`);
         }
-        await registry.putMany(items);
+        await registry.mergeMany(items);
         for (const { identity } of items) options.forget?.(identity.tag);
         return json({ imported: items.length });
       },

@@ -34,6 +34,13 @@ export interface Entry {
 
 export type Checked = { ok: true; entry: Entry } | { ok: false; errors: string[] };
 
+/** Which fields of an entry a request gave (the rest took their defaults). */
+export interface Given {
+  tier: boolean;
+  label: boolean;
+  disabled: boolean;
+}
+
 /** The most entries one import carries: each is a hash write and an index write. */
 export const IMPORT_BATCH = 1000;
 export const LIST_PAGE = { max: 1000, default: 100 } as const;
@@ -179,12 +186,27 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       };
     },
 
-    /** Writes many entries in one pipeline (each validated by the caller). */
-    async putMany(items: readonly { identity: Identity; entry: Entry }[]): Promise<void> {
+    /**
+     * Merges many entries into the registry in one pipeline (each validated by the caller):
+     * what `given` names is set (an override rule by rule, its limit and window each), the
+     * rest of an existing entry is kept, and a new entry without a tier gets the default one.
+     * So an import sent again never re-enables a key disabled meanwhile, nor drops its overrides.
+     */
+    async mergeMany(items: readonly { identity: Identity; entry: Entry; given: Given }[]): Promise<void> {
       const p = redis.pipeline();
-      for (const { identity, entry } of items) {
-        p.del(entryKey(identity));
-        p.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
+      for (const { identity, entry, given } of items) {
+        const key = entryKey(identity);
+        const fields: Record<string, string> = { hash: identity.keyHash! };
+        if (given.tier) fields[FIELD.tier] = entry.tier;
+        if (given.label && entry.label !== undefined) fields[FIELD.label] = entry.label;
+        for (const [rule, o] of Object.entries(entry.overrides)) {
+          if (o.limit !== undefined) fields[FIELD.limit(rule)] = String(o.limit);
+          if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
+        }
+        if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
+        p.hset(key, fields);
+        if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
+        if (given.disabled && !entry.disabled) p.hdel(key, FIELD.disabled);
       }
       p.zadd(index, ...(items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]));
       await p.exec();

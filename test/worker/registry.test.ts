@@ -388,6 +388,34 @@ describe("key registry at scale", () => {
     expect(free.headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   }, 120_000);
 
+  it("merges an import into existing entries: a re-import keeps a key disabled and its overrides unless the file says otherwise", async () => {
+    const { a, b } = fleet();
+    expect((await admin(a, "keys/set", { key: "sk-acme", tier: "paid", label: "Acme", disabled: true, overrides: { minute: { limit: 50 } } })).status).toBe(200);
+    // a CRM export, sent again: tier and label only
+    expect(
+      (
+        await admin(a, "keys/import", {
+          entries: [
+            { key: "sk-acme", tier: "free", label: "Acme Corp" },
+            { key: "sk-new", label: "New" },
+          ],
+        })
+      ).body,
+    ).toEqual({ imported: 2 });
+    expect((await admin(a, "keys/get", { key: "sk-acme" })).body).toMatchObject({ tier: "free", label: "Acme Corp", disabled: true, overrides: { minute: { limit: 50 } } });
+    expect((await b(request("/", { key: "sk-acme" }))).status).toBe(403);
+    // a new entry without a tier gets the default one
+    expect((await admin(a, "keys/get", { key: "sk-new" })).body).toMatchObject({ tier: "free", label: "New", disabled: false, overrides: {} });
+    // what the file gives is set: enabled again, one override's window added beside its limit
+    expect((await admin(a, "keys/import", { entries: [{ key: "sk-acme", disabled: false, overrides: { minute: { window: "2m" } } }] })).body).toEqual({ imported: 1 });
+    expect((await admin(a, "keys/get", { key: "sk-acme" })).body).toMatchObject({
+      tier: "free",
+      label: "Acme Corp",
+      disabled: false,
+      overrides: { minute: { limit: 50, windowMs: 120_000 } },
+    });
+  });
+
   it("refuses a whole import that holds a bad entry, naming it, and writes none of it", async () => {
     const { a, prefix } = fleet();
     const res = await admin(a, "keys/import", { entries: [{ key: "fine", tier: "paid" }, { key: "bad", tier: "platinum" }, { tier: "free" }] });
