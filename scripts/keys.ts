@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run keys -- <verb> …`: manage the key registry of a running gate through its admin API.
- * SLIDEGATE_URL names the gate (http://127.0.0.1:8787 by default), ADMIN_TOKEN its admin token.
+ * SLIDEGATE_URL names the gate (http://127.0.0.1:8787 by default), ADMIN_TOKEN its admin token,
+ * SLIDEGATE_TIMEOUT_MS how long one call may take (30000 by default).
  *
  *   show      <key> | --hash <sha256>                      the key's entry
  *   set       <key> | --hash …  [--tier T] [--label L] [--disabled]   create or replace the entry
@@ -13,17 +14,32 @@
  *   list      [--limit N] [--cursor C] [--all]             entries by hash, a page (or all)
  *   import    <file.csv | file.json>                       many entries merged in, in batches, with progress
  *
- * A CSV has a header line naming its columns: `hash` (or `key`), `tier`, and optionally
- * `label`, `disabled`. A JSON file is an array of entries as the admin API takes them.
+ * <key> "-" reads the raw key from standard input, so it stays out of the command line (shell
+ * history, `ps`, npm's own log). A CSV has a header line naming its columns: `hash` (or
+ * `key`), `tier`, `label`, `disabled` (true/false/1/0), each at most once and no other; a
+ * JSON file is an array of entries as the admin API takes them. A file is checked whole before
+ * anything is sent: a bad line is named, and nothing is imported.
  * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done, 1 the gate
- * refused or failed (nothing after the failing batch was sent), 2 a wrong command line.
+ * refused or failed (nothing after the failing batch was sent), 2 a wrong command line or file.
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { parse as parseCsv } from "csv-parse/sync";
 
 const IMPORT_BATCH = 1000;
+/** How long one call to the gate may take before the CLI gives up on it (SLIDEGATE_TIMEOUT_MS). */
+const CALL_TIMEOUT_MS = (() => {
+  const text = process.env.SLIDEGATE_TIMEOUT_MS;
+  if (text === undefined || text === "") return 30_000;
+  if (!/^\d+$/.test(text) || Number(text) < 1) {
+    console.error(`slidegate keys: SLIDEGATE_TIMEOUT_MS must be a whole number of milliseconds, not ${JSON.stringify(text)}`);
+    process.exit(2);
+  }
+  return Number(text);
+})();
 
 class UsageError extends Error {}
+class RefusedError extends Error {}
 
 const { values, positionals } = (() => {
   try {
@@ -50,9 +66,20 @@ const { values, positionals } = (() => {
 const base = (process.env.SLIDEGATE_URL ?? "http://127.0.0.1:8787").replace(/\/$/, "");
 const token = process.env.ADMIN_TOKEN;
 
-class RefusedError extends Error {}
+/** What each verb takes: its options, and how many arguments follow the key (or all of them, for a verb without a key). */
+const VERBS: Record<string, { options: string[]; key: boolean; args: number }> = {
+  show: { options: ["hash"], key: true, args: 0 },
+  set: { options: ["hash", "tier", "label", "disabled"], key: true, args: 0 },
+  tier: { options: ["hash"], key: true, args: 1 },
+  override: { options: ["hash", "limit", "window", "clear"], key: true, args: 1 },
+  disable: { options: ["hash"], key: true, args: 0 },
+  enable: { options: ["hash"], key: true, args: 0 },
+  delete: { options: ["hash"], key: true, args: 0 },
+  list: { options: ["limit", "cursor", "all"], key: false, args: 0 },
+  import: { options: [], key: false, args: 1 },
+};
 
-/** One admin call: the answer's JSON, or a RefusedError carrying the gate's own words. */
+/** One admin call: the answer's JSON object, or a RefusedError carrying the gate's own words. */
 async function call(route: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
   if (!token) throw new UsageError("ADMIN_TOKEN is not set: export the gate's admin token first");
   let res: Response;
@@ -61,54 +88,159 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: JSON.stringify(body),
+      // a redirect would turn the POST into a GET somewhere else: the gate's own URL is wanted
+      redirect: "error",
+      signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
     });
   } catch (e) {
-    throw new RefusedError(`could not reach ${base}: ${(e as Error).message}`);
+    const error = e as Error & { cause?: { code?: string; message?: string } };
+    if (error.name === "TimeoutError") throw new RefusedError(`${base} did not answer within ${CALL_TIMEOUT_MS} ms (SLIDEGATE_TIMEOUT_MS)`);
+    const cause = error.cause?.code ?? error.cause?.message;
+    throw new RefusedError(`could not reach ${base}: ${error.message}${cause ? ` (${cause})` : ""}`);
   }
   const text = await res.text();
-  let answer: Record<string, unknown>;
+  let answer: unknown;
   try {
     answer = JSON.parse(text);
   } catch {
-    throw new RefusedError(`${base} answered ${res.status} with something that is not JSON (is SLIDEGATE_URL a slidegate gate?)`);
+    answer = undefined;
   }
-  if (!res.ok) throw new RefusedError(`${res.status} ${String(answer.title ?? "")}: ${String(answer.detail ?? text)}`);
-  return answer;
+  if (typeof answer !== "object" || answer === null || Array.isArray(answer)) {
+    throw new RefusedError(`${base} answered ${res.status} with something that is not a JSON object (is SLIDEGATE_URL a slidegate gate?)`);
+  }
+  const fields = answer as Record<string, unknown>;
+  if (!res.ok) throw new RefusedError(`${res.status} ${String(fields.title ?? "")}: ${String(fields.detail ?? "")}`);
+  return fields;
 }
 
-/** The key the command line names: a raw key as the first argument, or --hash. */
+/** The raw key from standard input (its first line): kept out of the command line. */
+function keyFromStdin(): string {
+  let text: string;
+  try {
+    text = readFileSync(0, "utf8");
+  } catch {
+    throw new UsageError('"-" reads the key from standard input, which could not be read');
+  }
+  const key = text.split(/\r?\n/)[0]!;
+  if (key === "") throw new UsageError('"-" reads the key from standard input, which held none');
+  return key;
+}
+
+/** The key the command line names: a raw key (or "-": from standard input) as the first argument, or --hash. */
 function who(args: string[]): { target: Record<string, string>; rest: string[] } {
   if (values.hash !== undefined) return { target: { hash: values.hash }, rest: args };
   const [key, ...rest] = args;
-  if (!key) throw new UsageError("name the key: a raw key as the first argument, or --hash <sha256>");
-  return { target: { key }, rest };
+  if (!key) throw new UsageError('name the key: a raw key as the first argument ("-" reads it from standard input), or --hash <sha256>');
+  return { target: { key: key === "-" ? keyFromStdin() : key }, rest };
 }
 
-/** Entries from a CSV (a header line, then one entry a line) or a JSON array. */
-function readEntries(path: string): Record<string, unknown>[] {
-  const text = readFileSync(path, "utf8");
-  if (path.endsWith(".json")) {
-    const parsed: unknown = JSON.parse(text);
-    if (!Array.isArray(parsed)) throw new UsageError(`${path}: must hold a JSON array of entries`);
-    return parsed as Record<string, unknown>[];
+/** Refuses options and arguments the verb does not take, without echoing them (an argument may be a key). */
+function checkLine(verb: string, args: string[]): void {
+  const spec = VERBS[verb]!;
+  const stray = Object.keys(values).filter((o) => values[o as keyof typeof values] !== undefined && !spec.options.includes(o));
+  if (stray.length) throw new UsageError(`${verb} does not take ${stray.map((o) => `--${o}`).join(", ")}`);
+  if (spec.key && values.hash !== undefined && args.length > spec.args) {
+    throw new UsageError(`${verb}: name the key once, as an argument or with --hash, not both`);
   }
-  const [header, ...lines] = text.split(/\r?\n/).filter((l) => l.trim() !== "");
-  const columns = (header ?? "").split(",").map((c) => c.trim());
-  if (!columns.includes("hash") && !columns.includes("key")) throw new UsageError(`${path}: the header line must name a "hash" or "key" column`);
-  return lines.map((line) => {
-    const cells = line.split(",").map((c) => c.trim());
+  const expected = spec.args + (spec.key && values.hash === undefined ? 1 : 0);
+  if (args.length > expected) throw new UsageError(`${verb} takes ${expected} argument${expected === 1 ? "" : "s"}, not ${args.length}`);
+}
+
+/** An entry of a file, and where it came from (a line of a CSV, an index of a JSON array). */
+interface FileEntry {
+  entry: Record<string, unknown>;
+  at: string;
+}
+
+const CSV_COLUMNS = ["hash", "key", "tier", "label", "disabled"];
+const BOOLEANS: Record<string, boolean> = { true: true, "1": true, false: false, "0": false };
+
+/** Entries from a CSV (a header line, then one entry a record) or a JSON array, checked whole. */
+function readEntries(path: string): FileEntry[] {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8").replace(/^\uFEFF/, "");
+  } catch (e) {
+    throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
+  // one key twice: which of the two lines wins would be an accident of batching
+  const seen = new Map<string, string>();
+  for (const { entry, at } of entries) {
+    const id = typeof entry.hash === "string" ? `h:${entry.hash.toLowerCase()}` : typeof entry.key === "string" ? `k:${entry.key}` : undefined;
+    if (id === undefined) continue;
+    const first = seen.get(id);
+    if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);
+    seen.set(id, at);
+  }
+  return entries;
+}
+
+function fromJson(path: string, text: string): FileEntry[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (e) {
+    // the parser's message quotes the file around the error, which may be a raw key: only where
+    const where = /at position \d+(?: \(line \d+ column \d+\))?/.exec((e as Error).message)?.[0];
+    throw new UsageError(`${path}: not valid JSON${where ? ` (${where})` : ""}; nothing was imported`);
+  }
+  if (!Array.isArray(parsed)) throw new UsageError(`${path}: must hold a JSON array of entries`);
+  return parsed.map((entry, i) => {
+    if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new UsageError(`${path}: entry [${i}] is not an object; nothing was imported`);
+    return { entry: entry as Record<string, unknown>, at: `entry [${i}]` };
+  });
+}
+
+function fromCsv(path: string, text: string): FileEntry[] {
+  let records: { record: string[]; info: { lines: number } }[];
+  try {
+    records = parseCsv(text.replace(/\r\n?/g, "\n"), { skip_empty_lines: true, relax_column_count: true, info: true }) as unknown as typeof records;
+  } catch (e) {
+    const line = (e as { lines?: number }).lines;
+    throw new UsageError(`${path}${line ? ` line ${line}` : ""}: ${(e as Error).message.replace(/ at line \d+/, "")}; nothing was imported`);
+  }
+  const [header, ...rows] = records;
+  const columns = (header?.record ?? []).map((c) => c.trim().toLowerCase());
+  const unknown = columns.filter((c) => !CSV_COLUMNS.includes(c));
+  if (unknown.length)
+    throw new UsageError(
+      `${path}: unknown column${unknown.length > 1 ? "s" : ""} ${unknown.map((c) => `"${c}"`).join(", ")} (columns: ${CSV_COLUMNS.join(", ")}); nothing was imported`,
+    );
+  const twice = columns.filter((c, i) => columns.indexOf(c) !== i);
+  if (twice.length) throw new UsageError(`${path}: column "${twice[0]}" is named twice; nothing was imported`);
+  if (columns.includes("hash") === columns.includes("key"))
+    throw new UsageError(`${path}: the header line must name a "hash" or a "key" column (one of them); nothing was imported`);
+  return rows.map(({ record, info }) => {
+    const at = `line ${info.lines}`;
+    if (record.length !== columns.length) throw new UsageError(`${path} ${at}: ${record.length} cells for ${columns.length} columns; nothing was imported`);
     const entry: Record<string, unknown> = {};
     columns.forEach((column, i) => {
-      const cell = cells[i];
-      if (cell === undefined || cell === "") return;
-      entry[column] = column === "disabled" ? cell === "true" || cell === "1" : cell;
+      // a key or hash is taken as it is; every other cell without the spaces around it
+      const cell = column === "key" || column === "hash" ? record[i]! : record[i]!.trim();
+      if (cell === "") return;
+      if (column === "disabled") {
+        const value = BOOLEANS[cell.toLowerCase()];
+        if (value === undefined) throw new UsageError(`${path} ${at}: "disabled" must be true, false, 1 or 0; nothing was imported`);
+        entry.disabled = value;
+      } else entry[column] = cell;
     });
-    return entry;
+    return { entry, at };
   });
+}
+
+/** --limit N for an override: a whole number. */
+function wholeNumber(text: string, option: string): number {
+  if (!/^\d+$/.test(text)) throw new UsageError(`--${option} takes a whole number, not ${JSON.stringify(text)}`);
+  return Number(text);
 }
 
 async function main(): Promise<unknown> {
   const [verb, ...args] = positionals;
+  if (verb === undefined || !(verb in VERBS)) {
+    throw new UsageError(`unknown verb "${verb ?? ""}": show, set, tier, override, disable, enable, delete, list or import`);
+  }
+  checkLine(verb, args);
   switch (verb) {
     case "show":
       return call("keys/get", who(args).target);
@@ -119,21 +251,22 @@ async function main(): Promise<unknown> {
     case "tier": {
       const { target, rest } = who(args);
       if (!rest[0]) throw new UsageError("name the tier: tier <key> <tier>");
-      const { hash: _h, ...entry } = await call("keys/get", target).catch((e): Record<string, unknown> => {
-        if (e instanceof RefusedError && e.message.startsWith("404")) return { overrides: {} };
-        throw e;
-      });
+      // an existing entry only, as disable and enable: a mistyped key must not become a registered one (set creates)
+      const { hash: _h, ...entry } = await call("keys/get", target);
       return call("keys/set", { ...target, ...entry, tier: rest[0], overrides: toWire(entry.overrides) });
     }
     case "override": {
       const { target, rest } = who(args);
       const rule = rest[0];
       if (!rule) throw new UsageError("name the rule: override <key> <rule> --limit N --window W, or --clear");
-      if (values.clear) return call("keys/override", { ...target, rule, clear: true });
+      if (values.clear) {
+        if (values.limit !== undefined || values.window !== undefined) throw new UsageError("--clear takes no --limit or --window");
+        return call("keys/override", { ...target, rule, clear: true });
+      }
       if (values.limit === undefined && values.window === undefined) throw new UsageError("give --limit, --window (or both), or --clear");
-      const limit = values.limit === undefined ? undefined : Number(values.limit);
-      const window = values.window === undefined ? undefined : /^\d+$/.test(values.window) ? Number(values.window) : values.window;
-      return call("keys/override", { ...target, rule, limit, window });
+      const limit = values.limit === undefined ? undefined : wholeNumber(values.limit, "limit");
+      if (values.window !== undefined && /^\d+$/.test(values.window)) throw new UsageError(`--window takes a duration with its unit (90s, 2m, 500ms), not ${values.window}`);
+      return call("keys/override", { ...target, rule, limit, window: values.window });
     }
     case "disable":
     case "enable": {
@@ -144,36 +277,52 @@ async function main(): Promise<unknown> {
     case "delete":
       return call("keys/delete", who(args).target);
     case "list": {
-      const limit = values.limit === undefined ? (values.all ? 1000 : 100) : Number(values.limit);
+      const limit = values.limit === undefined ? (values.all ? 1000 : 100) : wholeNumber(values.limit, "limit");
       if (!values.all) return call("keys/list", { cursor: values.cursor, limit });
       const entries: unknown[] = [];
       let cursor: unknown = values.cursor;
       do {
         const page = await call("keys/list", { cursor, limit });
-        entries.push(...(page.entries as unknown[]));
+        if (!Array.isArray(page.entries)) throw new RefusedError(`${base} answered a page without entries`);
+        entries.push(...page.entries);
         cursor = page.cursor;
       } while (cursor);
       return { entries, count: entries.length };
     }
-    case "import": {
-      if (!args[0]) throw new UsageError("name the file: import <file.csv | file.json>");
-      const entries = readEntries(args[0]);
-      let imported = 0;
-      for (let i = 0; i < entries.length; i += IMPORT_BATCH) {
-        const batch = entries.slice(i, i + IMPORT_BATCH);
-        try {
-          imported += Number((await call("keys/import", { entries: batch })).imported);
-        } catch (e) {
-          // the admin API names entries by their place in the batch: say where the batch starts
-          throw new RefusedError(`entries ${i + 1}–${i + batch.length} (${imported} imported before them, none after): ${(e as Error).message}`);
-        }
-        console.error(`imported ${imported} of ${entries.length}`);
-      }
-      return { imported };
-    }
-    default:
-      throw new UsageError(`unknown verb "${verb ?? ""}": show, set, tier, override, disable, enable, delete, list or import`);
+    case "import":
+      return importFile(args[0]);
   }
+}
+
+async function importFile(path: string | undefined): Promise<unknown> {
+  if (!path) throw new UsageError("name the file: import <file.csv | file.json>");
+  const entries = readEntries(path);
+  let imported = 0;
+  let sending: string | undefined;
+  // Ctrl-C: what has landed, and that running the file again is safe (an import merges)
+  process.once("SIGINT", () => {
+    console.error(
+      `interrupted: ${imported} of ${entries.length} imported${sending ? `; ${sending} were being sent and may have landed` : ""}. An import merges entries, so running it again is safe.`,
+    );
+    process.exit(130);
+  });
+  for (let i = 0; i < entries.length; i += IMPORT_BATCH) {
+    const batch = entries.slice(i, i + IMPORT_BATCH);
+    sending = `${batch[0]!.at} to ${batch.at(-1)!.at}`;
+    let answer: Record<string, unknown>;
+    try {
+      answer = await call("keys/import", { entries: batch.map((e) => e.entry) });
+    } catch (e) {
+      // the admin API names entries by their place in the batch: say where the batch is in the file
+      throw new RefusedError(`${path} ${sending} (entries ${i + 1}–${i + batch.length}; ${imported} imported before them, none after): ${(e as Error).message}`);
+    }
+    if (answer.imported !== batch.length)
+      throw new RefusedError(`${base} answered ${JSON.stringify(answer).slice(0, 200)} for a batch of ${batch.length}, not {"imported":${batch.length}}`);
+    imported += batch.length;
+    sending = undefined;
+    console.error(`imported ${imported} of ${entries.length}`);
+  }
+  return { imported };
 }
 
 /** Overrides as read (windowMs) back into what the admin API takes (window). */

@@ -1,4 +1,4 @@
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -47,7 +47,7 @@ function run(line: string, env: Record<string, string | undefined> = {}) {
   const r = spawnSync("bash", ["-c", line.replaceAll("customers.csv", join(dir, "customers.csv"))], {
     cwd: new URL("../..", import.meta.url).pathname,
     encoding: "utf8",
-    env: { ...process.env, SLIDEGATE_URL: url, ADMIN_TOKEN, npm_config_loglevel: "silent", ...env },
+    env: { ...process.env, SLIDEGATE_URL: url, ADMIN_TOKEN, API_KEY: "sk-live-acme", ...env },
   });
   let json: Record<string, unknown> | undefined;
   try {
@@ -62,7 +62,7 @@ const policyOf = async (key: string) => (await gate.dispatchFetch(`${url}/`, { h
 
 describe("npm run keys, as the README shows it", () => {
   it("runs every command of the README, each changing what the gate decides", async () => {
-    expect(commands).toHaveLength(10);
+    expect(commands).toHaveLength(11);
     const results = [];
     for (const line of commands) {
       const r = run(line);
@@ -86,8 +86,88 @@ describe("npm run keys, as the README shows it", () => {
     // the list holds the 2,500 customers and the key set by hand, each once
     expect(results[8]!.json).toMatchObject({ count: 2501 });
     expect(await policyOf("customer-7")).toBe('"minute";q=100;w=60');
-    expect(results[9]!.json).toEqual({ deleted: true });
+    // the key from standard input: the same entry as by name
+    expect(results[9]!.json).toMatchObject({ hash: shown.hash, tier: "free" });
+    expect(results[10]!.json).toEqual({ deleted: true });
+    // --silent: stdout is the JSON alone, every time
+    for (const r of results) expect(r.json, r.stdout).toBeDefined();
   }, 120_000);
+
+  it("checks a CSV whole before sending any of it, naming the bad line, and reads quoted cells and any case of the column names", async () => {
+    const file = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return run(`node scripts/keys.ts import ${join(dir, name)}`);
+    };
+    const refused: [string, RegExp][] = [
+      ["key,tier,disabled\nsk-csv-1,free,yes\n", /line 2: "disabled" must be true, false, 1 or 0/],
+      ["key,tier\nsk-csv-2,paid,extra\n", /line 2: 3 cells for 2 columns/],
+      ["key,tier,tier\nsk-csv-3,paid,free\n", /column "tier" is named twice/],
+      ["key,plan\nsk-csv-4,paid\n", /unknown column "plan"/],
+      ["key,tier\nsk-csv-5,paid\n\nsk-csv-5,free\n", /line 4 names the same key as line 2/],
+      ['key,label\nsk-csv-6,"Acme\n', /Quote Not Closed|quote/i],
+    ];
+    for (const [text, message] of refused) {
+      const r = file("refused.csv", text);
+      expect([r.code, r.stderr], text).toEqual([2, expect.stringMatching(message)]);
+      expect(r.stderr).toContain("nothing was imported");
+      expect(r.stderr, "a key is never echoed").not.toMatch(/sk-csv-/);
+    }
+    expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-csv-1" } })).headers.get("RateLimit-Policy")).toBe('"minute";q=10;w=60');
+    const good = file("good.csv", '\uFEFFKey,Tier,Label,Disabled\r\nsk-csv-7,paid,"Acme, Inc.",TRUE\r\nsk-csv-8, paid ,Plain,0\r\n');
+    expect([good.code, good.json]).toEqual([0, { imported: 2 }]);
+    expect(run("node scripts/keys.ts show sk-csv-7").json).toMatchObject({ tier: "paid", label: "Acme, Inc.", disabled: true });
+    expect(run("node scripts/keys.ts show sk-csv-8").json).toMatchObject({ tier: "paid", label: "Plain", disabled: false });
+  }, 60_000);
+
+  it("names a JSON file it cannot read or parse without quoting it (it may hold raw keys)", () => {
+    writeFileSync(join(dir, "broken.json"), '[{"key":"sk-json-secret","tier":"paid"},]');
+    const broken = run(`node scripts/keys.ts import ${join(dir, "broken.json")}`);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toMatch(/broken\.json: not valid JSON/);
+    expect(broken.stderr).not.toContain("sk-json");
+    writeFileSync(join(dir, "bom.JSON"), '\uFEFF[{"key":"sk-json-bom","tier":"paid"}]');
+    expect(run(`node scripts/keys.ts import ${join(dir, "bom.JSON")}`).json).toEqual({ imported: 1 });
+    const missing = run(`node scripts/keys.ts import ${join(dir, "nope.csv")}`);
+    expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(/cannot read .*nope\.csv: ENOENT/)]);
+  });
+
+  it("refuses command lines it would misread, without echoing a key, and changes only keys that exist", () => {
+    const cases: [string, RegExp][] = [
+      ["node scripts/keys.ts override sk-x minute --limit abc", /--limit takes a whole number/],
+      ["node scripts/keys.ts override sk-x minute --window 90", /--window takes a duration with its unit/],
+      ["node scripts/keys.ts delete sk-x extra", /delete takes 1 argument, not 2/],
+      ["node scripts/keys.ts show sk-x --tier gold", /show does not take --tier/],
+      [`node scripts/keys.ts tier sk-secret-x free --hash ${"ab".repeat(32)}`, /name the key once/],
+    ];
+    for (const [line, message] of cases) {
+      const r = run(line);
+      expect([r.code, r.stderr], line).toEqual([2, expect.stringMatching(message)]);
+      expect(r.stderr).not.toContain("sk-secret");
+    }
+    const typo = run("node scripts/keys.ts tier sk-never-registered paid");
+    expect([typo.code, typo.stderr]).toEqual([1, expect.stringMatching(/404/)]);
+    expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
+  });
+
+  it("gives up on a gate that does not answer, saying so, within SLIDEGATE_TIMEOUT_MS", async () => {
+    const { createServer } = await import("node:net");
+    const silent = createServer(() => {}); // accepts, never answers
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const port = (silent.address() as { port: number }).port;
+      const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, ["scripts/keys.ts", "show", "sk-x"], {
+          env: { ...process.env, SLIDEGATE_URL: `http://127.0.0.1:${port}`, ADMIN_TOKEN, SLIDEGATE_TIMEOUT_MS: "500" },
+        });
+        let stderr = "";
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+        child.on("exit", (code) => resolve({ code, stderr }));
+      });
+      expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/did not answer within 500 ms/)]);
+    } finally {
+      silent.close();
+    }
+  });
 
   it("exits 2 for a wrong command line and 1 when the gate refuses, saying why", () => {
     expect(run("npm run keys -- frobnicate").code).toBe(2);
@@ -104,6 +184,6 @@ describe("npm run keys, as the README shows it", () => {
     writeFileSync(join(dir, "bad.csv"), "hash,tier\nnot-a-hash,free\n");
     const bad = run(`npm run keys -- import ${join(dir, "bad.csv")}`);
     expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/entries 1–1 \(0 imported before them, none after\): 400 .*"hash" must be the SHA-256/);
+    expect(bad.stderr).toMatch(/bad\.csv line 2 to line 2 \(entries 1–1; 0 imported before them, none after\): 400 .*"hash" must be the SHA-256/);
   }, 60_000);
 });
