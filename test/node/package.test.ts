@@ -181,7 +181,7 @@ async function requests(mf: Miniflare, n: number, url: string, headers: Record<s
 }
 
 /** The README's 5-per-10-s examples: five admitted with the quota counting down, then a 429 with its headers. */
-function expectFiveThenDenied(answers: Awaited<ReturnType<typeof requests>>) {
+function expectFiveThenDenied(answers: Awaited<ReturnType<typeof requests>>, policy = '"default";q=5;w=10') {
   expect(answers.map((a) => [a.status, a.headers.get("x-slidegate-fail-open")])).toEqual([...Array(5).fill([200, null]), [429, null]]);
   expect(answers.slice(0, 5).map((a) => a.headers.get("x-ratelimit-remaining"))).toEqual(["4", "3", "2", "1", "0"]);
   const denied = answers[5]!;
@@ -191,7 +191,7 @@ function expectFiveThenDenied(answers: Awaited<ReturnType<typeof requests>>) {
   expect(Number(denied.headers.get("retry-after"))).toBeLessThanOrEqual(10);
   expect(denied.headers.get("x-ratelimit-limit")).toBe("5");
   expect(denied.headers.get("x-ratelimit-remaining")).toBe("0");
-  expect(denied.headers.get("ratelimit-policy")).toBe('"default";q=5;w=10');
+  expect(denied.headers.get("ratelimit-policy")).toBe(policy);
 }
 
 const storeBindings = () => ({ UPSTASH_REDIS_REST_URL: services().shimUrl, UPSTASH_REDIS_REST_TOKEN: services().shimToken });
@@ -261,7 +261,7 @@ describe("the package, installed from its tarball as a user installs it", () => 
   it("serves the README's limiter Worker (`slidegate`), built by wrangler, in workerd: 5 per 10 s per API key", async () => {
     const mf = await startIsolate(await builds.limiter, storeBindings());
     isolates.push(mf);
-    expectFiveThenDenied(await requests(mf, 6, "http://api.example/", { "x-api-key": crypto.randomUUID() }));
+    expectFiveThenDenied(await requests(mf, 6, "http://api.example/", { "x-api-key": crypto.randomUUID() }), '"default";q=5;w=10, "per-address";q=20;w=10');
     // a client that makes up a new key for every request stops at the address floor
     const ip = `2001:db8:${Math.floor(Math.random() * 0x10000).toString(16)}::1`;
     const rotating: number[] = [];
