@@ -180,11 +180,13 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const address = await addressIdentity(caller.client, onAddressRules);
     let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
     const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
+    // one time budget for the key's decision, however often the registry moves it
+    const lookup = { fallback, startedAt: Date.now() };
     for (let moves = 0; ; moves++) {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
       // tier, from a call about its registry entry alone, which records nothing
       const over = overShadow();
-      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, { fallback });
+      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup);
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
         registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);

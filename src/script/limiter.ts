@@ -46,6 +46,11 @@ export interface Decision {
 /** How the registry is read for an API key: its tier when the registry holds no entry ("" for a key nobody configured). */
 export interface KeyLookup {
   fallback: string;
+  /**
+   * when the decision this call is part of began (Date.now()): a key the registry moves to
+   * another tier is asked again, and every ask must end within the budget counted from here
+   */
+  startedAt?: number;
 }
 
 /** What one call of the script came to. */
@@ -158,11 +163,14 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       args.push(l.name, l.limit, l.windowMs, l.cost ?? 1, l.shadow ? 1 : 0);
     }
     const redis = client(timeoutMs);
-    // one budget for the decision: the EVAL after a NOSCRIPT gets what the EVALSHA left of it
-    const deadline = Date.now() + timeoutMs;
+    // one budget for the decision: the EVAL after a NOSCRIPT gets what the EVALSHA left of it,
+    // and an ask again after a tier move what the asks before it left
+    const deadline = (key?.startedAt ?? Date.now()) + timeoutMs;
     let reply: unknown;
     try {
-      reply = await within(timeoutMs, () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
+      const left = deadline - Date.now();
+      if (left < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
+      reply = await within(left, () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
         if (!(e instanceof Error && e.message.includes("NOSCRIPT"))) throw e;
         const left = deadline - Date.now();
         if (left < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);

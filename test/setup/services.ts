@@ -22,6 +22,9 @@ export interface Services {
    * assert measured Redis latency against a known floor (workerd's clock only moves on I/O) */
   slowShimUrl: string;
   slowShimMs: number;
+  /** the same, verySlowShimMs late: long enough that two calls in a row overrun a budget one call stays within */
+  verySlowShimUrl: string;
+  verySlowShimMs: number;
   /** POST /redis/stop and /redis/start act on the fault Redis (Worker tests cannot run processes) */
   controlUrl: string;
   /** the Worker as `npm run build` bundles it, for Miniflare instances run from Node */
@@ -56,6 +59,9 @@ export default async function setup(project: TestProject) {
     const slowShimMs = 40;
     const slowShim = keep(await startFaultProxy(shim.url));
     slowShim.set({ kind: "slow", ms: slowShimMs });
+    const verySlowShimMs = 600;
+    const verySlowShim = keep(await startFaultProxy(shim.url));
+    verySlowShim.set({ kind: "slow", ms: verySlowShimMs });
     const faultRedis = keep(await startRedis());
     const faultShim = keep(await startShim({ ...quiet, redisUrl: faultRedis.url }));
     const origin = keep(await startOrigin());
@@ -87,6 +93,8 @@ export default async function setup(project: TestProject) {
       faultShimUrl: faultShim.url,
       slowShimUrl: slowShim.url,
       slowShimMs,
+      verySlowShimUrl: verySlowShim.url,
+      verySlowShimMs,
       controlUrl: `http://127.0.0.1:${(control.address() as AddressInfo).port}`,
       workerDir,
     });

@@ -342,6 +342,23 @@ describe("key registry", () => {
     expect(reason).toBe("failed-closed");
   });
 
+  it("decides a key the registry moves to another tier within one timeout budget, not one per ask", async () => {
+    // every store call answers verySlowShimMs late: one ask fits the budget, two in a row do not
+    const budget = 1000;
+    expect(services.verySlowShimMs).toBeLessThan(budget);
+    expect(2 * services.verySlowShimMs).toBeGreaterThan(budget + 150);
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = { ...TIERS, prefix, timeout: budget, fail: "closed" as const };
+    const a = makeGate(config, { adminToken: ADMIN });
+    expect((await admin(a, "keys/set", { key: "slow-mover", tier: "paid" })).status).toBe(200);
+    // this isolate knows the key as the default tier: the first ask is answered "paid", then asked again
+    const slow = makeGate(config, { redisUrl: services.verySlowShimUrl });
+    const res = await slow(request("/", { key: "slow-mover" }));
+    expect(res.status).toBe(503);
+    // the store answered both asks (slowly): with the tier known, one ask fits the budget
+    expect((await slow(request("/", { key: "slow-mover" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
