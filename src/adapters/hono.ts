@@ -25,9 +25,10 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
   /**
    * an identity of your own (a user id, say) to count the request against, instead of its API
    * key or client IP; undefined: those. The rules that cover the request, the lists and the
-   * address rules (by client IP) still apply. A non-empty string, returned synchronously.
+   * address rules (by client IP) still apply. Returned synchronously; undefined, null or a
+   * blank string (an anonymous visitor, an empty header): the API key or client IP.
    */
-  identify?: (c: Context) => string | undefined;
+  identify?: (c: Context) => string | null | undefined;
   /** what a request weighs, a whole number from 1 to the rules' limits (else the request gets 400); default: each rule's own cost */
   cost?: (c: Context) => number | undefined;
 }

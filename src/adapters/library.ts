@@ -55,9 +55,10 @@ export interface LimitOptions {
    * For a Request: count it against this identity of your own (a user id, say) instead of its
    * API key or client IP. The rules that cover the request by path and method, the allow and
    * deny lists and the address rules (by its client IP) apply as for any request; the key
-   * registry and `identity.required` do not. A non-empty string; anything else throws a TypeError.
+   * registry and `identity.required` do not. Undefined, null or a blank string: none (the
+   * request's own key or IP); anything but a string throws a TypeError.
    */
-  identity?: string;
+  identity?: string | null;
 }
 
 export interface RateLimiter {
@@ -103,6 +104,16 @@ function ownIdentity(value: unknown, what: string): string {
   return value;
 }
 
+/**
+ * The identity option beside a Request: none (undefined, null, blank: an anonymous visitor,
+ * an empty header) leaves the request its own API key or client IP; any other string is the
+ * identity; anything else is a programming error.
+ */
+function ownOrNone(value: unknown): string | undefined {
+  if (value === undefined || value === null || (typeof value === "string" && value.trim() === "")) return undefined;
+  return ownIdentity(value, "the identity option");
+}
+
 /** The limiter over a configuration already validated, on one store. */
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
@@ -112,13 +123,13 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
     async limit(input, { cost, identity } = {}) {
       let step: Step;
       if (typeof input === "string") {
-        step = await pipeline.decideFor(await identify("k", ownIdentity(input, "limit(identity)")), cost);
+        step = await pipeline.decideFor(await identify("u", ownIdentity(input, "limit(identity)")), cost);
       } else if (typeof input === "object" && input !== null && typeof (input as Partial<Request>).url === "string") {
-        if (identity !== undefined) ownIdentity(identity, "the identity option");
+        const own = ownOrNone(identity);
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);
         // a path the gateway would refuse counts against every rule of its method
-        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity });
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity: own });
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }

@@ -17,7 +17,8 @@ export const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
 const KEY_HASH = /^[0-9a-f]{64}$/;
 /** An address identity's tag, as the console's figures name it: "i" and 22 base64url characters. */
-const ADDRESS_TAG = /^i[A-Za-z0-9_-]{22}$/;
+/** The tag of an address ("i…") or of an application's own identity ("u…"), as the figures list them. */
+const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
 export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
@@ -174,7 +175,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       };
     };
     return {
-      identity: { kind: identity.kind === "k" ? "key" : "ip", tag: identity.tag },
+      identity: { kind: ({ k: "key", i: "ip", u: "user" } as const)[identity.kind], tag: identity.tag },
       tier,
       ...(entry && { registry: entry }),
       blockedForMs: blockLeft(blockValue, blockTtl, now),
@@ -390,13 +391,21 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
     let identity: Identity | undefined;
     if (route.who !== "none") {
-      const { key, hash, ip, tag } = body;
+      const { key, hash, ip, tag, user } = body;
       if (route.who === "any" && tag !== undefined) {
-        // an address known only by its tag (the console's figures hold no address)
-        if (typeof tag !== "string" || !ADDRESS_TAG.test(tag) || key !== undefined || hash !== undefined || ip !== undefined) {
-          return badRequest('"tag" names an address by its tag ("i" and 22 characters, as the figures list it), alone; name an API key by "key" or "hash".');
+        // an address or a user known only by its tag (the console's figures hold neither)
+        if (typeof tag !== "string" || !IDENTITY_TAG.test(tag) || key !== undefined || hash !== undefined || ip !== undefined || user !== undefined) {
+          return badRequest(
+            '"tag" names an address or an application\'s user by its tag ("i" or "u" and 22 characters, as the figures list it), alone; name an API key by "key" or "hash".',
+          );
         }
-        identity = { kind: "i", tag };
+        identity = { kind: tag[0] as "i" | "u", tag };
+      } else if (route.who === "any" && user !== undefined) {
+        // an identity the library or the Hono middleware was given by the application (a user id)
+        if (typeof user !== "string" || user.trim() === "" || key !== undefined || hash !== undefined || ip !== undefined) {
+          return badRequest('"user" names an identity of the application\'s own (as given to limit() or identify), alone, as a non-empty string.');
+        }
+        identity = await identify("u", user);
       } else if (route.who === "any" && typeof ip === "string" && ip !== "" && key === undefined && hash === undefined) {
         // an address some read as another (192.000.002.077 is 192.0.2.63 to inet_aton) names nobody for sure
         const ambiguous = ambiguousAddress(ip);

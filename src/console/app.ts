@@ -126,7 +126,7 @@ export const CONSOLE_JS = String.raw`
     var view = $("view");
     if (parts[0] === "config") return showConfiguration(view);
     if (parts[0] === "identity" && parts[1] === "hash" && /^[0-9a-f]{64}$/.test(parts[2] || "")) return showIdentity(view, { hash: parts[2] });
-    if (parts[0] === "identity" && parts[1] === "tag" && /^i[A-Za-z0-9_-]{22}$/.test(parts[2] || "")) return showIdentity(view, { tag: parts[2] });
+    if (parts[0] === "identity" && parts[1] === "tag" && /^[iu][A-Za-z0-9_-]{22}$/.test(parts[2] || "")) return showIdentity(view, { tag: parts[2] });
     return showHealth(view);
   }
 
@@ -232,7 +232,7 @@ export const CONSOLE_JS = String.raw`
       var target = id.kind === "key" ? "#/identity/hash/" + id.hash : "#/identity/tag/" + id.tag;
       return el("tr", { "data-identity": id.tag }, [
         el("td", {}, [el("a", { href: target, class: "mono", text: id.tag })]),
-        el("td", { text: id.kind === "key" ? "API key" : "address" }),
+        el("td", { text: id.kind === "key" ? "API key" : id.kind === "user" ? "user" : "address" }),
         el("td", { text: id.label || (id.registered ? "(no label)" : "") }),
         el("td", { text: id.tier }),
         el("td", { "data-refused": id.refused, text: id.refused }),

@@ -77,7 +77,7 @@ export interface Figures {
     minutes: number;
     identities: {
       tag: string;
-      kind: "key" | "ip";
+      kind: "key" | "ip" | "user";
       /** an API key's SHA-256 (the admin API takes it as "hash") */
       hash?: string;
       refused: number;
@@ -172,7 +172,8 @@ export async function readFigures({ redis, registry, config, now }: { redis: Red
     top: {
       minutes: recent.length,
       identities: top.map(({ member, refused }) => {
-        if (!KEY_HASH.test(member)) return { tag: member, kind: "ip" as const, refused, tier: tierOf(config, undefined), registered: false };
+        if (!KEY_HASH.test(member))
+          return { tag: member, kind: member.startsWith("u") ? ("user" as const) : ("ip" as const), refused, tier: tierOf(config, undefined), registered: false };
         const entry = entries.get(member);
         return {
           tag: keyIdentity(member).tag,

@@ -12,8 +12,12 @@ import { memo } from "../memo.ts";
  */
 
 export interface Identity {
-  /** "k" for an API key, "i" for an IP: the two never share a bucket */
-  kind: "k" | "i";
+  /**
+   * "k" for an API key, "i" for an IP, "u" for an identity of the application's own (a user
+   * id given to the library or the Hono middleware): no two kinds ever share a bucket, so a
+   * made-up API key that spells a user id spends nothing of that user's
+   */
+  kind: "k" | "i" | "u";
   /** base64url of the first 16 bytes of SHA-256: the {hash tag} of every Redis key */
   tag: string;
   /** full SHA-256 hex of an API key, to look its tier up; undefined for IPs */
@@ -39,7 +43,7 @@ function base64url(bytes: Uint8Array): string {
 }
 
 async function digestIdentity(kindAndValue: string): Promise<Identity> {
-  const kind = kindAndValue[0] as "k" | "i";
+  const kind = kindAndValue[0] as Identity["kind"];
   const digest = await sha256(kindAndValue.slice(1));
   return Object.freeze({ kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined });
 }
@@ -52,8 +56,8 @@ async function digestIdentity(kindAndValue: string): Promise<Identity> {
 const recentIdentities = memo(digestIdentity, 4096);
 const MEMO_MAX_LENGTH = 256;
 
-/** Identity of an API key or IP address as given. */
-export function identify(kind: "k" | "i", value: string): Promise<Identity> {
+/** Identity of an API key, an IP address or an application's own identity, as given. */
+export function identify(kind: Identity["kind"], value: string): Promise<Identity> {
   return value.length < MEMO_MAX_LENGTH ? recentIdentities(kind + value) : digestIdentity(kind + value);
 }
 

@@ -252,7 +252,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     async run(request, match, { cost, client = clientAddress(request, config.ipv6Prefix), identity: own } = {}) {
       // the shape first, whatever rules match: a bad cost is a bug even where no rule applies
       if (cost !== undefined) assertCost(cost);
-      if (own !== undefined) return decideOwn(await identify("k", own), client, match, cost);
+      if (own !== undefined) return decideOwn(await identify("u", own), client, match, cost);
       const key = config.keyHeader ? readApiKey(request, config.keyHeader) : ABSENT;
       const identity = key.kind === "key" ? await identify("k", key.key) : await identify("i", client.bucket);
       const caller: Caller = { identity, tier: tierOf(config, identity.keyHash), client };

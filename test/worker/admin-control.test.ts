@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { createRateLimiter } from "../../src/adapters/library.ts";
 import type { Gate } from "../../src/gateway/gateway.ts";
-import { makeGate, request, statuses } from "./helpers.ts";
+import { makeGate, request, services, statuses } from "./helpers.ts";
 
 // Operators are in control: the admin token cannot be guessed at speed, every 401 says how to
 // authenticate, and a reset reaches the isolates' cached denials within a stated bound.
@@ -122,6 +123,30 @@ describe("admin identities", () => {
     }
     // nobody was blocked: a caller whose address cannot be read is still served
     expect((await gate(request("/", { ip: "garbage" }))).status).toBe(200);
+  });
+});
+
+describe("an application's own identities", () => {
+  it("are named by user (or their u-tag): usage, block and reset reach what the library counted, and no API key of the same text", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = { prefix, identity: { header: "x-api-key" }, rules: [{ name: "m", limit: 5, window: "1m" }] };
+    const gate = makeGate(config, { adminToken: ADMIN });
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...config });
+    for (let i = 0; i < 3; i++) await limiter.limit("user-42");
+    const usage = (await (await call(gate, "usage", { body: { user: "user-42" } })).json()) as { identity: { kind: string; tag: string }; rules: { used: number }[] };
+    expect(usage.identity.kind).toBe("user");
+    expect(usage.identity.tag).toMatch(/^u[A-Za-z0-9_-]{22}$/);
+    expect(usage.rules[0]!.used).toBe(3);
+    // the API key "user-42" is another caller
+    expect(((await (await call(gate, "usage", { body: { key: "user-42" } })).json()) as { rules: { used: number }[] }).rules[0]!.used).toBe(0);
+    expect((await call(gate, "block", { body: { tag: usage.identity.tag, seconds: 60 } })).status).toBe(200);
+    expect((await limiter.limit("user-42")).reason).toBe("blocked");
+    expect((await call(gate, "unblock", { body: { user: "user-42" } })).status).toBe(200);
+    expect((await call(gate, "reset", { body: { user: "user-42" } })).status).toBe(200);
+    expect((await limiter.limit("user-42")).headers.get("X-RateLimit-Remaining")).toBe("4");
+    const both = await call(gate, "usage", { body: { user: "user-42", key: "k" } });
+    expect(both.status).toBe(400);
+    expect(((await both.json()) as { detail: string }).detail).toMatch(/"user" names an identity of the application's own/);
   });
 });
 

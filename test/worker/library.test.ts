@@ -73,24 +73,47 @@ describe("Hono middleware", () => {
     expect((await call("GET", "/profile", "grace", "198.51.100.41")).status).toBe(200);
   });
 
-  it("refuses an identity that is not a non-empty string with a TypeError that says so", async () => {
+  it("takes no identity (undefined, null, blank) as the request's own key or IP, and refuses one that is not a string with a TypeError that says so", async () => {
     const app = new Hono();
     let error: unknown;
     app.onError((e, c) => {
+      if (e instanceof HTTPException) return e.getResponse();
       error = e;
       return c.text("error", 500);
     });
-    app.use(onTestStore({ rules: [{ name: "a", limit: 5, window: "1m" }], identify: (c) => (c.req.header("x-user") === "blank" ? " " : (42 as unknown as string)) }));
+    const answers: Record<string, unknown> = { anonymous: null, blank: " ", number: 42 };
+    app.use(onTestStore({ rules: [{ name: "a", limit: 2, window: "1m" }], identify: (c) => answers[c.req.header("x-user") ?? ""] as string | null }));
     app.get("/", (c) => c.text("ok"));
-    for (const user of ["blank", "number"]) {
-      error = undefined;
-      expect((await app.fetch(request("/", { headers: { "x-user": user } }))).status).toBe(500);
-      expect(error).toBeInstanceOf(TypeError);
-      expect(String(error)).toMatch(/slidegate: the identity option must be a non-empty string, not (" "|number)/);
-    }
+    // null and blank: one client IP's bucket, whichever of the two it sends
+    const codes = [];
+    for (const user of ["anonymous", "blank", "anonymous"]) codes.push((await app.fetch(request("/", { ip: "198.51.100.50", headers: { "x-user": user } }))).status);
+    expect(codes).toEqual([200, 200, 429]);
+    error = undefined;
+    expect((await app.fetch(request("/", { headers: { "x-user": "number" } }))).status).toBe(500);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(String(error)).toMatch(/slidegate: the identity option must be a non-empty string, not number/);
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 5, window: "1m" }] });
     await expect(l.limit("")).rejects.toThrow(/limit\(identity\) must be a non-empty string, not ""/);
     await expect(l.limit(42 as unknown as string)).rejects.toThrow(/limit\(\) takes a Request or an identity of your own \(a non-empty string\), not number/);
+  });
+
+  it("counts an identity of the app's apart from an API key of the same text: a made-up key that spells a user id spends nothing of the user's", async () => {
+    const app = new Hono();
+    app.use(
+      onTestStore({
+        identity: { header: "x-api-key" },
+        rules: [{ name: "api", limit: 3, window: "1m" }],
+        addressRules: [{ name: "floor", limit: 1000, window: "1m" }],
+        identify: (c) => c.req.header("x-session-user"),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const attacker = [];
+    for (let i = 0; i < 4; i++) attacker.push((await app.fetch(request("/", { ip: "203.0.113.90", headers: { "x-api-key": "user-42" } }))).status);
+    expect(attacker).toEqual([200, 200, 200, 429]);
+    const victim = await app.fetch(request("/", { ip: "198.51.100.91", headers: { "x-session-user": "user-42" } }));
+    expect(victim.status).toBe(200);
+    expect(victim.headers.get("RateLimit")).toContain('"api";r=2;');
   });
 
   it("sets its headers on a route that returns fetch() of a real origin", async () => {
