@@ -33,11 +33,6 @@ function build(env: GatewayEnv): Gate {
   if (!parsed.ok) errors.push(...parsed.errors);
   if (!env.UPSTASH_REDIS_REST_URL) errors.push("UPSTASH_REDIS_REST_URL: is not set");
   if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
-  // Sign-in failures are limited per address, and a caller with many addresses (a /48 holds
-  // 65,536 /64s) guesses in parallel: only a token no one can guess keeps the admin API shut.
-  if (env.ADMIN_TOKEN && env.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH) {
-    errors.push(`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32)`);
-  }
   let origin: URL | undefined;
   if (env.ORIGIN_URL) {
     if (URL.canParse(env.ORIGIN_URL)) origin = new URL(env.ORIGIN_URL);
@@ -48,12 +43,27 @@ function build(env: GatewayEnv): Gate {
     console.error(JSON.stringify({ event: "slidegate.config_error", errors }));
     return async () => configurationError();
   }
+  // Sign-in failures are limited per address, and a caller with many addresses (a /48 holds
+  // 65,536 /64s) guesses in parallel: only a token no one can guess keeps the admin API shut.
+  // A shorter one refuses the admin API alone: the requests the gate protects go on as before.
+  const weakAdminToken = Boolean(env.ADMIN_TOKEN) && env.ADMIN_TOKEN!.length < MIN_ADMIN_TOKEN_LENGTH;
+  if (weakAdminToken) {
+    console.error(
+      JSON.stringify({
+        event: "slidegate.config_error",
+        errors: [
+          `ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32); the admin API answers its configuration error until it is`,
+        ],
+      }),
+    );
+  }
   return createGate({
     config: parsed.config,
     origin,
     redisUrl: env.UPSTASH_REDIS_REST_URL!,
     redisToken: env.UPSTASH_REDIS_REST_TOKEN!,
-    adminToken: env.ADMIN_TOKEN || undefined,
+    adminToken: weakAdminToken ? undefined : env.ADMIN_TOKEN || undefined,
+    adminRefused: weakAdminToken,
     metrics: env.SLIDEGATE_METRICS,
   });
 }

@@ -6,6 +6,7 @@ import { createDenialCache } from "../decision/denial-cache.ts";
 import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf } from "../decision/rules.ts";
+import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
 import { blockLeft, createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
@@ -42,6 +43,8 @@ export interface AdminOptions {
   config: GateConfig;
   /** the ADMIN_TOKEN secret; undefined: the admin API is off and its paths answer 404 */
   adminToken?: string;
+  /** an admin token was set but refused: every admin path answers the configuration error */
+  refused?: boolean;
   redisUrl: string;
   redisToken: string;
   /** the isolate's clock, ms (default Date.now); with `clock: "edge"` also the limiter's */
@@ -101,6 +104,8 @@ const memberCost = (member: string) => Number(/^\d+:(\d+)$/.exec(member)?.[1] ??
  */
 export function createAdmin(options: AdminOptions): (request: Request, path: string) => Promise<Response> {
   const { config, adminToken } = options;
+  // a token the gate refused (see the log): the operator is told, not shown a 404 as if it were unset
+  if (options.refused) return async () => configurationError();
   if (!adminToken) return async () => notFound();
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
   const isolateNow = options.now ?? Date.now;

@@ -18,6 +18,8 @@ export interface GateOptions {
   redisToken: string;
   /** enables the admin API under /__slidegate/ */
   adminToken?: string;
+  /** an admin token was set but refused (too short): every admin path answers the configuration error */
+  adminRefused?: boolean;
   /** a Workers Analytics Engine dataset: data points of the gate's decisions */
   metrics?: AnalyticsEngineDataset;
   /** the edge clock: sent to Redis with `clock: "edge"`, and the clock of the isolate's caches and denial log */
@@ -92,6 +94,7 @@ export function createGate(options: GateOptions): Gate {
   const admin = createAdmin({
     config,
     adminToken: options.adminToken,
+    refused: options.adminRefused,
     redisUrl: options.redisUrl,
     redisToken: options.redisToken,
     now: options.now,

@@ -107,18 +107,36 @@ describe("the Worker entry", () => {
     }
   });
 
-  it("refuses an ADMIN_TOKEN too short to outlast guessing from many addresses, naming the field and never echoing the token", async () => {
+  it("refuses an ADMIN_TOKEN too short to outlast guessing from many addresses: the admin API answers its configuration error, the gate goes on, and the token is never echoed", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
       const short = "short-admin-token-0123456789abc"; // 31 characters
-      const res = await worker.fetch(request(), env({ ADMIN_TOKEN: short }));
-      expect(res.status).toBe(500);
-      expect(((await res.json()) as { type: string }).type).toBe("urn:slidegate:configuration-error");
+      const weak = env({ ADMIN_TOKEN: short });
+      expect((await worker.fetch(request(), weak)).status).toBe(200);
+      for (const path of ["/__slidegate/", "/__slidegate/usage"]) {
+        const res = await worker.fetch(
+          new Request(`https://gate.example${path}`, {
+            method: path.endsWith("/") ? "GET" : "POST",
+            headers: { authorization: `Bearer ${short}` },
+            body: path.endsWith("/") ? null : "{}",
+          }),
+          weak,
+        );
+        expect([path, res.status, ((await res.json()) as { type: string }).type]).toEqual([path, 500, "urn:slidegate:configuration-error"]);
+      }
       const lines = logged.mock.calls.map((c) => String(c[0]));
       expect(lines.some((l) => l.includes("ADMIN_TOKEN: must be at least 32 characters"))).toBe(true);
       expect(lines.join("\n")).not.toContain(short);
       // 32 characters will do
-      expect((await worker.fetch(request(), env({ ADMIN_TOKEN: `${short}d` }))).status).toBe(200);
+      const strong = env({ ADMIN_TOKEN: `${short}d` });
+      expect(
+        (
+          await worker.fetch(
+            new Request("https://gate.example/__slidegate/usage", { method: "POST", headers: { authorization: `Bearer ${short}d` }, body: '{"ip":"192.0.2.1"}' }),
+            strong,
+          )
+        ).status,
+      ).toBe(200);
     } finally {
       logged.mockRestore();
     }
