@@ -286,7 +286,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           const checked = registry.check(fields, `entries[${i}]`);
           if (!checked.ok) errors.push(...checked.errors);
           else if (typeof identity !== "string") {
-            items.push({ identity, entry: checked.entry, given: { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined } });
+            items.push({
+              identity,
+              entry: checked.entry,
+              given: { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined, overrides: fields.overrides !== undefined },
+            });
           }
         }
         if (errors.length) {

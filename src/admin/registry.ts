@@ -39,6 +39,7 @@ export interface Given {
   tier: boolean;
   label: boolean;
   disabled: boolean;
+  overrides: boolean;
 }
 
 /** The most entries one import carries: each is a hash write and an index write. */
@@ -188,9 +189,10 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
 
     /**
      * Merges many entries into the registry in one pipeline (each validated by the caller):
-     * what `given` names is set (an override rule by rule, its limit and window each), the
-     * rest of an existing entry is kept, and a new entry without a tier gets the default one.
-     * So an import sent again never re-enables a key disabled meanwhile, nor drops its overrides.
+     * what `given` names is set — `overrides` as a whole, replacing the key's (`{}` drops them
+     * all) — the rest of an existing entry is kept, and a new entry without a tier gets the
+     * default one. So an import sent again never re-enables a key disabled meanwhile, nor
+     * drops its overrides, unless it says so.
      */
     async mergeMany(items: readonly { identity: Identity; entry: Entry; given: Given }[]): Promise<void> {
       const p = redis.pipeline();
@@ -204,6 +206,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
         }
         if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
+        // the overrides given replace the key's: those of every rule of the configuration go first
+        if (given.overrides && ruleNames.size) p.hdel(key, ...[...ruleNames].flatMap((rule) => [FIELD.limit(rule), FIELD.window(rule)]));
         p.hset(key, fields);
         if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
         if (given.disabled && !entry.disabled) p.hdel(key, FIELD.disabled);
