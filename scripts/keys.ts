@@ -22,6 +22,7 @@
  * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done, 1 the gate
  * refused or failed (nothing after the failing batch was sent), 2 a wrong command line or file.
  */
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
@@ -164,10 +165,11 @@ function readEntries(path: string): FileEntry[] {
     throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
-  // one key twice: which of the two lines wins would be an accident of batching
+  // one key twice (as itself, trimmed or not — the gate trims keys — or as its hash): which of
+  // the two lines wins would be an accident of batching
   const seen = new Map<string, string>();
   for (const { entry, at } of entries) {
-    const id = typeof entry.hash === "string" ? `h:${entry.hash.toLowerCase()}` : typeof entry.key === "string" ? `k:${entry.key}` : undefined;
+    const id = typeof entry.hash === "string" ? entry.hash.toLowerCase() : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
     if (id === undefined) continue;
     const first = seen.get(id);
     if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);

@@ -275,6 +275,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         }
         const errors: string[] = [];
         const items: { identity: Identity; entry: Entry; given: Given }[] = [];
+        // one key twice (as itself, trimmed or not, or as its hash): which wins would be an accident
+        const seen = new Map<string, number>();
         for (const [i, raw] of entries.entries()) {
           if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
             errors.push(`entries[${i}]: must be an object`);
@@ -283,6 +285,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           const { key, hash, ...fields } = raw as Body;
           const identity = await keyOf(key, hash);
           if (typeof identity === "string") errors.push(`entries[${i}]: ${identity}`);
+          else {
+            const first = seen.get(identity.keyHash!);
+            if (first !== undefined) errors.push(`entries[${i}]: names the same key as entries[${first}]`);
+            else seen.set(identity.keyHash!, i);
+          }
           const checked = registry.check(fields, `entries[${i}]`);
           if (!checked.ok) errors.push(...checked.errors);
           else if (typeof identity !== "string") {

@@ -104,6 +104,7 @@ describe("npm run keys, as the README shows it", () => {
       ["key,tier,tier\nsk-csv-3,paid,free\n", /column "tier" is named twice/],
       ["key,plan\nsk-csv-4,paid\n", /unknown column "plan"/],
       ["key,tier\nsk-csv-5,paid\n\nsk-csv-5,free\n", /line 4 names the same key as line 2/],
+      ['key,tier\nsk-csv-5,paid\n"sk-csv-5 ",free\n', /line 3 names the same key as line 2/],
       ['key,label\nsk-csv-6,"Acme\n', /Quote Not Closed|quote/i],
     ];
     for (const [text, message] of refused) {

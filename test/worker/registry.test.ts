@@ -434,6 +434,24 @@ describe("key registry at scale", () => {
     expect((await b(request("/", { key: "sk-acme" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   });
 
+  it("refuses an import that names one key twice, trimmed or as its hash, and writes none of it", async () => {
+    const { a, prefix } = fleet();
+    for (const entries of [
+      [
+        { key: "sk-twice", tier: "paid" },
+        { key: "sk-twice ", tier: "free" },
+      ],
+      [
+        { key: "sk-twice", tier: "paid" },
+        { hash: await hashOf("sk-twice"), tier: "free" },
+      ],
+    ]) {
+      const res = await admin(a, "keys/import", { entries });
+      expect([res.status, res.body.detail]).toEqual([400, expect.stringMatching(/entries\[1\]: names the same key as entries\[0\]/)]);
+    }
+    expect((await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"))).toEqual([]);
+  });
+
   it("refuses a whole import that holds a bad entry, naming it, and writes none of it", async () => {
     const { a, prefix } = fleet();
     const res = await admin(a, "keys/import", { entries: [{ key: "fine", tier: "paid" }, { key: "bad", tier: "platinum" }, { tier: "free" }] });
