@@ -125,6 +125,17 @@ describe("the console in a browser", () => {
     await expect.poll(() => text("#login-error")).toBe("The admin token was refused.");
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
 
+    // a gate that does not answer: the page says so and keeps no token
+    await page.route("**/__slidegate/configuration", (route) => route.abort("connectionrefused"));
+    await page.locator("#token").fill(ADMIN_TOKEN);
+    await page.locator("#login-form button").click();
+    await expect.poll(() => text("#login-error")).toMatch(/^The gate did not answer/);
+    expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
+    await page.unroute("**/__slidegate/configuration");
+
+    // every call the page makes goes to this gate's /__slidegate/, and nowhere else
+    const called: string[] = [];
+    page.on("request", (r) => void (r.resourceType() === "fetch" && called.push(r.url())));
     await page.locator("#token").fill(ADMIN_TOKEN);
     await page.locator("#login-form button").click();
     await page.locator("#refresh").waitFor();
@@ -132,6 +143,8 @@ describe("the console in a browser", () => {
     expect(await page.evaluate("document.cookie")).toBe("");
     expect((await context.cookies()).length).toBe(0);
     expect(page.url()).not.toContain(ADMIN_TOKEN);
+    expect(called.length).toBeGreaterThan(0);
+    for (const url of called) expect(url.startsWith(new URL("/__slidegate/", consoleUrl).href), url).toBe(true);
   });
 
   it("shows exactly the decisions sent across three isolates, per outcome, in its numbers and charts", async () => {
