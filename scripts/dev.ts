@@ -140,7 +140,7 @@ if (vars.ORIGIN_URL) {
 
 // The admin API and its console: the developer's ADMIN_TOKEN, else one for this run (printed in the banner).
 const adminTokenSource = vars.ADMIN_TOKEN ? (fileVars.ADMIN_TOKEN ? devVarsFile : "the environment") : undefined;
-// the gate refuses a shorter one (every request would answer its configuration error): said here, before it starts
+// the gate refuses a shorter one (its admin API and console would answer their configuration error): said here, before it starts
 if (vars.ADMIN_TOKEN && vars.ADMIN_TOKEN.length < 32) {
   await fail(`ADMIN_TOKEN from ${adminTokenSource} must be at least 32 characters (a random one: openssl rand -hex 32).`);
 }

@@ -195,6 +195,21 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
      * drops its overrides, unless it says so.
      */
     async mergeMany(items: readonly { identity: Identity; entry: Entry; given: Given }[]): Promise<void> {
+      // the override fields the keys whose overrides are replaced hold now, rules no longer
+      // configured included (one would come back live with its rule)
+      const replacing = items.filter((item) => item.given.overrides);
+      const held = new Map<Identity, string[]>();
+      if (replacing.length) {
+        const read = redis.pipeline();
+        for (const { identity } of replacing) read.hkeys(entryKey(identity));
+        const names = (await read.exec()) as string[][];
+        replacing.forEach(({ identity }, i) =>
+          held.set(
+            identity,
+            (names[i] ?? []).map(String).filter((f) => /^(limit|window):/.test(f)),
+          ),
+        );
+      }
       const p = redis.pipeline();
       for (const { identity, entry, given } of items) {
         const key = entryKey(identity);
@@ -206,8 +221,9 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
         }
         if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
-        // the overrides given replace the key's: those of every rule of the configuration go first
-        if (given.overrides && ruleNames.size) p.hdel(key, ...[...ruleNames].flatMap((rule) => [FIELD.limit(rule), FIELD.window(rule)]));
+        // the overrides given replace the key's
+        const stale = held.get(identity) ?? [];
+        if (stale.length) p.hdel(key, ...(stale as [string, ...string[]]));
         p.hset(key, fields);
         if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
         if (given.disabled && !entry.disabled) p.hdel(key, FIELD.disabled);

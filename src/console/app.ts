@@ -282,7 +282,7 @@ export const CONSOLE_JS = String.raw`
       shown.className = "result " + (r.ok ? "ok" : "bad");
     }
 
-    var name = isKey ? (entry && entry.label ? entry.label + " (API key)" : "API key") : "Address";
+    var name = isKey ? (entry && entry.label ? entry.label + " (API key)" : "API key") : usage.identity.kind === "user" ? "User" : "Address";
     var facts = el("dl", { class: "grid" }, [
       el("div", { class: "stat" }, [el("dt", { text: "tag" }), el("dd", { class: "mono", "data-fact": "tag", text: usage.identity.tag })]),
       el("div", { class: "stat" }, [el("dt", { text: "tier" }), el("dd", { "data-fact": "tier", text: usage.tier })]),
@@ -411,7 +411,8 @@ export const CONSOLE_JS = String.raw`
       return;
     }
     try {
-      var r = await call("usage", { ip: value });
+      // an address or an application's user: the raw value goes only into this call, the view is by tag
+      var r = await call("usage", $("lookup-kind").value === "user" ? { user: value } : { ip: value });
       if (!r.ok) return failed($("view"), new Error(problemText(r)));
       location.hash = "#/identity/tag/" + r.data.identity.tag;
     } catch (e) {

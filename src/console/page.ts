@@ -29,8 +29,8 @@ export const CONSOLE_HTML = `<!doctype html>
     <a href="#/health" data-nav="health">Health</a>
     <a href="#/config" data-nav="config">Configuration</a>
     <form id="lookup">
-      <select id="lookup-kind" aria-label="Identity kind"><option value="key">API key</option><option value="ip">IP address</option></select>
-      <input id="lookup-value" placeholder="API key or IP" aria-label="API key or IP address" autocomplete="off" required>
+      <select id="lookup-kind" aria-label="Identity kind"><option value="key">API key</option><option value="ip">IP address</option><option value="user">User (app)</option></select>
+      <input id="lookup-value" placeholder="API key, IP or user" aria-label="API key, IP address or user" autocomplete="off" required>
       <button>Look up</button>
     </form>
     <button id="sign-out" type="button">Sign out</button>

@@ -434,6 +434,20 @@ describe("key registry at scale", () => {
     expect((await b(request("/", { key: "sk-acme" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   });
 
+  it('drops every override with "overrides": {}, a rule\'s the configuration has since lost included (it would come back live with its rule)', async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const withBurst = { ...TIERS, prefix, tiers: { ...TIERS.tiers, free: { rules: [...TIERS.tiers.free.rules, { name: "burst", limit: 3, window: "10s" }] } } };
+    const before = makeGate(withBurst, { adminToken: ADMIN });
+    expect((await admin(before, "keys/set", { key: "sk-old-override", overrides: { burst: { limit: 500 } } })).status).toBe(200);
+    // the configuration loses "burst"; an import drops the key's overrides
+    const without = makeGate({ ...TIERS, prefix }, { adminToken: ADMIN });
+    expect((await admin(without, "keys/import", { entries: [{ key: "sk-old-override", overrides: {} }] })).body).toEqual({ imported: 1 });
+    expect((await admin(without, "keys/get", { key: "sk-old-override" })).body.overrides).toEqual({});
+    // "burst" comes back: at its configured limit
+    const after = makeGate(withBurst, { adminToken: ADMIN });
+    expect((await after(request("/", { key: "sk-old-override" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60, "burst";q=3;w=10');
+  });
+
   it("refuses an import that names one key twice, trimmed or as its hash, and writes none of it", async () => {
     const { a, prefix } = fleet();
     for (const entries of [
