@@ -73,10 +73,11 @@ export const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-u
  */
 function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string, respelled: ReadonlyMap<string, string> = NO_SPELLINGS): string[] {
   const present: string[] = [];
-  let listed: string[] = [];
+  // a Set: a client may list thousands of names, and each header is looked up in it
+  let listed: ReadonlySet<string> = NONE;
   for (const [name, value] of source) {
     present.push(name);
-    if (name === "connection") listed = value.split(",").map((h) => h.trim().toLowerCase());
+    if (name === "connection") listed = new Set(value.split(",").map((h) => h.trim().toLowerCase()));
   }
   const dropped = (name: string) => {
     const spelling = name.includes("_") ? oneSpelling(name) : name;
@@ -84,8 +85,23 @@ function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = 
     return drop.has(spelling) || (exact !== undefined && exact !== name);
   };
   return present.filter(
-    (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.includes(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
+    (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.has(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
   );
+}
+
+/**
+ * A few names to remove are deleted one by one (the usual case: each call into the runtime's
+ * Headers is dear). Past this many — a client that lists every header in `Connection` — the
+ * headers are copied without them in one pass instead, as each delete searches the whole list.
+ */
+const DELETE_ONE_BY_ONE = 16;
+
+/** `source` without `names`, in one pass. */
+function without(source: Headers, names: readonly string[]): Headers {
+  const gone = new Set(names);
+  const kept = new Headers();
+  for (const [name, value] of source) if (!gone.has(name)) kept.append(name, value);
+  return kept;
 }
 
 export interface ForwardOptions {
@@ -135,14 +151,16 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     prepare(request, canonical) {
       const bodyless = request.method === "GET" || request.method === "HEAD";
       const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
+      const dropped = notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade, undefined, respelled);
+      const many = dropped.length > DELETE_ONE_BY_ONE;
       // the runtime copies the headers once, into the request's own; then only names present are removed
       const outbound = new Request(targetUrl(canonical.url, canonical.path, origin), {
         method: request.method,
-        headers: request.headers,
+        headers: many ? without(request.headers, dropped) : request.headers,
         body: bodyless ? null : request.body,
         redirect: "manual",
       });
-      for (const name of notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade, undefined, respelled)) outbound.headers.delete(name);
+      if (!many) for (const name of dropped) outbound.headers.delete(name);
       if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
       return outbound;
     },
@@ -150,9 +168,15 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     async send(outbound, extra) {
       const upstream = await fetch(outbound);
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
-      const response = upstream.webSocket ? new Response(null, { status: 101, webSocket: upstream.webSocket, headers: upstream.headers }) : new Response(upstream.body, upstream);
       // the gate's own headers (a fail-open mark, shadow reports) are the gate's to write
-      for (const name of notForwarded(upstream.headers, NONE, false, "x-slidegate-")) response.headers.delete(name);
+      const dropped = notForwarded(upstream.headers, NONE, false, "x-slidegate-");
+      const many = dropped.length > DELETE_ONE_BY_ONE;
+      let response: Response;
+      if (upstream.webSocket) response = new Response(null, { status: 101, webSocket: upstream.webSocket, headers: many ? without(upstream.headers, dropped) : upstream.headers });
+      else if (many) response = new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: without(upstream.headers, dropped) });
+      // the usual case: the origin's answer as the runtime gave it, with mutable headers
+      else response = new Response(upstream.body, upstream);
+      if (!many) for (const name of dropped) response.headers.delete(name);
       for (const [name, value] of extra) response.headers.set(name, value);
       return response;
     },

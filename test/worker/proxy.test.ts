@@ -63,6 +63,27 @@ describe("proxy to the origin", () => {
     expect(gate.logs.filter((l) => l.level === "error")).toEqual([]);
   });
 
+  it("drops every header a Connection header lists however many it lists, and keeps the others and their order", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 5, window: "1m" }] });
+    const listed = Array.from({ length: 300 }, (_, i) => `x-hop-${i}`);
+    const headers: Record<string, string> = { connection: listed.join(", "), "x-keep-a": "1", "x-keep-b": "2" };
+    for (const name of listed) headers[name] = "v";
+    // each delete searches the whole list: hundreds of them cost time quadratic in the headers
+    const deletes = vi.spyOn(Headers.prototype, "delete");
+    let res: Response;
+    try {
+      res = await gate(request("/v1/echo", { ip: "192.0.2.78", headers }));
+      expect(deletes.mock.calls.length).toBeLessThanOrEqual(32);
+    } finally {
+      deletes.mockRestore();
+    }
+    expect(res.status).toBe(200);
+    const echoed = Object.keys(((await res.json()) as { headers: Record<string, string> }).headers);
+    expect(echoed.filter((h) => h.startsWith("x-hop-"))).toEqual([]);
+    expect(echoed.filter((h) => h.startsWith("x-keep-"))).toEqual(["x-keep-a", "x-keep-b"]);
+    expect(res.headers.get("X-RateLimit-Remaining")).toBe("4");
+  });
+
   it("answers 502 problem+json when the origin cannot be reached", async () => {
     const gate = makeGate({ rules: [{ name: "a", limit: 10, window: "1m" }] }, { origin: new URL("http://127.0.0.1:9") });
     const res = await gate(request());
