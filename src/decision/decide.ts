@@ -15,7 +15,8 @@ export type Verdict =
       /** answered from the denial cache, without waiting on the store */
       fromCache: boolean;
     }
-  | { kind: "blocked"; ms: number; redisMs: number }
+  /** ms: what is left of the block (Infinity: no end) */
+  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
 /** What the registry said instead of a verdict, for an API key. */
@@ -31,7 +32,7 @@ export interface Decide {
   (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict>;
   /** for an API key: its registry entry is read in the same call */
   (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup): Promise<Verdict | RegistryAnswer>;
-  /** forgets this isolate's cached denials of an identity (after an operator's reset or unblock) */
+  /** forgets this isolate's cached denials and blocks of an identity (after an operator's reset or unblock) */
   forget(tag: string): void;
 }
 
@@ -58,8 +59,9 @@ export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], con
  * The decision shared by the gateway and the library: the isolate's denial cache first, then
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
  * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
- * change an outcome. A denial is cached until its Retry-After, but never longer than
- * `denialCacheMaxAgeMs`, so an operator's reset reaches every isolate within that bound.
+ * change an outcome. A denial is cached until its Retry-After, an operator's block until it
+ * ends, but neither longer than `denialCacheMaxAgeMs`, so an operator's reset or unblock
+ * reaches every isolate within that bound.
  *
  * @example
  * const decide = createDecider({ config, redisUrl, redisToken });
@@ -68,7 +70,8 @@ export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], con
 export function createDecider(options: DeciderOptions): Decide {
   const { config } = options;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
-  const denials = createDenialCache<{ decision: Decision; at: number }>(config.denialCacheSize);
+  // what the store refused an identity with, held for the isolate: a denial, or an operator's block
+  const denials = createDenialCache<{ decision: Decision; at: number } | { blockedMs: number; at: number }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
@@ -76,7 +79,11 @@ export function createDecider(options: DeciderOptions): Decide {
     const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
     const now = clock();
     const hit = denials.get(cacheKey, now);
-    if (hit) return { kind: "denied", decision: hit.value.decision, redisMs: 0, elapsedMs: now - hit.value.at, fromCache: true };
+    if (hit) {
+      const held = hit.value;
+      if ("blockedMs" in held) return { kind: "blocked", ms: held.blockedMs - (now - held.at), redisMs: 0, fromCache: true };
+      return { kind: "denied", decision: held.decision, redisMs: 0, elapsedMs: now - held.at, fromCache: true };
+    }
 
     // with only shadow rules there is no outcome to protect: their own budget, and open; with
     // no rule at all (an API key checked against the registry), the configuration's own
@@ -91,7 +98,12 @@ export function createDecider(options: DeciderOptions): Decide {
       throw error;
     }
     const redisMs = performance.now() - asked;
-    if (reply.kind === "blocked") return { kind: "blocked", ms: reply.ms, redisMs };
+    if (reply.kind === "blocked") {
+      // a blocked caller's flood is answered here too, as a denied one's is: an unblock reaches
+      // this isolate at once (forget), the others within denialCacheMaxAgeMs
+      denials.set(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now });
+      return { kind: "blocked", ms: reply.ms, redisMs, fromCache: false };
+    }
     if (reply.kind !== "decided") return reply;
     const { decision } = reply;
     if (decision.admitted) return { kind: "admitted", decision, redisMs };

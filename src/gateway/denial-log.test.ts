@@ -32,8 +32,8 @@ describe("denial log", () => {
       event: "slidegate.denied_summary",
       tag: "iFlood",
       tier: "default",
-      rule: "minute",
       denied: 5000,
+      rules: { minute: 5000 },
       from: "2026-01-01T00:00:00.000Z",
       to: "2026-01-01T00:00:04.999Z",
     });
@@ -78,46 +78,83 @@ describe("denial log", () => {
     expect(log.due()).toBe(false); // nothing to report
   });
 
-  it("counts exactly per identity and rule, a denial by two rules under each, and starts afresh after a flush", async () => {
-    const { clock, log, summaries } = setup();
+  it("counts each refused request once per identity, with how many each rule denied, and starts afresh after a flush", async () => {
+    const { clock, log, summaries, total } = setup();
     for (let i = 0; i < 7; i++) log.record({ tag: "iA", tier: "t", rules: [MINUTE] });
     for (let i = 0; i < 3; i++) log.record({ tag: "iA", tier: "t", rules: [MINUTE, HOUR] });
     for (let i = 0; i < 4; i++) log.record({ tag: "kB", tier: "paid", rules: [HOUR] });
     clock.ms += 10_000;
     await log.flush();
-    const counted = () => summaries().map((l) => [l.tag, l.tier, l.rule, l.denied]);
+    const counted = () => summaries().map((l) => [l.tag, l.tier, l.denied, l.rules]);
     expect(counted()).toEqual([
-      ["iA", "t", "minute", 10],
-      ["iA", "t", "hour", 3],
-      ["kB", "paid", "hour", 4],
+      ["iA", "t", 10, { minute: 10, hour: 3 }],
+      ["kB", "paid", 4, { hour: 4 }],
     ]);
+    // 14 requests were refused: a request two rules denied is one request
+    expect(total()).toBe(14);
     log.record({ tag: "kB", tier: "paid", rules: [HOUR] });
     clock.ms += 10_000;
     await log.flush();
-    expect(counted().slice(3)).toEqual([["kB", "paid", "hour", 1]]);
+    expect(counted().slice(2)).toEqual([["kB", "paid", 1, { hour: 1 }]]);
   });
 
-  it("past the cap, keeps memory bounded and counts the rest exactly in one 'other' line", async () => {
-    const { clock, log, full, summaries, total } = setup({ maxTracked: 3 });
+  it("past the cap, keeps memory bounded, names the identities refused most and counts the rest exactly in one 'other' line", async () => {
+    const { clock, log, full, summaries, total } = setup({ maxTracked: 4 });
     let denials = 0;
     for (let round = 0; round < 50; round++) {
       for (let id = 0; id < 10; id++) {
         log.record({ tag: `i${id}`, tier: "t", rules: [HOUR] });
         denials++;
       }
-      expect(log.tracked).toBeLessThanOrEqual(6);
+      // one identity floods: it is named whoever came first
+      for (let i = 0; i < 5; i++) log.record({ tag: "iFlood", tier: "t", rules: [HOUR] });
+      denials += 5;
+      expect(log.tracked).toBeLessThanOrEqual(8);
     }
     clock.ms += 10_000;
     await log.flush();
-    expect(full()).toHaveLength(3);
-    expect(summaries().map((l) => [l.tag ?? "other", l.denied])).toEqual([
-      ["i0", 50],
-      ["i1", 50],
-      ["i2", 50],
-      ["other", 350],
-    ]);
-    expect(summaries()[3]).toMatchObject({ other: true });
+    expect(full()).toHaveLength(4);
+    const named = summaries().filter((l) => !l.other);
+    expect(named[0]).toMatchObject({ tag: "iFlood", denied: 250 });
+    expect(named.length).toBeLessThanOrEqual(4);
+    expect(summaries().at(-1)).toMatchObject({ other: true });
     expect(total()).toBe(denials);
+  });
+
+  it("names the flooder even when a thousand decoys were refused before it in the interval", async () => {
+    const { clock, log, summaries, total } = setup();
+    for (let id = 0; id < 1000; id++) log.record({ tag: `iDecoy${id}`, tier: "t", rules: [HOUR] });
+    for (let i = 0; i < 3000; i++) log.record({ tag: "iFlood", tier: "t", rules: [HOUR] });
+    // decoys keep coming: they go, not the flooder
+    for (let id = 1000; id < 3000; id++) log.record({ tag: `iDecoy${id}`, tier: "t", rules: [HOUR] });
+    clock.ms += 10_000;
+    await log.flush();
+    expect(summaries()[0]).toMatchObject({ tag: "iFlood", denied: 3000 });
+    expect(total()).toBe(6000);
+  });
+
+  it("writes at most maxSummaries named lines a flush, the most refused first, and the rest as one 'other' line", async () => {
+    const { clock, log, summaries, total } = setup({ maxSummaries: 5 });
+    for (let id = 0; id < 50; id++) for (let i = 0; i <= id; i++) log.record({ tag: `i${id}`, tier: "t", rules: [HOUR] });
+    clock.ms += 10_000;
+    await log.flush();
+    expect(summaries().map((l) => l.tag ?? `other:${l.identities}`)).toEqual(["i49", "i48", "i47", "i46", "i45", "other:45"]);
+    expect(total()).toBe((50 * 51) / 2);
+  });
+
+  it("counts an operator's blocks apart from denials: a full line per identity and interval, and a summary", async () => {
+    const { clock, lines, log } = setup();
+    for (let i = 0; i < 500; i++) log.record({ outcome: "blocked", tag: "iBad", tier: "t", rules: [], detail: { blockedForMs: 60_000 } });
+    log.record({ tag: "iBad", tier: "t", rules: [MINUTE] });
+    clock.ms += 10_000;
+    await log.flush();
+    expect(lines.map((l) => [l.event, l.blocked ?? l.denied ?? null])).toEqual([
+      ["slidegate.blocked", null],
+      ["slidegate.denied", null],
+      ["slidegate.blocked_summary", 500],
+      ["slidegate.denied_summary", 1],
+    ]);
+    expect(lines[0]).toEqual({ event: "slidegate.blocked", tag: "iBad", tier: "t", blockedForMs: 60_000 });
   });
 
   it("forgets, at a flush, identities whose window has passed", async () => {

@@ -1,22 +1,31 @@
 /**
- * Denials logged per identity, not per request: under a flood of callers who are over their
- * limit, the log grows with the number of identities, not with the number of requests.
+ * Refusals logged per identity, not per request: under a flood of callers who are over their
+ * limit (denied) or blocked by the operator, the log grows with the number of identities, not
+ * with the number of requests.
  *
  * - The first denial of an identity by a rule is written in full; further denials of that
  *   identity by that rule are only counted until the rule's window has passed since that line.
+ *   A blocked identity is written in full once per interval.
  * - Every `intervalMs` (when the caller asks: `due()`, then `flush()`), one summary line per
- *   identity and rule carries the exact number of denials since the last summary, the ones
- *   written in full included: summing `denied` over the summary lines gives every denial.
- * - Memory is bounded: at most `maxTracked` identity-rule pairs are counted by name and at most
- *   `maxTracked` are remembered as written in full. Denials of pairs past the cap are counted
- *   in one `other` summary line, so the totals stay exact; pairs past the cap are not written
- *   in full (a flood of new identities cannot turn back into a line per request).
+ *   identity carries the exact number of its requests refused since the last summary, the ones
+ *   written in full included, and for a denial how many of them each rule denied (a request
+ *   two rules denied counts once, and under both rules). Summing `denied` (or `blocked`) over
+ *   the summary lines gives every refused request, once.
+ * - The identities refused most are the ones named: at most `maxSummaries` summary lines per
+ *   flush, the rest counted together in one `other` line per outcome. Memory is bounded: at
+ *   most `maxTracked` identities are counted by name; when a new one comes past that, the half
+ *   refused least so far goes to `other`, so a flood of decoys cannot keep the identity that
+ *   floods most from being named. At most `maxTracked` identity-rule pairs are remembered as
+ *   written in full; pairs past that are counted, not written in full (a flood of new
+ *   identities cannot turn back into a line per request).
  *
  * Lines:
  *   { event: "slidegate.denied", tag, tier, rules: [names], ...detail }
- *   { event: "slidegate.denied_summary", tag, tier, rule, denied, from, to }
- *   { event: "slidegate.denied_summary", other: true, denied, from, to }
- * `from` and `to` (ISO 8601) span the denials a summary counts.
+ *   { event: "slidegate.blocked", tag, tier, ...detail }
+ *   { event: "slidegate.denied_summary", tag, tier, denied, rules: { name: count }, from, to }
+ *   { event: "slidegate.blocked_summary", tag, tier, blocked, from, to }
+ *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, identities, denied | blocked, from, to }
+ * `from` and `to` (ISO 8601) span the refusals a flush counts.
  *
  * @example
  * const denials = createDenialLog({ write: (line) => console.warn(JSON.stringify(line)) });
@@ -32,11 +41,15 @@ export interface DeniedRule {
   windowMs: number;
 }
 
+export type Refusal = "denied" | "blocked";
+
 export interface Denial {
+  /** "denied" (by rules: the default) or "blocked" (by the operator) */
+  outcome?: Refusal;
   /** the identity's hashed tag (never a raw key or IP) */
   tag: string;
   tier: string;
-  /** the enforced rules that denied the request */
+  /** the enforced rules that denied the request (none for a block) */
   rules: readonly DeniedRule[];
   /** more fields for the full line (retry-after, whether the denial cache answered, …) */
   detail?: Record<string, unknown>;
@@ -49,81 +62,127 @@ export interface DenialLogOptions {
   now?: () => number;
   /** how often summaries are due, in ms (default 60 s) */
   intervalMs?: number;
-  /** identity-rule pairs counted by name, and remembered as written in full (default 1,000 each) */
+  /** identities counted by name, and identity-rule pairs remembered as written in full (default 1,000 each) */
   maxTracked?: number;
+  /** summary lines naming an identity per flush, the most refused first (default 200) */
+  maxSummaries?: number;
 }
 
 export interface DenialLog {
-  /** counts one denial, and writes it in full when it is its identity's first by a rule in that rule's window */
+  /** counts one refused request, and writes it in full when it is its identity's first by a rule in that rule's window */
   record(denial: Denial): void;
-  /** true once a summary has waited `intervalMs` since the first denial it counts */
+  /** true once a summary has waited `intervalMs` since the first refusal it counts */
   due(): boolean;
   /** writes the summaries now and starts counting afresh; resolves once they are written */
   flush(): Promise<void>;
-  /** identity-rule pairs held in memory (at most twice `maxTracked`) */
+  /** identities and identity-rule pairs held in memory (at most twice `maxTracked`) */
   readonly tracked: number;
 }
 
-export const DENIAL_LOG_DEFAULTS = { intervalMs: 60_000, maxTracked: 1000 } as const;
+export const DENIAL_LOG_DEFAULTS = { intervalMs: 60_000, maxTracked: 1000, maxSummaries: 200 } as const;
 
 interface Count {
+  outcome: Refusal;
   tag: string;
   tier: string;
-  rule: string;
-  denied: number;
+  /** refused requests */
+  requests: number;
+  /** rule → the requests it denied */
+  rules: Map<string, number>;
 }
 
 export function createDenialLog(options: DenialLogOptions): DenialLog {
   const { write } = options;
   const now = options.now ?? Date.now;
   const intervalMs = options.intervalMs ?? DENIAL_LOG_DEFAULTS.intervalMs;
-  const cap = options.maxTracked ?? DENIAL_LOG_DEFAULTS.maxTracked;
-  /** pair → until when its denials are only counted (its full line was written in this window) */
+  const cap = Math.max(2, options.maxTracked ?? DENIAL_LOG_DEFAULTS.maxTracked);
+  const maxSummaries = options.maxSummaries ?? DENIAL_LOG_DEFAULTS.maxSummaries;
+  /** pair → until when its refusals are only counted (its full line was written in this window) */
   const quiet = new Map<string, number>();
-  /** pair → denials since the last summary */
-  const counts = new Map<string, Count>();
-  let other = 0;
+  /** identity → refusals since the last summary */
+  let counts = new Map<string, Count>();
+  /** per outcome: refusals, and identities, counted without a name */
+  const other = { denied: { requests: 0, identities: 0 }, blocked: { requests: 0, identities: 0 } };
   let from = 0;
   let to = 0;
 
   const iso = (ms: number) => new Date(ms).toISOString();
+  const empty = () => counts.size === 0 && other.denied.requests === 0 && other.blocked.requests === 0;
+
+  /** Room for a new identity: the half refused least so far (the older first among equals) is counted as other. */
+  function makeRoom() {
+    const ranked = [...counts.entries()].sort((a, b) => a[1].requests - b[1].requests);
+    const dropped = ranked.slice(0, Math.floor(cap / 2));
+    for (const [, c] of dropped) {
+      other[c.outcome].requests += c.requests;
+      other[c.outcome].identities++;
+    }
+    const kept = new Set(ranked.slice(dropped.length).map(([key]) => key));
+    counts = new Map([...counts].filter(([key]) => kept.has(key)));
+  }
+
+  /** Whether the pair's full line is due now; remembers it as written when it is. */
+  function writeInFull(pair: string, windowMs: number, at: number): boolean {
+    const until = quiet.get(pair);
+    if (until !== undefined && until > at) return false;
+    if (until === undefined && quiet.size >= cap) return false; // no room to remember it: counted, not written
+    quiet.set(pair, at + windowMs);
+    return true;
+  }
 
   return {
-    record({ tag, tier, rules, detail }) {
+    record({ outcome = "denied", tag, tier, rules, detail }) {
       const at = now();
-      if (counts.size === 0 && other === 0) from = at;
+      if (empty()) from = at;
       to = at;
-      let full = false;
-      // a denial that names no rule is still counted, under the rule ""
-      for (const { name, windowMs } of rules.length ? rules : [{ name: "", windowMs: 0 }]) {
-        const key = `${tag}|${tier}|${name}`;
-        const count = counts.get(key);
-        if (count) count.denied++;
-        else if (counts.size < cap) counts.set(key, { tag, tier, rule: name, denied: 1 });
-        else other++;
+      const key = `${outcome}|${tag}|${tier}`;
+      let count = counts.get(key);
+      if (!count) {
+        if (counts.size >= cap) makeRoom();
+        count = { outcome, tag, tier, requests: 0, rules: new Map() };
+        counts.set(key, count);
+      }
+      count.requests++;
+      for (const { name } of rules) count.rules.set(name, (count.rules.get(name) ?? 0) + 1);
 
-        const until = quiet.get(key);
-        if (until !== undefined && until > at) continue;
-        if (until === undefined && quiet.size >= cap) continue; // no room to remember it: counted, not written
-        quiet.set(key, at + windowMs);
-        full = true;
+      if (outcome === "blocked") {
+        if (writeInFull(key, intervalMs, at)) write({ ...detail, event: "slidegate.blocked", tag, tier });
+        return;
+      }
+      let full = false;
+      // a denial that names no rule is still written, under the rule ""
+      for (const { name, windowMs } of rules.length ? rules : [{ name: "", windowMs: 0 }]) {
+        if (writeInFull(`${key}|${name}`, windowMs, at)) full = true;
       }
       if (full) write({ ...detail, event: "slidegate.denied", tag, tier, rules: rules.map((r) => r.name) });
     },
 
     due() {
-      return (counts.size > 0 || other > 0) && now() - from >= intervalMs;
+      return !empty() && now() - from >= intervalMs;
     },
 
     async flush() {
       const span = { from: iso(from), to: iso(to) };
-      for (const c of counts.values()) write({ event: "slidegate.denied_summary", tag: c.tag, tier: c.tier, rule: c.rule, denied: c.denied, ...span });
-      if (other > 0) write({ event: "slidegate.denied_summary", other: true, denied: other, ...span });
-      counts.clear();
-      other = 0;
+      // the most refused first; past maxSummaries, counted without a name
+      const ranked = [...counts.values()].sort((a, b) => b.requests - a.requests);
+      for (const [i, c] of ranked.entries()) {
+        if (i >= maxSummaries) {
+          other[c.outcome].requests += c.requests;
+          other[c.outcome].identities++;
+        } else if (c.outcome === "blocked") {
+          write({ event: "slidegate.blocked_summary", tag: c.tag, tier: c.tier, blocked: c.requests, ...span });
+        } else {
+          write({ event: "slidegate.denied_summary", tag: c.tag, tier: c.tier, denied: c.requests, rules: Object.fromEntries(c.rules), ...span });
+        }
+      }
+      if (other.denied.requests > 0) write({ event: "slidegate.denied_summary", other: true, identities: other.denied.identities, denied: other.denied.requests, ...span });
+      if (other.blocked.requests > 0) write({ event: "slidegate.blocked_summary", other: true, identities: other.blocked.identities, blocked: other.blocked.requests, ...span });
+      counts = new Map();
+      other.denied = { requests: 0, identities: 0 };
+      other.blocked = { requests: 0, identities: 0 };
       // pairs whose window has passed would be written in full again anyway: forget them
       const at = now();
-      for (const [key, until] of quiet) if (until <= at) quiet.delete(key);
+      for (const [pair, until] of quiet) if (until <= at) quiet.delete(pair);
     },
 
     get tracked() {

@@ -105,9 +105,12 @@ export function createGate(options: GateOptions): Gate {
     now: options.now,
     write: (line) => {
       safeLog("warn", line);
-      // the summaries carry the exact counts: one data point per identity and rule, weighted by them
+      // the summaries carry the exact counts: one data point per identity (and one for the rest), weighted by them
       if (line.event === "slidegate.denied_summary") {
-        record({ outcome: "denied", tier: String(line.tier ?? ""), rules: line.rule ? [String(line.rule)] : [], tag: String(line.tag ?? ""), count: Number(line.denied) });
+        const rules = Object.keys((line.rules as Record<string, number> | undefined) ?? {});
+        record({ outcome: "denied", tier: String(line.tier ?? ""), rules, tag: String(line.tag ?? ""), count: Number(line.denied) });
+      } else if (line.event === "slidegate.blocked_summary") {
+        record({ outcome: "blocked", tier: String(line.tier ?? ""), rules: [], tag: String(line.tag ?? ""), count: Number(line.blocked) });
       }
     },
   });
@@ -186,8 +189,9 @@ export function createGate(options: GateOptions): Gate {
         return point(`failed-${fail}`, names(rules));
       }
       case "blocked":
-        safeLog("warn", { event: "slidegate.blocked", tier, tag, blockedForMs: verdict.ms });
-        return point("blocked", [], { redisMs: verdict.redisMs, retryAfterMs: verdict.ms });
+        // like denials: a line per identity, counted summaries (and their data points) per interval
+        denials.record({ outcome: "blocked", tag, tier, rules: [], detail: { blockedForMs: Number.isFinite(verdict.ms) ? verdict.ms : null } });
+        return;
       case "denied": {
         const { decision, elapsedMs, fromCache } = verdict;
         const deniedBy = decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);

@@ -151,7 +151,7 @@ export function countedOf(step: Step): Counted | undefined {
     case "failed":
       return { outcome: verdict.closed ? "failed-closed" : "failed-open", tier, rules: names(rules) };
     case "blocked":
-      return { outcome: "blocked", tier, rules: [], storeMs: verdict.redisMs, refused: who };
+      return { outcome: "blocked", tier, rules: [], storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: who };
     case "denied": {
       const deniedBy = verdict.decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
       // a denial the isolate answered from its cache waited on nothing

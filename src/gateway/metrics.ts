@@ -4,7 +4,7 @@
  * response is never held up by it.
  *
  * Columns: blob1 outcome, blob2 tier, blob3 rules (comma-separated), blob4 identity kind
- * ("key" | "ip"); double1 Redis latency in ms (0 without a Redis call), double2 Retry-After
+ * ("key" | "ip" | "user"; "" for a summary of many); double1 Redis latency in ms (0 without a Redis call), double2 Retry-After
  * in ms, double3 how many requests the point stands for (1, or a denial summary's count);
  * index1 the identity's hashed tag (never the raw key or IP).
  */
@@ -23,11 +23,14 @@ export interface DataPoint {
 
 export type Record = (point: DataPoint) => void;
 
+/** A tag's first letter names its identity's kind; a summary of many identities has no tag, and no kind. */
+const KINDS: { [first: string]: string } = { k: "key", i: "ip", u: "user" };
+
 export function createMetrics(dataset: AnalyticsEngineDataset | undefined): Record {
   if (!dataset) return () => {};
   return (p) =>
     dataset.writeDataPoint({
-      blobs: [p.outcome, p.tier, p.rules.join(","), p.tag.startsWith("k") ? "key" : "ip"],
+      blobs: [p.outcome, p.tier, p.rules.join(","), KINDS[p.tag[0] ?? ""] ?? ""],
       doubles: [p.redisMs ?? 0, p.retryAfterMs ?? 0, p.count ?? 1],
       indexes: [p.tag],
     });

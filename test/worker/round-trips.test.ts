@@ -60,6 +60,32 @@ describe("round trips per decision", () => {
     expect(await roundTrips(() => statuses(gate, 1, "/", { ip: "192.0.2.51" }))).toBe(1);
   });
 
+  it("answers an operator-blocked caller's flood from the isolate too: one Redis call, one log line and one data point, not one each per request", async () => {
+    const points: AnalyticsEngineDataPoint[] = [];
+    const metrics = { writeDataPoint: (p?: AnalyticsEngineDataPoint) => void points.push(p!) } as AnalyticsEngineDataset;
+    const clock = testClock();
+    const gate = makeGate({ clock: "edge", rules: [{ name: "a", limit: 5, window: "1m" }] }, { ...viaCountingShim, adminToken: "blocks-admin", now: clock.now, metrics });
+    const ip = "192.0.2.52";
+    const block = await gate(
+      new Request("https://gate.example/__slidegate/block", { method: "POST", body: JSON.stringify({ ip, seconds: 600 }), headers: { authorization: "Bearer blocks-admin" } }),
+    );
+    expect(block.status).toBe(200);
+    let codes: number[] = [];
+    expect(await roundTrips(async () => (codes = await statuses(gate, 200, "/", { ip })))).toBe(1);
+    expect(new Set(codes)).toEqual(new Set([403]));
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.blocked")).toHaveLength(1);
+    // the summary, a minute on: every blocked request counted once, in one line and one point
+    clock.advance(60_000);
+    await statuses(gate, 1, "/", { ip: "192.0.2.53" });
+    const summaries = gate.logs.filter((l) => l.line.event === "slidegate.blocked_summary");
+    expect(summaries.map((l) => l.line.blocked)).toEqual([200]);
+    const blockedPoints = points.filter((p) => p.blobs![0] === "blocked");
+    expect(blockedPoints.map((p) => p.doubles![2])).toEqual([200]);
+    // an unblock reaches the isolate that served it at once
+    await gate(new Request("https://gate.example/__slidegate/unblock", { method: "POST", body: JSON.stringify({ ip }), headers: { authorization: "Bearer blocks-admin" } }));
+    expect(await statuses(gate, 1, "/", { ip })).toEqual([200]);
+  });
+
   it("a denial answered from the cache counts its wait down: Retry-After and every reset as they stand at that moment", async () => {
     const clock = testClock();
     const rules = [
