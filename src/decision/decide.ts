@@ -60,8 +60,9 @@ export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], con
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
  * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
  * change an outcome. A denial is cached until its Retry-After, an operator's block until it
- * ends, but neither longer than `denialCacheMaxAgeMs`, so an operator's reset or unblock
- * reaches every isolate within that bound.
+ * ends, the registry's refusal of an API key (unknown, disabled) as it stands, but none longer
+ * than `denialCacheMaxAgeMs`, so an operator's reset, unblock or registry change reaches every
+ * isolate within that bound.
  *
  * @example
  * const decide = createDecider({ config, redisUrl, redisToken });
@@ -70,8 +71,9 @@ export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], con
 export function createDecider(options: DeciderOptions): Decide {
   const { config } = options;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
-  // what the store refused an identity with, held for the isolate: a denial, or an operator's block
-  const denials = createDenialCache<{ decision: Decision; at: number } | { blockedMs: number; at: number }>(config.denialCacheSize);
+  // what the store refused an identity with, held for the isolate: a denial, an operator's
+  // block, or the registry's refusal of an API key (unknown, disabled)
+  const denials = createDenialCache<{ decision: Decision; at: number } | { blockedMs: number; at: number } | { registry: RegistryAnswer }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
@@ -81,6 +83,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const hit = denials.get(cacheKey, now);
     if (hit) {
       const held = hit.value;
+      if ("registry" in held) return held.registry;
       if ("blockedMs" in held) return { kind: "blocked", ms: held.blockedMs - (now - held.at), redisMs: 0, fromCache: true };
       return { kind: "denied", decision: held.decision, redisMs: 0, elapsedMs: now - held.at, fromCache: true };
     }
@@ -103,6 +106,12 @@ export function createDecider(options: DeciderOptions): Decide {
       // this isolate at once (forget), the others within denialCacheMaxAgeMs
       denials.set(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now });
       return { kind: "blocked", ms: reply.ms, redisMs, fromCache: false };
+    }
+    if (reply.kind === "unknown-key" || reply.kind === "disabled-key") {
+      // a flood of one made-up or disabled key costs no Redis call per request either; a key
+      // registered or enabled meanwhile is known here at once (forget), elsewhere within denialCacheMaxAgeMs
+      denials.set(cacheKey, now + config.denialCacheMaxAgeMs, { registry: reply });
+      return reply;
     }
     if (reply.kind !== "decided") return reply;
     const { decision } = reply;

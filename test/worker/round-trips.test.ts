@@ -86,6 +86,23 @@ describe("round trips per decision", () => {
     expect(await statuses(gate, 1, "/", { ip })).toEqual([200]);
   });
 
+  it("answers a flood of one made-up or disabled API key from the isolate: one Redis call, and a key registered meanwhile is known at once where it was registered", async () => {
+    const gate = makeGate(
+      { identity: { header: "x-api-key", unknownKeys: "reject" }, rules: [{ name: "m", limit: 50, window: "1m" }] },
+      { ...viaCountingShim, adminToken: "keys-flood-admin" },
+    );
+    const admin = (route: string, body: unknown) =>
+      gate(new Request(`https://gate.example/__slidegate/${route}`, { method: "POST", body: JSON.stringify(body), headers: { authorization: "Bearer keys-flood-admin" } }));
+    let codes: number[] = [];
+    expect(await roundTrips(async () => (codes = await statuses(gate, 50, "/", { key: "sk-made-up" })))).toBe(1);
+    expect(new Set(codes)).toEqual(new Set([401]));
+    expect((await admin("keys/set", { key: "sk-made-up", disabled: true })).status).toBe(200);
+    expect(await roundTrips(async () => (codes = await statuses(gate, 50, "/", { key: "sk-made-up" })))).toBe(1);
+    expect(new Set(codes)).toEqual(new Set([403]));
+    expect((await admin("keys/set", { key: "sk-made-up" })).status).toBe(200);
+    expect(await statuses(gate, 1, "/", { key: "sk-made-up" })).toEqual([200]);
+  });
+
   it("a denial answered from the cache counts its wait down: Retry-After and every reset as they stand at that moment", async () => {
     const clock = testClock();
     const rules = [
