@@ -128,6 +128,17 @@ describe("live figures", () => {
     expect(read1.top.identities[0]).toEqual({ tag: top, kind: "ip", refused: 10, tier: "default", registered: false });
   });
 
+  it("names the caller refused most in a minute even when a thousand callers refused once came first", async () => {
+    const { isolate, prefix } = setup();
+    const figures = isolate();
+    for (let i = 0; i < FIGURES_DEFAULTS.trackedPerMinute; i++) figures.record(denied(`i${String(i).padStart(22, "0")}`));
+    const flooder = `i${"F".repeat(22)}`;
+    for (let i = 0; i < 2999; i++) figures.record(denied(flooder));
+    await figures.flush();
+    const minute = Math.floor(T0 / 60_000);
+    expect(await redis.zscore(figureKeys.top(prefix, minute), flooder)).toBe(2999);
+  });
+
   it("names a refused API key by its SHA-256 and an address by its tag, never a raw key or address", async () => {
     const { isolate, read } = setup();
     const figures = isolate();

@@ -249,6 +249,20 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
     return m;
   };
 
+  /**
+   * Room for one more refused identity in a minute: the half refused least so far (the older
+   * first among equals) is counted without a name, so callers refused once each cannot crowd
+   * out the one refused most.
+   */
+  function makeRoom(m: MinuteCounts) {
+    const ranked = [...m.top].sort((a, b) => a[1] - b[1]);
+    const dropped = ranked.slice(0, Math.floor(ranked.length / 2));
+    for (const [who, n] of dropped) {
+      m.top.delete(who);
+      add(m.fields, field.untracked, n);
+    }
+  }
+
   function record(step: Step) {
     const c = countedOf(step);
     if (!c) return;
@@ -261,8 +275,8 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
     }
     if (c.storeMs !== undefined) add(m.fields, field.latency(latencyBucket(c.storeMs)), 1);
     if (c.refused !== undefined) {
-      if (m.top.has(c.refused) || m.top.size < FIGURES_DEFAULTS.trackedPerMinute) add(m.top, c.refused, 1);
-      else add(m.fields, field.untracked, 1);
+      if (!m.top.has(c.refused) && m.top.size >= FIGURES_DEFAULTS.trackedPerMinute) makeRoom(m);
+      add(m.top, c.refused, 1);
     }
   }
 
