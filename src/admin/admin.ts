@@ -333,7 +333,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   // token's is taken back a moment later), not from failures, and must not shut an operator
   // out of this isolate for the rest of the window.
   const refuse = (tag: string, now: number, ms: number) => {
-    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), true);
+    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), true, now);
     return tooManyAttempts(ms);
   };
 

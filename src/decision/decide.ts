@@ -104,19 +104,19 @@ export function createDecider(options: DeciderOptions): Decide {
     if (reply.kind === "blocked") {
       // a blocked caller's flood is answered here too, as a denied one's is: an unblock reaches
       // this isolate at once (forget), the others within denialCacheMaxAgeMs
-      denials.set(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now });
+      denials.set(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now }, now);
       return { kind: "blocked", ms: reply.ms, redisMs, fromCache: false };
     }
     if (reply.kind === "unknown-key" || reply.kind === "disabled-key") {
       // a flood of one made-up or disabled key costs no Redis call per request either; a key
       // registered or enabled meanwhile is known here at once (forget), elsewhere within denialCacheMaxAgeMs
-      denials.set(cacheKey, now + config.denialCacheMaxAgeMs, { registry: reply });
+      denials.set(cacheKey, now + config.denialCacheMaxAgeMs, { registry: reply }, now);
       return reply;
     }
     if (reply.kind !== "decided") return reply;
     const { decision } = reply;
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
-    if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now });
+    if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now }, now);
     return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache: false };
   };
   return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) }) as Decide;

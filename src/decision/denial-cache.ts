@@ -5,13 +5,14 @@
  *
  * @example
  * const cache = createDenialCache<Decision>(10_000);
- * cache.set("k…|free|minute", Date.now() + 30_000, decision);
+ * cache.set("k…|free|minute", Date.now() + 30_000, decision, Date.now());
  * cache.get("k…|free|minute", Date.now()); // { until, value } while denied, else undefined
  * cache.forget("k…|");                     // every entry of that identity, gone
  */
 export interface DenialCache<T> {
   get(key: string, now: number): { until: number; value: T } | undefined;
-  set(key: string, until: number, value: T): void;
+  /** `now`: the caller's clock, by which an entry that has lapsed makes room */
+  set(key: string, until: number, value: T, now: number): void;
   /** drops every entry whose key starts with `prefix`; returns how many */
   forget(prefix: string): number;
   readonly size: number;
@@ -28,10 +29,13 @@ export function createDenialCache<T>(size: number): DenialCache<T> {
       entries.set(key, hit); // now the most recently used
       return hit;
     },
-    set(key, until, value) {
+    set(key, until, value, now) {
       if (size === 0) return;
       entries.delete(key);
-      if (entries.size >= size) entries.delete(entries.keys().next().value!);
+      // the least recently used entry goes when it has lapsed, or when there is no room: a cache
+      // that is never full does not keep every caller it ever refused for the isolate's life
+      const oldest = entries.entries().next().value;
+      if (oldest && (entries.size >= size || oldest[1].until <= now)) entries.delete(oldest[0]);
       entries.set(key, { until, value });
     },
     forget(prefix) {

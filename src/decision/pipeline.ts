@@ -189,7 +189,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup);
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
-        registryTiers.set(caller.identity.tag, clock() + config.denialCacheMaxAgeMs, tier);
+        const now = clock();
+        registryTiers.set(caller.identity.tag, now + config.denialCacheMaxAgeMs, tier, now);
         rules = rulesOf(tier);
         visited.push(rules);
         continue;
