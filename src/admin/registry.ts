@@ -203,12 +203,12 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         const read = redis.pipeline();
         for (const { identity } of replacing) read.hkeys(entryKey(identity));
         const names = (await read.exec()) as string[][];
-        replacing.forEach(({ identity }, i) =>
+        for (const [i, { identity }] of replacing.entries()) {
           held.set(
             identity,
             (names[i] ?? []).map(String).filter((f) => /^(limit|window):/.test(f)),
-          ),
-        );
+          );
+        }
       }
       const p = redis.pipeline();
       for (const { identity, entry, given } of items) {

@@ -20,6 +20,15 @@ describe("denial cache", () => {
     expect(cache.get("caller-999", 1000)?.value).toBe(999);
   });
 
+  it("shrinks back after a burst once its entries have lapsed", () => {
+    const cache = createDenialCache<number>(100_000);
+    for (let i = 0; i < 10_000; i++) cache.set(`burst-${i}`, 1_000, i, 0);
+    expect(cache.size).toBe(10_000);
+    // an hour on, a trickle of refusals: each takes two lapsed entries with it
+    for (let i = 0; i < 6_000; i++) cache.set(`later-${i}`, 3_600_000 + 10_000_000, i, 3_600_000);
+    expect(cache.size).toBe(6_000);
+  });
+
   it("forgets every entry of an identity by its prefix", () => {
     const cache = createDenialCache<number>(10);
     cache.set("iA|t|m", 100, 1, 0);

@@ -32,10 +32,13 @@ export function createDenialCache<T>(size: number): DenialCache<T> {
     set(key, until, value, now) {
       if (size === 0) return;
       entries.delete(key);
-      // the least recently used entry goes when it has lapsed, or when there is no room: a cache
-      // that is never full does not keep every caller it ever refused for the isolate's life
-      const oldest = entries.entries().next().value;
-      if (oldest && (entries.size >= size || oldest[1].until <= now)) entries.delete(oldest[0]);
+      // the least recently used entries go while they have lapsed (two at most: the cache
+      // shrinks back after a burst, at a fixed cost per entry), and one when there is no room
+      for (let i = 0; i < 2; i++) {
+        const oldest = entries.entries().next().value;
+        if (!oldest || (oldest[1].until > now && entries.size < size)) break;
+        entries.delete(oldest[0]);
+      }
       entries.set(key, { until, value });
     },
     forget(prefix) {

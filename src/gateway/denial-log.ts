@@ -10,7 +10,8 @@
  *   identity carries the exact number of its requests refused since the last summary, the ones
  *   written in full included, and for a denial how many of them each rule denied (a request
  *   two rules denied counts once, and under both rules). Summing `denied` (or `blocked`) over
- *   the summary lines gives every refused request, once.
+ *   the summary lines gives every refused request, once. An identity's count runs from when
+ *   it was last named: what it had before the half refused least made room is in `other`.
  * - The identities refused most are the ones named: at most `maxSummaries` summary lines per
  *   flush, the rest counted together in one `other` line per outcome. Memory is bounded: at
  *   most `maxTracked` identities are counted by name; when a new one comes past that, the half
@@ -23,8 +24,8 @@
  *   { event: "slidegate.denied", tag, tier, rules: [names], ...detail }
  *   { event: "slidegate.blocked", tag, tier, ...detail }
  *   { event: "slidegate.denied_summary", tag, tier, denied, rules: { name: count }, from, to }
- *   { event: "slidegate.blocked_summary", tag, tier, blocked, from, to }
- *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, identities, denied | blocked, from, to }
+ *   { event: "slidegate.blocked_summary", tag, tier, blocked, blockedForMs, from, to }
+ *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, denied | blocked, from, to }
  * `from` and `to` (ISO 8601) span the refusals a flush counts.
  *
  * @example
@@ -89,6 +90,8 @@ interface Count {
   requests: number;
   /** rule → the requests it denied */
   rules: Map<string, number>;
+  /** a block: what was left of it at its latest request (ms; null: without end) */
+  blockedForMs?: number | null;
 }
 
 export function createDenialLog(options: DenialLogOptions): DenialLog {
@@ -101,22 +104,19 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
   const quiet = new Map<string, number>();
   /** identity → refusals since the last summary */
   let counts = new Map<string, Count>();
-  /** per outcome: refusals, and identities, counted without a name */
-  const other = { denied: { requests: 0, identities: 0 }, blocked: { requests: 0, identities: 0 } };
+  /** per outcome: refusals counted without a name */
+  const other = { denied: 0, blocked: 0 };
   let from = 0;
   let to = 0;
 
   const iso = (ms: number) => new Date(ms).toISOString();
-  const empty = () => counts.size === 0 && other.denied.requests === 0 && other.blocked.requests === 0;
+  const empty = () => counts.size === 0 && other.denied === 0 && other.blocked === 0;
 
   /** Room for a new identity: the half refused least so far (the older first among equals) is counted as other. */
   function makeRoom() {
     const ranked = [...counts.entries()].sort((a, b) => a[1].requests - b[1].requests);
     const dropped = ranked.slice(0, Math.floor(cap / 2));
-    for (const [, c] of dropped) {
-      other[c.outcome].requests += c.requests;
-      other[c.outcome].identities++;
-    }
+    for (const [, c] of dropped) other[c.outcome] += c.requests;
     const kept = new Set(ranked.slice(dropped.length).map(([key]) => key));
     counts = new Map([...counts].filter(([key]) => kept.has(key)));
   }
@@ -146,6 +146,7 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       for (const { name } of rules) count.rules.set(name, (count.rules.get(name) ?? 0) + 1);
 
       if (outcome === "blocked") {
+        if (detail && "blockedForMs" in detail) count.blockedForMs = detail.blockedForMs as number | null;
         if (writeInFull(key, intervalMs, at)) write({ ...detail, event: "slidegate.blocked", tag, tier });
         return;
       }
@@ -167,19 +168,18 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       const ranked = [...counts.values()].sort((a, b) => b.requests - a.requests);
       for (const [i, c] of ranked.entries()) {
         if (i >= maxSummaries) {
-          other[c.outcome].requests += c.requests;
-          other[c.outcome].identities++;
+          other[c.outcome] += c.requests;
         } else if (c.outcome === "blocked") {
-          write({ event: "slidegate.blocked_summary", tag: c.tag, tier: c.tier, blocked: c.requests, ...span });
+          write({ event: "slidegate.blocked_summary", tag: c.tag, tier: c.tier, blocked: c.requests, blockedForMs: c.blockedForMs ?? null, ...span });
         } else {
           write({ event: "slidegate.denied_summary", tag: c.tag, tier: c.tier, denied: c.requests, rules: Object.fromEntries(c.rules), ...span });
         }
       }
-      if (other.denied.requests > 0) write({ event: "slidegate.denied_summary", other: true, identities: other.denied.identities, denied: other.denied.requests, ...span });
-      if (other.blocked.requests > 0) write({ event: "slidegate.blocked_summary", other: true, identities: other.blocked.identities, blocked: other.blocked.requests, ...span });
+      if (other.denied > 0) write({ event: "slidegate.denied_summary", other: true, denied: other.denied, ...span });
+      if (other.blocked > 0) write({ event: "slidegate.blocked_summary", other: true, blocked: other.blocked, ...span });
       counts = new Map();
-      other.denied = { requests: 0, identities: 0 };
-      other.blocked = { requests: 0, identities: 0 };
+      other.denied = 0;
+      other.blocked = 0;
       // pairs whose window has passed would be written in full again anyway: forget them
       const at = now();
       for (const [pair, until] of quiet) if (until <= at) quiet.delete(pair);

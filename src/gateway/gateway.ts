@@ -107,10 +107,19 @@ export function createGate(options: GateOptions): Gate {
       safeLog("warn", line);
       // the summaries carry the exact counts: one data point per identity (and one for the rest), weighted by them
       if (line.event === "slidegate.denied_summary") {
-        const rules = Object.keys((line.rules as Record<string, number> | undefined) ?? {});
+        // in one spelling whichever rule denied first (the per-rule counts are in the line)
+        const rules = Object.keys((line.rules as Record<string, number> | undefined) ?? {}).sort();
         record({ outcome: "denied", tier: String(line.tier ?? ""), rules, tag: String(line.tag ?? ""), count: Number(line.denied) });
       } else if (line.event === "slidegate.blocked_summary") {
-        record({ outcome: "blocked", tier: String(line.tier ?? ""), rules: [], tag: String(line.tag ?? ""), count: Number(line.blocked) });
+        const left = line.blockedForMs;
+        record({
+          outcome: "blocked",
+          tier: String(line.tier ?? ""),
+          rules: [],
+          tag: String(line.tag ?? ""),
+          count: Number(line.blocked),
+          retryAfterMs: typeof left === "number" ? left : undefined,
+        });
       }
     },
   });

@@ -89,6 +89,15 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
   app.get("/v1/users", handler("users"));
   app.delete("/v1/users/:id", handler("delete-user"));
   app.get("/v1/socket", handler("socket-without-upgrade"));
+  // an answer with many headers the gate must drop (its own names), two cookies and a body
+  app.get("/v1/many-headers", () => {
+    count("many-headers");
+    const headers = new Headers({ "x-kept": "yes", "content-type": "text/plain" });
+    for (let i = 0; i < 40; i++) headers.append(`x-slidegate-forged-${i}`, "1");
+    headers.append("set-cookie", "a=1; Path=/");
+    headers.append("set-cookie", "b=2, with a comma; Path=/");
+    return new Response("the body", { status: 201, statusText: "Made", headers });
+  });
   app.all("*", handler("echo"));
 
   const server = createServer(async (req: IncomingMessage, res) => {
@@ -105,7 +114,10 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
     headers.set("x-origin-body-bytes", String(body.length));
     const method = req.method ?? "GET";
     const response = await app.fetch(new Request(`http://origin${req.url ?? "/"}`, { method, headers, body: method === "GET" || method === "HEAD" ? undefined : body }));
-    res.writeHead(response.status, Object.fromEntries(response.headers) as OutgoingHttpHeaders);
+    // each Set-Cookie as its own field (an object of entries would keep only the last)
+    const out: OutgoingHttpHeaders = Object.fromEntries(response.headers);
+    if (response.headers.has("set-cookie")) out["set-cookie"] = response.headers.getSetCookie();
+    res.writeHead(response.status, response.statusText, out);
     res.end(Buffer.from(await response.arrayBuffer()));
   });
 

@@ -53,6 +53,19 @@ describe("GET and HEAD with a body or a Content-Length", () => {
   });
 });
 
+describe("an origin's answer with many headers to drop", () => {
+  it("keeps the status, the body, both cookies and the other headers, and drops only the gate's own names", async () => {
+    const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, { target: "/v1/many-headers", headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(201);
+    expect(res.body).toBe("the body");
+    expect(res.headers["x-kept"]).toBe("yes");
+    expect(res.headers["set-cookie"]).toEqual(["a=1; Path=/", "b=2, with a comma; Path=/"]);
+    expect(Object.keys(res.headers).filter((h) => h.startsWith("x-slidegate-forged"))).toEqual([]);
+    expect(res.headers["x-ratelimit-remaining"]).toBe("9");
+  });
+});
+
 describe("WebSocket upgrades", () => {
   let base: string;
   beforeAll(async () => {

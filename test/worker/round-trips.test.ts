@@ -81,6 +81,10 @@ describe("round trips per decision", () => {
     expect(summaries.map((l) => l.line.blocked)).toEqual([200]);
     const blockedPoints = points.filter((p) => p.blobs![0] === "blocked");
     expect(blockedPoints.map((p) => p.doubles![2])).toEqual([200]);
+    // with what was left of the block at its latest request (600 s, less the minute the clock moved on… at most)
+    expect(blockedPoints[0]!.doubles![1]).toBeGreaterThan(500_000);
+    expect(blockedPoints[0]!.doubles![1]).toBeLessThanOrEqual(600_000);
+    expect(summaries[0]!.line.blockedForMs).toBe(blockedPoints[0]!.doubles![1]);
     // an unblock reaches the isolate that served it at once
     await gate(new Request("https://gate.example/__slidegate/unblock", { method: "POST", body: JSON.stringify({ ip }), headers: { authorization: "Bearer blocks-admin" } }));
     expect(await statuses(gate, 1, "/", { ip })).toEqual([200]);
