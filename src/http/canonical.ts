@@ -140,9 +140,19 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const path = normaliseSegments(escaped.path);
   const forms = new Set<string>();
   const decoded = decodeAll(path);
+  // Each form and variant is worked out once: for most paths the decoded forms and the one
+  // without parameters are the path itself (normalising is idempotent), and a long path not
+  // remembered by the memo costs a few passes, not thirty.
+  const seen = new Set<string>();
   // decoded twice too, for a stack where a proxy and the application each decode once
-  for (const form of [path, decoded, normaliseSegments(decodeAll(decoded))]) {
-    for (const variant of [form, normaliseSegments(withoutParams(form))]) {
+  const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
+  for (const form of [path, decoded, twice]) {
+    if (seen.has(form)) continue;
+    seen.add(form);
+    const unparameterised = form === path && !form.includes(";") ? form : normaliseSegments(withoutParams(form));
+    for (const variant of [form, unparameterised]) {
+      if (variant !== form && seen.has(variant)) continue;
+      seen.add(variant);
       const bare = withoutTrailingSlash(variant);
       for (const v of [variant, normaliseSegments(withoutDots(bare)), normaliseSegments(withoutFormat(bare))]) {
         const plain = withoutTrailingSlash(v);
