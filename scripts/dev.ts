@@ -163,6 +163,8 @@ const gatePort = (await isListening(wantedPort)) ? await freePort() : wantedPort
 const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const inspectorPort = await freePort();
 say(`• Gate: starting wrangler dev on 127.0.0.1:${gatePort} …`);
+// npm run keys (and the README's examples) default to 8787
+if (gatePort !== 8787) say(`  (not 8787, which is taken: for npm run keys, export SLIDEGATE_URL=http://127.0.0.1:${gatePort})`);
 const child = spawn(
   process.execPath,
   [wrangler, "dev", "--ip", "127.0.0.1", "--port", String(gatePort), "--inspector-port", String(inspectorPort), "--env-file", envFile, "--show-interactive-dev-session=false"],

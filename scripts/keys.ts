@@ -17,8 +17,9 @@
  * <key> "-" reads the raw key from standard input, so it stays out of the command line (shell
  * history, `ps`, npm's own log). A CSV has a header line naming its columns: `hash` (or
  * `key`), `tier`, `label`, `disabled` (true/false/1/0), each at most once and no other; a
- * JSON file is an array of entries as the admin API takes them. A file is checked whole before
- * anything is sent: a bad line is named, and nothing is imported.
+ * JSON file is an array of entries as the admin API takes them. A file is checked whole
+ * before anything is imported (here, then by the gate, batch by batch, writing nothing): a bad
+ * line is named, and nothing is imported.
  * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done, 1 the gate
  * refused or failed (nothing after the failing batch was sent), 2 a wrong command line or file.
  */
@@ -56,6 +57,7 @@ const { values, positionals } = (() => {
         clear: { type: "boolean" },
         cursor: { type: "string" },
         all: { type: "boolean" },
+        help: { type: "boolean", short: "h" },
       },
     });
   } catch (e) {
@@ -63,6 +65,14 @@ const { values, positionals } = (() => {
     process.exit(2);
   }
 })();
+
+// --help: this file's own opening comment, which is the usage
+if (values.help) {
+  const source = readFileSync(new URL(import.meta.url), "utf8");
+  const usage = /\/\*\*\n([\s\S]*?)\*\//.exec(source)?.[1] ?? "";
+  console.log(usage.replace(/^ \* ?/gm, "").trim());
+  process.exit(0);
+}
 
 const base = (process.env.SLIDEGATE_URL ?? "http://127.0.0.1:8787").replace(/\/$/, "");
 const token = process.env.ADMIN_TOKEN;
@@ -299,6 +309,21 @@ async function main(): Promise<unknown> {
 async function importFile(path: string | undefined): Promise<unknown> {
   if (!path) throw new UsageError("name the file: import <file.csv | file.json>");
   const entries = readEntries(path);
+  // the gate checks every batch first (tiers, rules, hashes: what only it knows), writing nothing
+  for (let i = 0; i < entries.length; i += IMPORT_BATCH) {
+    const batch = entries.slice(i, i + IMPORT_BATCH);
+    let answer: Record<string, unknown>;
+    try {
+      answer = await call("keys/import", { entries: batch.map((e) => e.entry), check: true });
+    } catch (e) {
+      if (!(e instanceof RefusedError && e.message.startsWith("400 "))) throw e;
+      const entry = /entries\[(\d+)\]/.exec(e.message);
+      const where = entry ? ` (${batch[Number(entry[1])]?.at ?? `entry ${i + Number(entry[1]) + 1}`})` : "";
+      throw new UsageError(`${path}${where}: ${e.message}`);
+    }
+    if (answer.checked !== batch.length)
+      throw new RefusedError(`${base} answered ${JSON.stringify(answer).slice(0, 200)} to a check of ${batch.length} entries (is it a slidegate gate of this version?)`);
+  }
   let imported = 0;
   let sending: string | undefined;
   // Ctrl-C: what has landed, and that running the file again is safe (an import merges)

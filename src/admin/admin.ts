@@ -303,6 +303,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         if (errors.length) {
           return badRequest(`Nothing was imported: ${errors.slice(0, 20).join("; ")}${errors.length > 20 ? `; and ${errors.length - 20} more` : ""}`);
         }
+        // checked only, nothing written: a client checks a whole file, batch by batch, before it imports any of it
+        if (body.check === true) return json({ checked: items.length });
         await registry.mergeMany(items);
         for (const { identity } of items) options.forget?.(identity.tag);
         return json({ imported: items.length });

@@ -120,6 +120,17 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-csv-8").json).toMatchObject({ tier: "paid", label: "Plain", disabled: false });
   }, 60_000);
 
+  it("has the gate check every batch of a file before it imports any: a bad line after the first thousand imports nothing", async () => {
+    const lines = ["key,tier"];
+    for (let i = 0; i < 1000; i++) lines.push(`sk-checked-${i},paid`);
+    lines.push("sk-checked-bad,platinum");
+    writeFileSync(join(dir, "late-bad.csv"), `${lines.join("\n")}\n`);
+    const r = run(`node scripts/keys.ts import ${join(dir, "late-bad.csv")}`);
+    expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/late-bad\.csv \(line 1002\): 400 .*"platinum" is not a tier/)]);
+    expect(r.stderr).not.toMatch(/^imported/m);
+    expect(run("node scripts/keys.ts show sk-checked-0").code).toBe(1);
+  }, 60_000);
+
   it("names a JSON file it cannot read or parse without quoting it (it may hold raw keys)", () => {
     writeFileSync(join(dir, "broken.json"), '[{"key":"sk-json-secret","tier":"paid"},]');
     const broken = run(`node scripts/keys.ts import ${join(dir, "broken.json")}`);
@@ -170,6 +181,12 @@ describe("npm run keys, as the README shows it", () => {
     }
   });
 
+  it("lists its verbs and options with --help, without needing a gate or a token", () => {
+    const help = run("npm run --silent keys -- --help", { ADMIN_TOKEN: "", SLIDEGATE_URL: "http://127.0.0.1:9" });
+    expect(help.code).toBe(0);
+    for (const verb of ["show", "set", "tier", "override", "disable", "enable", "delete", "list", "import", "SLIDEGATE_TIMEOUT_MS"]) expect(help.stdout).toContain(verb);
+  });
+
   it("exits 2 for a wrong command line and 1 when the gate refuses, saying why", () => {
     expect(run("npm run keys -- frobnicate").code).toBe(2);
     expect(run("npm run keys -- show").code).toBe(2);
@@ -184,7 +201,7 @@ describe("npm run keys, as the README shows it", () => {
     expect(missing.stderr).toMatch(/404/);
     writeFileSync(join(dir, "bad.csv"), "hash,tier\nnot-a-hash,free\n");
     const bad = run(`npm run keys -- import ${join(dir, "bad.csv")}`);
-    expect(bad.code).toBe(1);
-    expect(bad.stderr).toMatch(/bad\.csv line 2 to line 2 \(entries 1–1; 0 imported before them, none after\): 400 .*"hash" must be the SHA-256/);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/bad\.csv \(line 2\): 400 .*"hash" must be the SHA-256/);
   }, 60_000);
 });
