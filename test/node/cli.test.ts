@@ -31,6 +31,24 @@ describe("npm run check-config", () => {
       return run("scripts/check-config.ts", [file]).stdout;
     };
     expect(withFloor([{ name: "floor", limit: 1000, window: "60s" }])).not.toContain("⚠");
+    // what the gate will do, all of it: address rules, shadow rules, path globs as written, the lists
+    writeFileSync(
+      file,
+      JSON.stringify({
+        identity: { header: "x-api-key" },
+        rules: [
+          { name: "minute", limit: 100, window: "60s", path: "/v1/*", methods: ["GET"] },
+          { name: "trial", limit: 5, window: "60s", shadow: true },
+        ],
+        addressRules: [{ name: "floor", limit: 1000, window: "60s" }],
+        deny: { ips: ["192.0.2.0/24"] },
+      }),
+    );
+    const described = run("scripts/check-config.ts", [file]).stdout;
+    expect(described).toContain("minute: 100 per 1m per x-api-key, else per client IP on GET /v1/*");
+    expect(described).toMatch(/trial: 5 per 1m .*\(shadow: reported, never enforced/);
+    expect(described).toContain("address/floor: 1000 per 1m per client address, whatever its key");
+    expect(described).toContain("deny list: 1 IP entry");
     // a glob that every path matches is a floor too
     expect(withFloor([{ name: "floor", limit: 1000, window: "60s", path: "/*" }])).not.toContain("⚠");
     expect(withFloor([{ name: "floor", limit: 1000, window: "60s", path: "/**" }])).not.toContain("⚠");
