@@ -467,6 +467,13 @@ describe("key registry at scale", () => {
     expect((await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"))).toEqual([]);
   });
 
+  it('checks an import without writing it when asked to ("check": true): a client checks a whole file first', async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/import", { entries: [{ key: "sk-only-checked", tier: "paid" }, { key: "sk-also-checked" }], check: true })).body).toEqual({ checked: 2 });
+    expect((await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"))).toEqual([]);
+    expect((await admin(a, "keys/import", { entries: [{ key: "sk-bad", tier: "platinum" }], check: true })).status).toBe(400);
+  });
+
   it("refuses a whole import that holds a bad entry, naming it, and writes none of it", async () => {
     const { a, prefix } = fleet();
     const res = await admin(a, "keys/import", { entries: [{ key: "fine", tier: "paid" }, { key: "bad", tier: "platinum" }, { tier: "free" }] });
