@@ -16,7 +16,20 @@ import { FIGURES_DEFAULTS, field, figureKeys, LATENCY_BUCKETS_MS } from "../gate
  * report.totals.decisions.admitted; // every admitted request of the last hour, fleet-wide
  */
 
-export const OUTCOMES = ["admitted", "denied", "shadow-denied", "blocked", "failed-open", "failed-closed", "allowlisted", "denylisted", "unknown-key", "disabled-key"] as const;
+export const OUTCOMES = [
+  "admitted",
+  "denied",
+  "shadow-denied",
+  "blocked",
+  "failed-open",
+  "failed-closed",
+  "allowlisted",
+  "denylisted",
+  "unknown-key",
+  "disabled-key",
+  "ambiguous-key",
+  "key-required",
+] as const;
 /** How far back "refused now" looks. */
 export const TOP_MINUTES = 10;
 const TOP_LISTED = 20;

@@ -157,6 +157,25 @@ describe("denial log", () => {
     expect(lines[0]).toEqual({ event: "slidegate.blocked", tag: "iBad", tier: "t", blockedForMs: 60_000 });
   });
 
+  it("counts requests turned away before any rule without a line each: a summary per identity and reason, the rest per reason in 'other'", async () => {
+    const { clock, lines, log } = setup({ maxSummaries: 2 });
+    for (let i = 0; i < 3000; i++) log.record({ outcome: "key-required", tag: "iNoKey", tier: "t", rules: [] });
+    for (let i = 0; i < 40; i++) log.record({ outcome: "ambiguous-key", tag: "iTwoKeys", tier: "t", rules: [] });
+    // invented keys: each a new identity, refused once
+    for (let i = 0; i < 30; i++) log.record({ outcome: "unknown-key", tag: `kInvented${i}`, tier: "t", rules: [] });
+    log.record({ outcome: "denylisted", tag: "iListed", tier: "t", rules: [] });
+    expect(lines).toEqual([]);
+    clock.ms += 10_000;
+    expect(log.due()).toBe(true);
+    await log.flush();
+    expect(lines.map(({ from, to, ...l }) => l)).toEqual([
+      { event: "slidegate.refused_summary", reason: "key-required", tag: "iNoKey", tier: "t", refused: 3000 },
+      { event: "slidegate.refused_summary", reason: "ambiguous-key", tag: "iTwoKeys", tier: "t", refused: 40 },
+      { event: "slidegate.refused_summary", reason: "unknown-key", other: true, refused: 30 },
+      { event: "slidegate.refused_summary", reason: "denylisted", other: true, refused: 1 },
+    ]);
+  });
+
   it("forgets, at a flush, identities whose window has passed", async () => {
     const { clock, log } = setup();
     for (let id = 0; id < 20; id++) log.record({ tag: `i${id}`, tier: "t", rules: [MINUTE] });

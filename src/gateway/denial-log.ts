@@ -1,11 +1,13 @@
 /**
  * Refusals logged per identity, not per request: under a flood of callers who are over their
- * limit (denied) or blocked by the operator, the log grows with the number of identities, not
- * with the number of requests.
+ * limit (denied), blocked by the operator, or turned away before any rule (the deny list, an
+ * API key missing, repeated, unknown or disabled), the log grows with the number of
+ * identities, not with the number of requests.
  *
  * - The first denial of an identity by a rule is written in full; further denials of that
  *   identity by that rule are only counted until the rule's window has passed since that line.
- *   A blocked identity is written in full once per interval.
+ *   A blocked identity is written in full once per interval. A request turned away before any
+ *   rule is only counted: its answer (400, 401 or 403) says all there is to say.
  * - Every `intervalMs` (when the caller asks: `due()`, then `flush()`), one summary line per
  *   identity carries the exact number of its requests refused since the last summary, the ones
  *   written in full included, and for a denial how many of them each rule denied (a request
@@ -25,7 +27,9 @@
  *   { event: "slidegate.blocked", tag, tier, ...detail }
  *   { event: "slidegate.denied_summary", tag, tier, denied, rules: { name: count }, from, to }
  *   { event: "slidegate.blocked_summary", tag, tier, blocked, blockedForMs, from, to }
+ *   { event: "slidegate.refused_summary", reason, tag, tier, refused, from, to }
  *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, denied | blocked, from, to }
+ *   { event: "slidegate.refused_summary", other: true, reason, refused, from, to }
  * `from` and `to` (ISO 8601) span the refusals a flush counts.
  *
  * @example
@@ -42,10 +46,13 @@ export interface DeniedRule {
   windowMs: number;
 }
 
-export type Refusal = "denied" | "blocked";
+/** Turned away before any rule: the deny list, or the API key (none where one is required, sent twice, unknown, disabled). */
+export type TurnedAway = "denylisted" | "ambiguous-key" | "key-required" | "unknown-key" | "disabled-key";
+
+export type Refusal = "denied" | "blocked" | TurnedAway;
 
 export interface Denial {
-  /** "denied" (by rules: the default) or "blocked" (by the operator) */
+  /** "denied" (by rules: the default), "blocked" (by the operator), or turned away before any rule */
   outcome?: Refusal;
   /** the identity's hashed tag (never a raw key or IP) */
   tag: string;
@@ -94,6 +101,13 @@ interface Count {
   blockedForMs?: number | null;
 }
 
+/** A summary line: the count under the outcome's own name. */
+function summary(outcome: Refusal, requests: number, fields: Record<string, unknown>): Record<string, unknown> {
+  if (outcome === "denied") return { event: "slidegate.denied_summary", ...fields, denied: requests };
+  if (outcome === "blocked") return { event: "slidegate.blocked_summary", ...fields, blocked: requests };
+  return { event: "slidegate.refused_summary", reason: outcome, ...fields, refused: requests };
+}
+
 export function createDenialLog(options: DenialLogOptions): DenialLog {
   const { write } = options;
   const now = options.now ?? Date.now;
@@ -105,18 +119,19 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
   /** identity → refusals since the last summary */
   let counts = new Map<string, Count>();
   /** per outcome: refusals counted without a name */
-  const other = { denied: 0, blocked: 0 };
+  const other = new Map<Refusal, number>();
+  const countOther = (outcome: Refusal, requests: number) => other.set(outcome, (other.get(outcome) ?? 0) + requests);
   let from = 0;
   let to = 0;
 
   const iso = (ms: number) => new Date(ms).toISOString();
-  const empty = () => counts.size === 0 && other.denied === 0 && other.blocked === 0;
+  const empty = () => counts.size === 0 && other.size === 0;
 
   /** Room for a new identity: the half refused least so far (the older first among equals) is counted as other. */
   function makeRoom() {
     const ranked = [...counts.entries()].sort((a, b) => a[1].requests - b[1].requests);
     const dropped = ranked.slice(0, Math.floor(cap / 2));
-    for (const [, c] of dropped) other[c.outcome] += c.requests;
+    for (const [, c] of dropped) countOther(c.outcome, c.requests);
     const kept = new Set(ranked.slice(dropped.length).map(([key]) => key));
     counts = new Map([...counts].filter(([key]) => kept.has(key)));
   }
@@ -150,6 +165,7 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
         if (writeInFull(key, intervalMs, at)) write({ ...detail, event: "slidegate.blocked", tag, tier });
         return;
       }
+      if (outcome !== "denied") return;
       let full = false;
       // a denial that names no rule is still written, under the rule ""
       for (const { name, windowMs } of rules.length ? rules : [{ name: "", windowMs: 0 }]) {
@@ -167,19 +183,14 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       // the most refused first; past maxSummaries, counted without a name
       const ranked = [...counts.values()].sort((a, b) => b.requests - a.requests);
       for (const [i, c] of ranked.entries()) {
-        if (i >= maxSummaries) {
-          other[c.outcome] += c.requests;
-        } else if (c.outcome === "blocked") {
-          write({ event: "slidegate.blocked_summary", tag: c.tag, tier: c.tier, blocked: c.requests, blockedForMs: c.blockedForMs ?? null, ...span });
-        } else {
-          write({ event: "slidegate.denied_summary", tag: c.tag, tier: c.tier, denied: c.requests, rules: Object.fromEntries(c.rules), ...span });
-        }
+        if (i >= maxSummaries) countOther(c.outcome, c.requests);
+        else if (c.outcome === "denied") write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, rules: Object.fromEntries(c.rules), ...span }));
+        else if (c.outcome === "blocked") write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, blockedForMs: c.blockedForMs ?? null, ...span }));
+        else write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, ...span }));
       }
-      if (other.denied > 0) write({ event: "slidegate.denied_summary", other: true, denied: other.denied, ...span });
-      if (other.blocked > 0) write({ event: "slidegate.blocked_summary", other: true, blocked: other.blocked, ...span });
+      for (const [outcome, requests] of other) write(summary(outcome, requests, { other: true, ...span }));
       counts = new Map();
-      other.denied = 0;
-      other.blocked = 0;
+      other.clear();
       // pairs whose window has passed would be written in full again anyway: forget them
       const at = now();
       for (const [pair, until] of quiet) if (until <= at) quiet.delete(pair);

@@ -5,7 +5,7 @@ import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
-import { createDenialLog } from "./denial-log.ts";
+import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
 import { createForwarder } from "./proxy.ts";
@@ -105,21 +105,18 @@ export function createGate(options: GateOptions): Gate {
     now: options.now,
     write: (line) => {
       safeLog("warn", line);
-      // the summaries carry the exact counts: one data point per identity (and one for the rest), weighted by them
+      // the summaries carry the exact counts: one data point per identity (and one per outcome for the rest), weighted by them
+      const count = Number(line.denied ?? line.blocked ?? line.refused);
+      const point = { tier: String(line.tier ?? ""), tag: String(line.tag ?? ""), count };
       if (line.event === "slidegate.denied_summary") {
         // in one spelling whichever rule denied first (the per-rule counts are in the line)
         const rules = Object.keys((line.rules as Record<string, number> | undefined) ?? {}).sort();
-        record({ outcome: "denied", tier: String(line.tier ?? ""), rules, tag: String(line.tag ?? ""), count: Number(line.denied) });
+        record({ ...point, outcome: "denied", rules });
       } else if (line.event === "slidegate.blocked_summary") {
         const left = line.blockedForMs;
-        record({
-          outcome: "blocked",
-          tier: String(line.tier ?? ""),
-          rules: [],
-          tag: String(line.tag ?? ""),
-          count: Number(line.blocked),
-          retryAfterMs: typeof left === "number" ? left : undefined,
-        });
+        record({ ...point, outcome: "blocked", rules: [], retryAfterMs: typeof left === "number" ? left : undefined });
+      } else if (line.event === "slidegate.refused_summary") {
+        record({ ...point, outcome: line.reason as TurnedAway, rules: [] });
       }
     },
   });
@@ -186,10 +183,10 @@ export function createGate(options: GateOptions): Gate {
       identity: { tag },
     } = step.caller;
     const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) => record({ outcome, tier, rules, tag, ...extra });
-    if (step.kind === "denylisted") return point("denylisted");
     if (step.kind === "allowlisted") return point("allowlisted");
-    if (step.kind === "unknown-key" || step.kind === "disabled-key") return point(step.kind);
-    if (step.kind !== "decided") return;
+    if (step.kind === "no-rule") return;
+    // turned away before any rule: counted per identity, a data point per summary
+    if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag, tier, rules: [] });
     const { verdict, rules } = step;
     switch (verdict.kind) {
       case "failed": {

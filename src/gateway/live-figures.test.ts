@@ -73,6 +73,25 @@ describe("live figures", () => {
     expect(figures.minutes.at(-1)!.decisions.admitted).toBe(57);
   });
 
+  it("counts requests turned away before any rule under their own outcome, and a request no rule covers not at all", async () => {
+    const { isolate, read } = setup();
+    const figures = isolate();
+    const kinds = ["denylisted", "allowlisted", "ambiguous-key", "key-required", "unknown-key", "disabled-key"] as const;
+    for (const [i, kind] of kinds.entries()) for (let n = 0; n <= i; n++) figures.record({ kind, caller: caller() });
+    figures.record({ kind: "no-rule", caller: caller() });
+    await figures.flush();
+    const { decisions, all } = (await read()).totals;
+    expect(Object.fromEntries(kinds.map((k) => [k, decisions[k]]))).toEqual({
+      denylisted: 1,
+      allowlisted: 2,
+      "ambiguous-key": 3,
+      "key-required": 4,
+      "unknown-key": 5,
+      "disabled-key": 6,
+    });
+    expect(all).toBe(21);
+  });
+
   it("takes a batch out of memory before the call: decisions counted while it is in flight go in the next one, none twice", async () => {
     const { isolate, read } = setup();
     const figures = isolate();

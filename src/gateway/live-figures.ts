@@ -140,6 +140,8 @@ export function countedOf(step: Step): Counted | undefined {
     case "allowlisted":
     case "unknown-key":
     case "disabled-key":
+    case "ambiguous-key":
+    case "key-required":
       return { outcome: step.kind, tier, rules: [] };
     case "decided":
       break;

@@ -1,3 +1,5 @@
+import type { TurnedAway } from "./denial-log.ts";
+
 /**
  * One Workers Analytics Engine data point per decision, when a dataset is bound
  * (`SLIDEGATE_METRICS`). writeDataPoint queues the point and returns at once, so the
@@ -8,7 +10,7 @@
  * in ms, double3 how many requests the point stands for (1, or a denial summary's count);
  * index1 the identity's hashed tag (never the raw key or IP).
  */
-export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | "denylisted" | "unknown-key" | "disabled-key";
+export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | TurnedAway;
 
 export interface DataPoint {
   outcome: Outcome;

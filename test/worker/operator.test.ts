@@ -205,7 +205,7 @@ describe("admin API", () => {
 });
 
 describe("metrics", () => {
-  it("writes a data point per decision, and denials as a counted summary per identity and rule", async () => {
+  it("writes a data point per decision, and refusals (denied, denylisted) as a counted summary per identity", async () => {
     const { points, dataset } = recordingDataset();
     let clock = Date.UTC(2026, 10, 29, 12);
     const gate = makeGate(
@@ -215,17 +215,19 @@ describe("metrics", () => {
     await statuses(gate, 4, "/", { ip: "203.0.113.80" });
     await statuses(gate, 1, "/", { ip: "198.51.100.1" });
     await statuses(gate, 1, "/", { ip: "192.0.2.1" });
-    expect(outcomes(points)).toEqual(["admitted", "admitted", "denylisted", "allowlisted"]);
+    expect(outcomes(points)).toEqual(["admitted", "admitted", "allowlisted"]);
     expect(points[0]).toMatchObject({ blobs: ["admitted", "default", "m", "ip"], indexes: [expect.stringMatching(/^i[A-Za-z0-9_-]{22}$/)] });
     // Redis latency, ms: the slow shim holds every call slowShimMs, so that is a floor
     expect(points[0]!.doubles![0]).toBeGreaterThanOrEqual(services.slowShimMs);
     expect(points[0]!.doubles![2]).toBe(1); // one request
-    expect(points[2]!.doubles![0]).toBe(0); // a denylisted request never reaches Redis
-    // a minute on, the next request brings the summary: the two denials in one point
+    expect(points[2]!.doubles![0]).toBe(0); // an allowlisted request never reaches Redis
+    // a minute on, the next request brings the summaries: the two denials in one point, the denylisted request in another
     clock += 61_000;
     await statuses(gate, 1, "/", { ip: "192.0.2.1" });
     const denied = points.filter((p) => p.blobs![0] === "denied");
     expect(denied).toEqual([expect.objectContaining({ blobs: ["denied", "default", "m", "ip"], doubles: [0, 0, 2], indexes: [points[0]!.indexes![0]] })]);
+    const listed = points.filter((p) => p.blobs![0] === "denylisted");
+    expect(listed).toEqual([expect.objectContaining({ blobs: ["denylisted", "default", "", "ip"], doubles: [0, 0, 1] })]);
   });
 
   it("records failures as failed-open and failed-closed", async () => {
@@ -254,6 +256,45 @@ describe("metrics", () => {
     expect(await statuses(gate, 1)).toEqual([200]); // brings the denial summary
     expect(outcomes(written)).toEqual(["admitted", "admitted", "admitted", "denied"]);
     expect(gate.logs.filter((l) => l.level === "error")).toEqual([]);
+  });
+});
+
+describe("a flood of requests turned away before any rule", () => {
+  it("5,000 requests without a key, with two keys, with invented keys or from a listed address write no line each and a data point per identity and reason, counting every one", async () => {
+    const { points, dataset } = recordingDataset();
+    const clock = testClock();
+    const gate = makeGate(
+      {
+        clock: "edge",
+        identity: { header: "x-api-key", required: true, unknownKeys: "reject" },
+        tiers: { default: { rules: [{ name: "minute", limit: 100, window: "1m" }] } },
+        defaultTier: "default",
+        deny: { ips: ["198.51.100.7"] },
+      },
+      { metrics: dataset, now: clock.now },
+    );
+    const expected = { "key-required": 2000, "ambiguous-key": 1500, "unknown-key": 1000, denylisted: 500 };
+    const send = async (headers: Record<string, string>, ip: string, status: number) => {
+      const res = await gate(new Request("http://gate.test/", { headers: { "CF-Connecting-IP": ip, ...headers } }));
+      await res.body?.cancel();
+      expect(res.status).toBe(status);
+      clock.advance(10);
+    };
+    for (let i = 0; i < expected["key-required"]; i++) await send({}, "203.0.113.1", 401);
+    for (let i = 0; i < expected["ambiguous-key"]; i++) await send({ "x-api-key": "a, b" }, "203.0.113.2", 400);
+    for (let i = 0; i < expected["unknown-key"]; i++) await send({ "x-api-key": `invented-${i % 10}` }, "203.0.113.3", 401);
+    for (let i = 0; i < expected.denylisted; i++) await send({ "x-api-key": "whoever" }, "198.51.100.7", 403);
+    clock.advance(61_000);
+    await send({}, "203.0.113.1", 401); // brings the last summary
+
+    const summaries = gate.logs.filter((l) => l.line.event === "slidegate.refused_summary");
+    expect(gate.logs.length).toBe(summaries.length); // no line per request
+    // one summary per identity and reason per minute: 1 + 1 + 10 invented keys + 1, over the flood's two minutes at most
+    expect(summaries.length).toBeLessThanOrEqual(2 * 13 + 1);
+    const counted = (reason: string) => points.filter((p) => p.blobs![0] === reason).reduce((sum, p) => sum + p.doubles![2]!, 0);
+    expect(counted("key-required")).toBe(expected["key-required"] + 1);
+    for (const reason of ["ambiguous-key", "unknown-key", "denylisted"] as const) expect(counted(reason), reason).toBe(expected[reason]);
+    expect(points.length).toBe(summaries.length);
   });
 });
 
