@@ -92,6 +92,10 @@ describe("parseRateLimits", () => {
       }),
     ).toEqual(['RATE_LIMITS.rules[1].name: "d" is used twice']);
     expect(errorsOf({ rules: [{ name: "d", limit: 1, window: "367d" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.window: must be at most 366d/);
+    expect(errorsOf({ rules: [{ name: "d", limit: 1, window: "1s" }], denialCacheSize: 50_001 })[0]).toMatch(
+      /^RATE_LIMITS\.denialCacheSize: must be at most 50000: each entry takes about 0\.6 KB/,
+    );
+    expect(parseRateLimits({ rules: [{ name: "d", limit: 1, window: "1s" }], denialCacheSize: 50_000 }).ok).toBe(true);
   });
 
   it("refuses shapes that contradict themselves", () => {

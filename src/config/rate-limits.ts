@@ -111,6 +111,14 @@ const reservedName = (name: string) => `"${name}" is a name every JavaScript obj
 
 const int = (min: number, max: number) =>
   v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(min, `must be at least ${min}`), v.maxValue(max, `must be at most ${max}`));
+// An entry holds a decision, about 0.6 KB: the largest cache stays within a quarter of an
+// isolate's 128 MB, so a flood of distinct callers cannot run the Worker out of memory.
+const DENIAL_CACHE_SIZE = v.pipe(
+  v.number(),
+  v.integer("must be a whole number"),
+  v.minValue(0, "must be at least 0 (0 turns the cache off)"),
+  v.maxValue(50_000, "must be at most 50000: each entry takes about 0.6 KB of the isolate's 128 MB"),
+);
 // Names become part of Redis keys: keep them short and free of the key separator.
 const NAME = v.pipe(
   v.string(),
@@ -187,7 +195,7 @@ const schema = fields({
   shadow: v.optional(v.boolean()),
   fail: v.optional(FAIL),
   timeout: v.optional(TIMEOUT),
-  denialCacheSize: v.optional(int(0, 1_000_000)),
+  denialCacheSize: v.optional(DENIAL_CACHE_SIZE),
   denialCacheMaxAge: v.optional(duration(3_600_000, "1h")),
   clock: v.optional(v.picklist(["redis", "edge"], 'must be "redis" or "edge"')),
   ipv6Prefix: v.optional(int(48, 128)),
