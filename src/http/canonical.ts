@@ -8,8 +8,9 @@ import { memo } from "../memo.ts";
  * spelling an origin may route to one handler must count against the same rules.
  *
  * Two halves:
- * - the forwarded path: percent-encoded unreserved characters decoded and the remaining
- *   escapes upper-cased (RFC 3986 §6.2.2), runs of `/` merged, dot segments resolved. What the
+ * - the forwarded path: percent-encoded unreserved characters decoded, the remaining
+ *   escapes upper-cased (RFC 3986 §6.2.2) and a `%` that starts no escape written `%25`, runs
+ *   of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
  * - the match forms: the forwarded path as it is, fully decoded (once, and twice), with `;`
  *   parameters dropped, with a format suffix and trailing dots dropped (`/v1/users.json` and
@@ -54,8 +55,14 @@ function normaliseEscapes(path: string): { path: string } | { problem: string } 
     const c = path[i]!;
     if (c === "\\") return { problem: "a backslash" };
     if (c === "\0") return { problem: "a NUL character" };
-    if (c !== "%" || !/^[0-9A-Fa-f]{2}$/.test(path.slice(i + 1, i + 3))) {
+    if (c !== "%") {
       out += c;
+      continue;
+    }
+    if (!/^[0-9A-Fa-f]{2}$/.test(path.slice(i + 1, i + 3))) {
+      // a "%" that starts no escape is a literal one: left bare, the escapes decoded after it
+      // would make a new one ("%%32%46" would reach the origin as "%2F")
+      out += "%25";
       continue;
     }
     const hex = path.slice(i + 1, i + 3).toUpperCase();
@@ -193,8 +200,9 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
   const method = request.method.toUpperCase();
   const methods = new Set([method]);
   const overrides = OVERRIDE_HEADERS.map((h) => request.headers.get(h));
-  // url.searchParams is built on first use: a request without "method" in its query never builds it
-  if (/method/i.test(url.search)) for (const [name, value] of url.searchParams) if (phpName(name).toLowerCase() === "_method") overrides.push(value);
+  // url.searchParams is built on first use: a query that neither spells "method" nor holds an
+  // escape (which may spell it: "_%6Dethod") never builds it
+  if (/method|%/i.test(url.search)) for (const [name, value] of url.searchParams) if (phpName(name).toLowerCase() === "_method") overrides.push(value);
   for (const value of overrides) {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }

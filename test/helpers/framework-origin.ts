@@ -22,8 +22,8 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
  *   are trailing dots on any segment (IIS)
  * - HEAD served by the GET handler (Hono itself, like most frameworks)
- * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body (Hono's
- *   methodOverride middleware, as Rails, Laravel and Spring do)
+ * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body or the query,
+ *   its name decoded (Hono's methodOverride middleware, as Rails, Laravel and Spring do)
  *
  * Handlers answer JSON: which handler ran, the request line and headers as received, and how
  * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo.
@@ -72,6 +72,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
   const app = new Hono({ getPath: (request) => routedPath(request.url.slice(request.url.indexOf("/", "http://".length))) });
   app.use("*", methodOverride({ app, header: "X-HTTP-Method-Override" }));
   app.use("*", methodOverride({ app, form: "_method" }));
+  app.use("*", methodOverride({ app, query: "_method" }));
   const handler = (name: string) => (c: Context) => {
     count(name);
     const raw = c.req.raw;

@@ -196,11 +196,13 @@ describe("methods: HEAD and overridden methods count where their handler's metho
   it("a DELETE rule limits a POST that overrides its method to DELETE", async () => {
     const override: [string, string][] = [["x-http-method-override", "DELETE"]];
     expect(await handlerFor("/v1/users/7", { method: "POST", headers: override })).toBe("delete-user");
+    expect(await handlerFor("/v1/users/7?_%6Dethod=DELETE", { method: "POST", headers: [["content-length", "0"]] })).toBe("delete-user");
     const ip = freshIpv4();
     expect((await via(base, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
     const before = origin().hits("delete-user");
     expect((await via(base, "/v1/users/2", ip, { method: "POST", headers: override })).status).toBe(429);
     expect((await via(base, "/v1/users/3?_method=DELETE", ip, { method: "POST" })).status).toBe(429);
+    expect((await via(base, "/v1/users/4?_%6Dethod=DELETE", ip, { method: "POST", headers: [["content-length", "0"]] })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
   });
 });
