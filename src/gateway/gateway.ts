@@ -8,7 +8,7 @@ import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
-import { createForwarder } from "./proxy.ts";
+import { createForwarder, OriginError } from "./proxy.ts";
 
 export interface GateOptions {
   config: GateConfig;
@@ -65,11 +65,6 @@ async function discard(body: ReadableStream<Uint8Array>): Promise<void> {
 const defaultLog: NonNullable<GateOptions["log"]> = (level, line) => console[level](JSON.stringify(line));
 const names = (rules: readonly { name: string }[]) => rules.map((r) => r.name);
 const message = (error: unknown) => (error instanceof Error ? error.message : String(error));
-
-/** Thrown when the origin cannot be reached: the one failure that is a 502. */
-class OriginError extends Error {
-  override name = "OriginError";
-}
 
 /**
  * The gateway: the canonical request, the admin routes, then the request pipeline (caller,
@@ -166,13 +161,9 @@ export function createGate(options: GateOptions): Gate {
   }
 
   async function forward(outbound: Request, pending: { body: unknown }, extra: Readonly<HeaderFields>): Promise<Response> {
-    // the origin reads the body now; a GET's body, not forwarded, is still drained
+    // the origin reads the body now: the gate no longer drains it
     if (outbound.body) pending.body = null;
-    try {
-      return await toOrigin.send(outbound, extra);
-    } catch (error) {
-      throw new OriginError(message(error), { cause: error });
-    }
+    return await toOrigin.send(outbound, extra);
   }
 
   /** The log line and data point a step earns; a denial goes to the denial log instead of a line per request. */

@@ -18,6 +18,11 @@
 
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 
+/** The origin could not be reached, or answered what no response can carry: the one failure that is a 502. */
+export class OriginError extends Error {
+  override name = "OriginError";
+}
+
 /**
  * CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` and `X-Forwarded-For` as one
  * header: names are compared in that one spelling.
@@ -127,13 +132,13 @@ export function targetUrl(url: URL, path: string, origin: string | undefined): s
 export interface Forwarder {
   /**
    * The request to send to the origin: `path` (canonical) instead of the client's spelling,
-   * the body unless the method cannot carry one (a GET or HEAD body means nothing to an origin
-   * and fetch refuses it), and `clientIp` in the client address header.
+   * the body on any method, and `clientIp` in the client address header.
    */
   prepare(request: Request, canonical: { url: URL; path: string; clientIp?: string }): Request;
   /**
    * Sends `outbound`; `extra` headers (the rate-limit ones) replace any of the same name on
-   * the origin's answer. Throws only when the origin cannot be reached.
+   * the origin's answer. Throws `OriginError` when the origin cannot be reached or answers a
+   * status no response can carry.
    */
   send(outbound: Request, extra: Readonly<HeaderFields>): Promise<Response>;
 }
@@ -142,31 +147,41 @@ export interface Forwarder {
 export function createForwarder(options: ForwardOptions): Forwarder {
   const origin = options.origin?.href.replace(/\/$/, "");
   const clientIpHeader = options.clientIpHeader.toLowerCase();
-  const dropped = [oneSpelling(clientIpHeader), ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
-  // a body-less request's content-length would announce a body that is not sent
-  const drop = { withBody: new Set(dropped), bodyless: new Set([...dropped, "content-length"]) };
+  // Expect: the runtime's fetch hands an origin's "100 Continue" back as if it were the answer;
+  // the body is sent whole without waiting for it
+  const dropped = [oneSpelling(clientIpHeader), "expect", ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
+  const drop = new Set(dropped);
   const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));
 
   return {
     prepare(request, canonical) {
-      const bodyless = request.method === "GET" || request.method === "HEAD";
       const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
-      const dropped = notForwarded(request.headers, bodyless ? drop.bodyless : drop.withBody, upgrade, undefined, respelled);
+      const dropped = notForwarded(request.headers, drop, upgrade, undefined, respelled);
       const many = dropped.length > DELETE_ONE_BY_ONE;
+      const target = targetUrl(canonical.url, canonical.path, origin);
       // the runtime copies the headers once, into the request's own; then only names present are removed
-      const outbound = new Request(targetUrl(canonical.url, canonical.path, origin), {
-        method: request.method,
-        headers: many ? without(request.headers, dropped) : request.headers,
-        body: bodyless ? null : request.body,
-        redirect: "manual",
-      });
+      const headers = many ? without(request.headers, dropped) : request.headers;
+      // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
+      // constructor refuses one with such a method in its init, but takes it over from a
+      // request that has one
+      const outbound =
+        request.body !== null && (request.method === "GET" || request.method === "HEAD")
+          ? new Request(new Request(target, request), { headers, redirect: "manual" })
+          : new Request(target, { method: request.method, headers, body: request.body, redirect: "manual" });
       if (!many) for (const name of dropped) outbound.headers.delete(name);
       if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
       return outbound;
     },
 
     async send(outbound, extra) {
-      const upstream = await fetch(outbound);
+      let upstream: Response;
+      try {
+        upstream = await fetch(outbound);
+      } catch (error) {
+        throw new OriginError(error instanceof Error ? error.message : String(error), { cause: error });
+      }
+      // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
+      if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
       // the gate's own headers (a fail-open mark, shadow reports) are the gate's to write
       const dropped = notForwarded(upstream.headers, NONE, false, "x-slidegate-");

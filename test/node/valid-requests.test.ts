@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { type AddressInfo, createServer } from "node:net";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
 import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
@@ -24,13 +25,14 @@ describe("GET and HEAD with a body or a Content-Length", () => {
     ["GET", [["transfer-encoding", "chunked"]], "a chunked body"],
     ["HEAD", [["content-length", "0"]], undefined],
     ["HEAD", [["content-length", "5"]], "hello"],
-  ] as [string, [string, string][], string | undefined][])("%s with %j reaches the origin without the body, charged once", async (method, headers, body) => {
+  ] as [string, [string, string][], string | undefined][])("%s with %j reaches the origin with its body, charged once", async (method, headers, body) => {
     const ip = freshIp();
     const res = await rawRequest(base, { method, target: "/v1/users", headers: [["cf-connecting-ip", ip], ...headers], body });
     expect(res.status).toBe(200);
     expect(res.headers["x-handler"]).toBe("users");
     expect(res.headers["x-ratelimit-remaining"]).toBe("9");
-    if (method === "GET") expect((JSON.parse(res.body) as Echo).bodyBytes).toBe(0);
+    // what the origin would read sent directly: a search query in a GET body, say
+    if (method === "GET") expect((JSON.parse(res.body) as Echo).bodyBytes).toBe(body?.length ?? 0);
     // the next request of the same caller sees exactly one unit spent before it
     const after = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", ip]] });
     expect(after.headers["x-ratelimit-remaining"]).toBe("8");
@@ -49,6 +51,46 @@ describe("GET and HEAD with a body or a Content-Length", () => {
       });
       expect(res.status, method).toBe(200);
       expect((JSON.parse(res.body) as Echo).bodyBytes, method).toBe(7);
+    }
+  });
+});
+
+describe("an upload that expects 100 Continue", () => {
+  it("reaches the origin whole and gets the origin's answer, as it would sent directly", async () => {
+    const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const payload = "x".repeat(64 * 1024);
+    const res = await rawRequest(base, {
+      method: "POST",
+      target: "/upload",
+      headers: [
+        ["cf-connecting-ip", freshIp()],
+        ["content-length", String(payload.length)],
+        ["expect", "100-continue"],
+      ],
+      body: payload,
+    });
+    expect(res.status).toBe(200);
+    expect((JSON.parse(res.body) as Echo).bodyBytes).toBe(payload.length);
+  });
+});
+
+describe("an origin that answers a status no response can carry", () => {
+  it.each([[103], [600]])("answers %i as a 502 from the origin, logged as the origin's, not as a failure of the gate", async (status) => {
+    // an origin of raw sockets: a framework would not write these
+    const server = createServer((socket) => {
+      socket.once("data", () => socket.end(`HTTP/1.1 ${status} Odd\r\nContent-Length: 0\r\n\r\n`));
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    try {
+      const logs: string[] = [];
+      const { port } = server.address() as AddressInfo;
+      const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${port}` }, (line) => logs.push(line));
+      const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", freshIp()]] });
+      expect(res.status).toBe(502);
+      await vi.waitFor(() => expect(logs.join("\n")).toContain("slidegate.upstream_error"), { timeout: 10_000 });
+      expect(logs.join("\n")).not.toContain("slidegate.internal_error");
+    } finally {
+      server.close();
     }
   });
 });
