@@ -72,8 +72,22 @@ describe("parseRateLimits", () => {
     const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path: "/v1/*.json", methods: ["post"] }] });
     const rule = r.ok ? r.config.tiers.get("default")![0]! : undefined;
     expect(rule?.path?.test("/v1/a/b.json")).toBe(true);
-    expect(rule?.path?.test("/v1/ajson")).toBe(false);
+    expect(rule?.path?.test("/v2/a.json")).toBe(false);
     expect(rule?.methods?.has("POST")).toBe(true);
+  });
+
+  it("matches a glob written with a format suffix or ; parameters also without them, as a lenient origin routes", () => {
+    const pathOf = (path: string) => {
+      const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path }] });
+      return r.ok ? r.config.tiers.get("default")![0]!.path! : undefined;
+    };
+    expect(pathOf("/v1/users.json")?.test("/v1/users")).toBe(true);
+    expect(pathOf("/v1/users.json")?.test("/v1/users.json")).toBe(true);
+    expect(pathOf("/v1/users.json")?.test("/v1/user")).toBe(false);
+    expect(pathOf("/v1/*.json")?.test("/v1/ajson")).toBe(true); // "/v1/ajson.json" is its handler too
+    expect(pathOf("/a;v=1/*")?.test("/a/b")).toBe(true);
+    // a glob with none of them is one pattern, as written
+    expect(pathOf("/v1/*")?.source).toBe("^/v1/.*$");
   });
 
   it("names the field and the problem for each error", () => {

@@ -310,6 +310,20 @@ export function pathPattern(glob: string, caseSensitive: boolean): PathPattern {
   };
 }
 
+/**
+ * A rule's glob matched in the forms a request is matched in: a lenient origin that routes
+ * `/v1/users.xml` and `/v1/users` to the handler of `/v1/users.json` routes them whatever the
+ * rule spells, so a rule on `/v1/users.json` covers them too. Its forms are the glob's own
+ * match forms, less the trailing-slash variants that every request's forms hold already; for
+ * a glob without a suffix, `;` parameter or escape that is the glob alone, one pattern.
+ */
+function globPattern(glob: string, caseSensitive: boolean): PathPattern {
+  const own = canonicalPath(glob) as { matchOn: readonly string[] };
+  const patterns = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/")).map((form) => pathPattern(form, caseSensitive));
+  if (patterns.length === 1) return patterns[0]!;
+  return { source: patterns.map((p) => p.source).join("|"), test: (path) => patterns.some((p) => p.test(path)) };
+}
+
 function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: boolean, caseSensitive: boolean): Rule {
   // the glob in the same canonical form as the requests it is matched against ("//v1/%75sers" is "/v1/users")
   const glob = r.path === undefined ? undefined : (canonicalPath(r.path) as { path: string }).path;
@@ -318,7 +332,7 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
     limit: r.limit,
     windowMs: r.window,
     cost: r.cost ?? 1,
-    path: glob === undefined ? undefined : pathPattern(glob, caseSensitive),
+    path: glob === undefined ? undefined : globPattern(glob, caseSensitive),
     glob,
     methods: r.methods && new Set(r.methods.map((m) => m.toUpperCase())),
     fail: r.fail ?? fail,

@@ -160,6 +160,17 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect(origin().hits("users") - before).toBe(2);
   });
 
+  it("a rule written with a format suffix covers the path without it and with any other suffix, which the origin routes alike", async () => {
+    const suffixed = await gate({ rules: [{ name: "json", limit: 1, window: "10m", path: "/v1/users.json" }] });
+    const spellings = ["/v1/users", "/v1/users.xml", "/v1/users.html", "/v1/users/", "/v1/users.json"];
+    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
+    const ip = freshIpv4();
+    const before = origin().hits("users");
+    expect((await via(suffixed, "/v1/users.json", ip)).status).toBe(200);
+    for (const spelling of spellings) expect((await via(suffixed, spelling, ip)).status, spelling).toBe(429);
+    expect(origin().hits("users") - before).toBe(1);
+  });
+
   it("a DELETE rule limits a POST whose form body overrides its method to DELETE", async () => {
     const form: Sent = { method: "POST", headers: [["content-type", "application/x-www-form-urlencoded"]], body: "_method=DELETE" };
     const boundary = "b0undary";
