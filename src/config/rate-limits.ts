@@ -373,7 +373,7 @@ export function sharedLogs(rules: readonly Rule[]): Rule[] {
  * none for longer than 10 s; IPv6 counted per /64; the origin told the client address in
  * X-Forwarded-For.
  */
-export const DEFAULTS = {
+const DEFAULTS = {
   prefix: "sg",
   fail: "open",
   timeoutMs: 1000,

@@ -16,7 +16,7 @@ import { FIGURES_DEFAULTS, field, figureKeys, LATENCY_BUCKETS_MS } from "../gate
  * report.totals.decisions.admitted; // every admitted request of the last hour, fleet-wide
  */
 
-export const OUTCOMES = [
+const OUTCOMES = [
   "admitted",
   "denied",
   "shadow-denied",

@@ -12,7 +12,7 @@ import { CONSOLE_CSS } from "./style.ts";
  * @example
  * GET /__slidegate/   → the page (the admin API must be on: ADMIN_TOKEN)
  */
-export const CONSOLE_HTML = `<!doctype html>
+const CONSOLE_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

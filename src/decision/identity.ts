@@ -20,7 +20,7 @@ export interface Identity {
   kind: "k" | "i" | "u";
   /** base64url of the first 16 bytes of SHA-256: the {hash tag} of every Redis key */
   tag: string;
-  /** full SHA-256 hex of an API key, to look its tier up; undefined for IPs */
+  /** full SHA-256 hex of an API key, to look its tier up; undefined for addresses and an application's identities */
   keyHash?: string;
 }
 
@@ -30,7 +30,7 @@ export async function sha256(text: string): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(text)));
 }
 
-export function hex(bytes: Uint8Array): string {
+function hex(bytes: Uint8Array): string {
   let out = "";
   for (const b of bytes) out += b.toString(16).padStart(2, "0");
   return out;

@@ -60,12 +60,6 @@ export const ADDRESS_SCOPE = "@address";
 /** How often the registry may move a key between tiers within one decision before the store counts as failing. */
 const TIER_MOVES = 2;
 
-/**
- * One verdict from the key's decision and its address's: an operator's block first, then a
- * denial (the request is refused), then a failure, then an admission (the fail-open mark
- * kept). Each call recorded what it admitted on its own: a request refused by one side is
- * still counted by the other.
- */
 /** A verdict's decision as of now: a cached denial's waits and resets, less the time it has been held. */
 function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
   const held = verdict.kind === "denied" ? verdict.elapsedMs : 0;
@@ -74,6 +68,12 @@ function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
   return { ...decision, retryAfterMs: Math.max(0, decision.retryAfterMs - held), limits: decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - held) })) };
 }
 
+/**
+ * One verdict from the key's decision and its address's: an operator's block first, then a
+ * denial (the request is refused), then a failure, then an admission (the fail-open mark
+ * kept). Each call recorded what it admitted on its own: a request refused by one side is
+ * still counted by the other.
+ */
 function combine(key: Verdict, address: Verdict): Verdict {
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? address : undefined);
   const blocked = either("blocked");

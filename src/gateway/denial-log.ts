@@ -87,7 +87,7 @@ export interface DenialLog {
   readonly tracked: number;
 }
 
-export const DENIAL_LOG_DEFAULTS = { intervalMs: 60_000, maxTracked: 1000, maxSummaries: 200 } as const;
+const DENIAL_LOG_DEFAULTS = { intervalMs: 60_000, maxTracked: 1000, maxSummaries: 200 } as const;
 
 interface Count {
   outcome: Refusal;

@@ -38,7 +38,7 @@ export interface Background {
 export type Gate = (request: Request, ctx?: Background) => Promise<Response>;
 
 /** What a request's method is matched as when no rule names methods: nothing reads it. */
-const ANY_METHOD: readonly string[] = [];
+const UNREAD_METHODS: readonly string[] = [];
 
 /** The most of an unread upload the gate reads (and drops) before answering on its own. */
 const DRAIN_LIMIT = 1 << 20;
@@ -109,7 +109,7 @@ export function createGate(options: GateOptions): Gate {
         record({ ...point, outcome: "denied", rules });
       } else if (line.event === "slidegate.blocked_summary") {
         const left = line.blockedForMs;
-        record({ ...point, outcome: "blocked", rules: [], retryAfterMs: typeof left === "number" ? left : undefined });
+        record({ ...point, outcome: "blocked", rules: [], blockedForMs: typeof left === "number" ? left : undefined });
       } else if (line.event === "slidegate.refused_summary") {
         record({ ...point, outcome: line.reason as TurnedAway, rules: [] });
       }
@@ -173,7 +173,7 @@ export function createGate(options: GateOptions): Gate {
       tier,
       identity: { tag },
     } = step.caller;
-    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; retryAfterMs?: number } = {}) => record({ outcome, tier, rules, tag, ...extra });
+    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number } = {}) => record({ outcome, tier, rules, tag, ...extra });
     if (step.kind === "allowlisted") return point("allowlisted");
     if (step.kind === "no-rule") return;
     // turned away before any rule: counted per identity, a data point per summary
@@ -210,11 +210,11 @@ export function createGate(options: GateOptions): Gate {
     if (!canonical.ok) return invalidPath(canonical.refused);
     const path = canonical.path;
     // any form: an origin that drops `;` parameters or trailing dots would route "/__slidegate;x/usage" as the gate's own
-    const adminPath = isAdminPath(path) ? path : canonical.matchOn.find(isAdminPath);
+    const adminPath = canonical.matchOn.find(isAdminPath);
     if (adminPath !== undefined) return await admin(request, adminPath);
 
     const client = clientAddress(request, config.ipv6Prefix);
-    const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : ANY_METHOD, paths: canonical.matchOn }, { client });
+    const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : UNREAD_METHODS, paths: canonical.matchOn }, { client });
     report(step, request, path);
     const answered = answer(step, keyHeader);
     if (!answered.pass) return answered.response();

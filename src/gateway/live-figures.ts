@@ -132,7 +132,7 @@ export interface Counted {
 const names = (rules: readonly { name: string }[]) => rules.map((r) => r.name);
 
 /** The figures of one pipeline step: the same outcomes the metrics write. */
-export function countedOf(step: Step): Counted | undefined {
+function countedOf(step: Step): Counted | undefined {
   const { tier, identity } = step.caller;
   const who = identity.keyHash ?? identity.tag;
   switch (step.kind) {

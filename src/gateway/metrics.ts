@@ -1,13 +1,14 @@
 import type { TurnedAway } from "./denial-log.ts";
 
 /**
- * One Workers Analytics Engine data point per decision, when a dataset is bound
- * (`SLIDEGATE_METRICS`). writeDataPoint queues the point and returns at once, so the
+ * Workers Analytics Engine data points, when a dataset is bound (`SLIDEGATE_METRICS`): one per
+ * admitted or failed decision, and refusals as the denial log counts them, one point per
+ * summary weighted by its count. writeDataPoint queues the point and returns at once, so the
  * response is never held up by it.
  *
  * Columns: blob1 outcome, blob2 tier, blob3 rules (comma-separated), blob4 identity kind
- * ("key" | "ip" | "user"; "" for a summary of many); double1 Redis latency in ms (0 without a Redis call), double2 Retry-After
- * in ms, double3 how many requests the point stands for (1, or a denial summary's count);
+ * ("key" | "ip" | "user"; "" for a summary of many); double1 Redis latency in ms (0 without a Redis call), double2 what
+ * was left of a block in ms, double3 how many requests the point stands for (1, or a summary's count);
  * index1 the identity's hashed tag (never the raw key or IP).
  */
 export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | TurnedAway;
@@ -18,7 +19,7 @@ export interface DataPoint {
   rules: readonly string[];
   tag: string;
   redisMs?: number;
-  retryAfterMs?: number;
+  blockedForMs?: number;
   /** requests this point stands for (default 1): denials are written as counted summaries */
   count?: number;
 }
@@ -33,7 +34,7 @@ export function createMetrics(dataset: AnalyticsEngineDataset | undefined): Reco
   return (p) =>
     dataset.writeDataPoint({
       blobs: [p.outcome, p.tier, p.rules.join(","), KINDS[p.tag[0] ?? ""] ?? ""],
-      doubles: [p.redisMs ?? 0, p.retryAfterMs ?? 0, p.count ?? 1],
+      doubles: [p.redisMs ?? 0, p.blockedForMs ?? 0, p.count ?? 1],
       indexes: [p.tag],
     });
 }

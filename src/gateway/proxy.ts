@@ -40,7 +40,7 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "p
  * frameworks read a client address from (Rails and PHP read `Client-IP`, others
  * `X-Cluster-Client-IP`…) are here as well as the standard ones.
  */
-export const FORWARDING_HEADERS = [
+const FORWARDING_HEADERS = [
   "x-forwarded-for",
   "x-forwarded-host",
   "x-forwarded-proto",
@@ -67,7 +67,7 @@ export const FORWARDING_HEADERS = [
  * Flask proxy recipe by X-Script-Name: a client's own would walk around the rules of the path
  * the gate matched, so they never go on, whatever `passForwardedHeaders` says.
  */
-export const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
+const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
 
 /**
  * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
@@ -125,7 +125,7 @@ export interface ForwardOptions {
 }
 
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
-export function targetUrl(url: URL, path: string, origin: string | undefined): string {
+function targetUrl(url: URL, path: string, origin: string | undefined): string {
   return (origin ?? url.origin) + path + url.search;
 }
 
@@ -182,11 +182,11 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       }
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
-      // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
       // the gate's own headers (a fail-open mark, shadow reports) are the gate's to write
       const dropped = notForwarded(upstream.headers, NONE, false, "x-slidegate-");
       const many = dropped.length > DELETE_ONE_BY_ONE;
       let response: Response;
+      // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
       if (upstream.webSocket) response = new Response(null, { status: 101, webSocket: upstream.webSocket, headers: many ? without(upstream.headers, dropped) : upstream.headers });
       else if (many) response = new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: without(upstream.headers, dropped) });
       // the usual case: the origin's answer as the runtime gave it, with mutable headers

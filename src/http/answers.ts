@@ -5,25 +5,25 @@ import { type HeaderFields, rateLimitFields, retryAfterSeconds } from "./rate-li
 
 /** The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail. */
 
-export const keyRequired = (header: string) =>
+const keyRequired = (header: string) =>
   problem(401, "api-key-required", "API Key Required", `Send your API key in the ${header} header.`, { "WWW-Authenticate": 'Bearer realm="api"' });
 
-export const unknownKey = () =>
+const unknownKey = () =>
   problem(401, "unknown-api-key", "Unknown API Key", "This API key is not known to the gateway.", { "WWW-Authenticate": 'Bearer realm="api", error="invalid_token"' });
 
-export const disabledKey = () => problem(403, "api-key-disabled", "API Key Disabled", "This API key is disabled.");
+const disabledKey = () => problem(403, "api-key-disabled", "API Key Disabled", "This API key is disabled.");
 
-export const ambiguousKey = (header: string) =>
+const ambiguousKey = (header: string) =>
   problem(400, "ambiguous-api-key", "Ambiguous API Key", `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`);
 
 export const invalidPath = (refused: string) => problem(400, "invalid-path", "Invalid Path", `The path contains ${refused}, which this gateway does not accept.`);
 
-export const forbidden = () => problem(403, "forbidden", "Forbidden", "This caller is on the deny list.");
+const forbidden = () => problem(403, "forbidden", "Forbidden", "This caller is on the deny list.");
 
-export const blocked = (ms: number) =>
+const blocked = (ms: number) =>
   problem(403, "blocked", "Blocked", "This caller is blocked by the operator for now.", Number.isFinite(ms) ? { "Retry-After": retryAfterSeconds(ms) } : {});
 
-export const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
+const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
 
 export const badGateway = () => problem(502, "bad-gateway", "Bad Gateway", "The origin could not be reached.");
 
