@@ -66,6 +66,10 @@ class BodyTooLarge extends BadRequest {
 /** The client went away before its request was read: nobody is left to answer, and nothing went wrong here. */
 class ClientGone extends Error {}
 
+// fatal: bytes that are not UTF-8 are refused, where toString("utf8") would store U+FFFD in
+// their place; ignoreBOM keeps a BOM as text, for JSON.parse to refuse as it always has
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /**
  * What Node would answer in bare text to a request it cannot parse, as JSON: a header block
  * past Node's limit, a chunk extension past it, a request too slow to arrive, or anything
@@ -186,7 +190,12 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       req.on("error", (e) => reject(new ClientGone(e.message)));
       req.on("end", () => {
         if (size > bodyLimit) return reject(new BodyTooLarge(bodyLimit, false));
-        const text = Buffer.concat(chunks).toString("utf8");
+        let text: string;
+        try {
+          text = utf8.decode(Buffer.concat(chunks));
+        } catch {
+          return reject(new BadRequest("ERR request body is not valid UTF-8: send JSON text encoded as UTF-8"));
+        }
         try {
           resolve(JSON.parse(text));
         } catch (e) {

@@ -81,6 +81,41 @@ describe("shim answers to malformed HTTP", () => {
   });
 });
 
+describe("shim bodies that are not UTF-8 text", () => {
+  const post = (path: string, body: string | Buffer) =>
+    fetch(own.shim.url + path, { method: "POST", body, headers: { authorization: `Bearer ${own.token}`, "content-type": "application/json" } });
+
+  it("refuses bytes that are not UTF-8 with a JSON 400, and writes nothing", async () => {
+    // \xff\xfe would be stored as two U+FFFD: a value the caller never sent
+    const body = Buffer.concat([Buffer.from('["SET","wire:bytes","'), Buffer.from([0xff, 0xfe]), Buffer.from('"]')]);
+    const res = await post("/", body);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: expect.stringMatching(/^ERR request body is not valid UTF-8/) });
+    expect(await own.admin.exists("wire:bytes")).toBe(0);
+  });
+
+  it("refuses a lone surrogate escape in valid JSON with a JSON 400, in a single command and a pipeline, and writes nothing", async () => {
+    // JSON allows "\ud800"; Redis takes bytes, and a lone surrogate has no UTF-8 form
+    for (const [path, body] of [
+      ["/", '["SET","wire:lone","a\\ud800b"]'],
+      ["/pipeline", '[["SET","wire:lone-pipe","1"],["SET","wire:lone-pipe","\\udc00"]]'],
+      ["/multi-exec", '[["SET","wire:lone-tx","1"],["SET","wire:lone-tx","\\udc00"]]'],
+      ["/", '["SET","wire:lone-key-\\ud800","1"]'],
+    ] as const) {
+      const res = await post(path, body);
+      expect(res.status, body).toBe(400);
+      expect(await res.json()).toEqual({ error: expect.stringMatching(/is not well-formed Unicode text/) });
+    }
+    expect(await own.admin.keys("wire:lone*")).toEqual([]);
+  });
+
+  it("still stores a surrogate pair escape as the character it spells", async () => {
+    const res = await post("/", '["SET","wire:pair","\\ud83d\\udea6"]');
+    expect(await res.json()).toEqual({ result: "OK" });
+    expect(await own.admin.get("wire:pair")).toBe("🚦");
+  });
+});
+
 describe("shim clients that leave mid-request", () => {
   it("drops a request whose client disconnects mid-body, logging nothing", async () => {
     const before = (await own.stats()).requests;
