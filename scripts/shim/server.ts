@@ -3,6 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
+import ipaddr from "ipaddr.js";
 import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
@@ -49,6 +50,27 @@ export interface RunningShim {
 }
 
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+
+/** Shortest token the shim takes when it listens beyond loopback: what the gate asks of its admin token. */
+export const MIN_REMOTE_TOKEN_LENGTH = 32;
+
+/** Whether a listen host keeps the shim to this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x). */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1");
+  if (bare.toLowerCase() === "localhost") return true;
+  // any other name may resolve anywhere: it is held to the longer token
+  return ipaddr.isValid(bare) && ipaddr.process(bare).range() === "loopback";
+}
+
+/**
+ * Why `token` (named `name`) will not do on `host`, or undefined: beyond loopback anyone who
+ * can reach the port may guess at it, so it must be as long as the gate's admin token. On
+ * loopback any token goes (local development and tests use short ones).
+ */
+export function weakToken(name: string, token: string | undefined, host: string): string | undefined {
+  if (token === undefined || token === "" || token.length >= MIN_REMOTE_TOKEN_LENGTH || isLoopback(host)) return undefined;
+  return `${name} is ${token.length} characters: listening on ${host}, beyond loopback, it must be at least ${MIN_REMOTE_TOKEN_LENGTH} (a random one: openssl rand -hex ${MIN_REMOTE_TOKEN_LENGTH}). Any token is taken on 127.0.0.1.`;
+}
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** A body up to this many times the limit is read to its end before the 413, so a client that
  * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
@@ -145,6 +167,9 @@ async function warnOfEviction(pool: RedisPool, log: (line: string) => void): Pro
 
 export async function startShim(options: ShimOptions): Promise<RunningShim> {
   if (!options.token) throw new Error("startShim: a token is required");
+  const listenHost = options.host ?? "127.0.0.1";
+  const weak = weakToken("token", options.token, listenHost) ?? weakToken("previousToken", options.previousToken, listenHost);
+  if (weak) throw new Error(`startShim: ${weak}`);
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
   const log = options.log ?? ((line) => console.error(line));
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
@@ -329,7 +354,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
+    server.listen(options.port ?? 0, listenHost, resolve);
   });
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
