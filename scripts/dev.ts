@@ -115,7 +115,10 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
     say(`• Redis: started redis-server on ${redis.url} (nothing kept on disk)`);
   }
   const token = vars.SHIM_TOKEN || randomBytes(16).toString("hex");
-  const shim = await startShim({ token, redisUrl: redisUrl!, port: await freePort(), log: say });
+  // Quiet once stopping: a terminal's Ctrl-C reaches the redis-server started here as well (it
+  // shares the launcher's process group), and it may go before the shim is closed; the shim's
+  // "redis connection lost" would then read as a fault in a clean stop.
+  const shim = await startShim({ token, redisUrl: redisUrl!, port: await freePort(), log: (line) => stopping || say(line) });
   stops.push(() => shim.close());
   started.ports.push(Number(new URL(shim.url).port));
   store = `shim ${shim.url} -> ${shim.redis}`;

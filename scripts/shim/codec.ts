@@ -13,16 +13,28 @@ export class BadRequest extends Error {
 
 export type Command = [name: string, ...args: string[]];
 
+// String.prototype.isWellFormed, which ES2023's types lack: in a u-mode pattern a surrogate
+// pair is one code point, so only a surrogate without its partner matches
+const LONE_SURROGATE = /\p{Surrogate}/u;
+
 /**
  * One command from JSON. Numbers become the text JavaScript prints for them (String(n)),
  * booleans "true"/"false". null, arrays and objects are refused: Redis has no such values
  * and guessing one (an empty string, say) would store something the caller did not send.
+ * A string with a lone surrogate ("\ud800", valid JSON) is refused for the same reason.
  */
 export function toCommand(value: unknown, where: string): Command {
   if (!Array.isArray(value)) throw new BadRequest(`ERR ${where} must be a JSON array like ["SET","key","value"]`);
   if (value.length === 0) throw new BadRequest(`ERR ${where} is an empty command`);
   const parts = value.map((v, i) => {
-    if (typeof v === "string") return v;
+    if (typeof v === "string") {
+      if (LONE_SURROGATE.test(v)) {
+        throw new BadRequest(
+          `ERR ${where}[${i}] is not well-formed Unicode text: it holds a lone surrogate (such as "\\ud800"), which has no UTF-8 form, and Redis would store U+FFFD instead`,
+        );
+      }
+      return v;
+    }
     if (typeof v === "number" || typeof v === "boolean") return String(v);
     const kind = v === null ? "null" : Array.isArray(v) ? "an array" : "an object";
     throw new BadRequest(`ERR ${where}[${i}] is ${kind}; arguments must be strings, numbers or booleans`);

@@ -1,13 +1,14 @@
 #!/usr/bin/env node
 /**
- * `npm run shim`: the Upstash REST API in front of a Redis, for local development and
- * self-hosting. Environment: SHIM_TOKEN (required), SHIM_PREVIOUS_TOKEN (also accepted, while
+ * `npm run shim` (or `npx slidegate-shim`): the Upstash REST API in front of a Redis, for
+ * local development and self-hosting. Environment: SHIM_TOKEN (required; at least 32
+ * characters unless SHIM_HOST is loopback), SHIM_PREVIOUS_TOKEN (also accepted, while
  * clients rotate), REDIS_URL, or REDIS_CLUSTER_NODES (host:port,host:port,… for a Redis
  * Cluster), SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes), SHIM_MAX_TRANSACTIONS,
  * SHIM_MAX_STREAMS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_REDIS_URL, startShim } from "./server.ts";
+import { DEFAULT_REDIS_URL, startShim, weakToken } from "./server.ts";
 
 function fail(message: string): never {
   console.error(`slidegate shim: ${message}`);
@@ -28,7 +29,12 @@ const badNode = clusterNodes?.find((n) => !/^[^\s:]+:\d{1,5}$/.test(n));
 if (badNode !== undefined) fail(`REDIS_CLUSTER_NODES: "${badNode}" is not host:port (give a comma-separated list like 10.0.0.1:7000,10.0.0.2:7000)`);
 
 const token = process.env.SHIM_TOKEN;
-if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it, e.g. SHIM_TOKEN=$(openssl rand -hex 16) npm run shim");
+// the same words however it was launched (npm run shim, npx slidegate-shim, a service manager)
+if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it to a long random value, e.g. SHIM_TOKEN=$(openssl rand -hex 32)");
+const host = process.env.SHIM_HOST || "127.0.0.1";
+const previousToken = process.env.SHIM_PREVIOUS_TOKEN || undefined;
+const weak = weakToken("SHIM_TOKEN", token, host) ?? weakToken("SHIM_PREVIOUS_TOKEN", previousToken, host);
+if (weak) fail(weak);
 
 function pem(name: string): Buffer {
   try {
@@ -51,10 +57,10 @@ const shim = await startShim({
   token,
   redisUrl: process.env.REDIS_URL || DEFAULT_REDIS_URL,
   clusterNodes,
-  host: process.env.SHIM_HOST || "127.0.0.1",
+  host,
   port: integerEnv("SHIM_PORT", 8079),
   bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),
-  previousToken: process.env.SHIM_PREVIOUS_TOKEN || undefined,
+  previousToken,
   maxTransactions: positiveEnv("SHIM_MAX_TRANSACTIONS", 16),
   maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),
   tls,

@@ -7,6 +7,18 @@ export class RedisUnavailable extends Error {}
 /** Every transaction connection is busy and the queue for one is full or too slow: 503. */
 export class ShimBusy extends Error {}
 
+/** Redis's answers to a wrong password or user (WRONGPASS) and to none where one is needed (NOAUTH). */
+const AUTH_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
+
+/**
+ * Why a first connection failed: ioredis rejects connect() with "Connection is closed." once
+ * Redis has refused its AUTH, so the refusal it reported as an error event is named instead.
+ */
+function startError(error: unknown, refusal: Error | undefined): unknown {
+  if (!refusal) return error;
+  return new Error(`Redis refused the shim's credentials (${refusal.message}): check the user name and password in the Redis URL`);
+}
+
 /** Replies in order, one [error, reply] pair per command. */
 export type Replies = [Error | null, unknown][];
 
@@ -123,26 +135,32 @@ const TIMED_OUT = /Command timed out/;
 /** A single Redis: a few multiplexed connections, and leased ones for transactions. */
 export async function createPool(url: string, options: PoolOptions = {}): Promise<RedisPool> {
   let healthy = true;
+  // Until the pool is up, a failure is the start's error to report, not a connection "lost".
+  let started = false;
   const open = async () => {
     const connection = new Redis(url, connectionOptions(options));
+    let refusal: Error | undefined;
     connection.on("error", (e: Error) => {
-      if (healthy) options.onStatus?.("lost", e.message);
+      if (AUTH_REFUSED.test(e.message)) refusal = e;
+      if (healthy && started) options.onStatus?.("lost", e.message);
       healthy = false;
     });
     connection.on("ready", () => {
-      if (!healthy) options.onStatus?.("restored", "");
+      if (!healthy && started) options.onStatus?.("restored", "");
       healthy = true;
     });
     try {
       await connection.connect();
     } catch (e) {
       connection.disconnect(); // or it would keep reconnecting in the background
-      throw e;
+      throw startError(e, refusal);
     }
     return connection;
   };
 
   const shared = await Promise.all(Array.from({ length: options.size ?? 4 }, open));
+  started = true;
+  healthy = true;
   const idle: Redis[] = [];
   const maxTransactions = options.maxTransactions ?? 16;
   const leases = createLeases(maxTransactions, options.transactionQueue ?? 4 * maxTransactions, options.commandTimeoutMs ?? 5000);

@@ -2,6 +2,8 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
+import ipaddr from "ipaddr.js";
 import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
@@ -48,6 +50,27 @@ export interface RunningShim {
 }
 
 export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
+
+/** Shortest token the shim takes when it listens beyond loopback: what the gate asks of its admin token. */
+export const MIN_REMOTE_TOKEN_LENGTH = 32;
+
+/** Whether a listen host keeps the shim to this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x). */
+export function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1");
+  if (bare.toLowerCase() === "localhost") return true;
+  // any other name may resolve anywhere: it is held to the longer token
+  return ipaddr.isValid(bare) && ipaddr.process(bare).range() === "loopback";
+}
+
+/**
+ * Why `token` (named `name`) will not do on `host`, or undefined: beyond loopback anyone who
+ * can reach the port may guess at it, so it must be as long as the gate's admin token. On
+ * loopback any token goes (local development and tests use short ones).
+ */
+export function weakToken(name: string, token: string | undefined, host: string): string | undefined {
+  if (token === undefined || token === "" || token.length >= MIN_REMOTE_TOKEN_LENGTH || isLoopback(host)) return undefined;
+  return `${name} is ${token.length} characters: listening on ${host}, beyond loopback, it must be at least ${MIN_REMOTE_TOKEN_LENGTH} (a random one: openssl rand -hex ${MIN_REMOTE_TOKEN_LENGTH}). Any token is taken on 127.0.0.1.`;
+}
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** A body up to this many times the limit is read to its end before the 413, so a client that
  * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
@@ -59,6 +82,31 @@ class BodyTooLarge extends BadRequest {
   constructor(limit: number, early: boolean) {
     super(`ERR request body is larger than the limit of ${limit} bytes`, 413);
     this.early = early;
+  }
+}
+
+/** The client went away before its request was read: nobody is left to answer, and nothing went wrong here. */
+class ClientGone extends Error {}
+
+// fatal: bytes that are not UTF-8 are refused, where toString("utf8") would store U+FFFD in
+// their place; ignoreBOM keeps a BOM as text, for JSON.parse to refuse as it always has
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * What Node would answer in bare text to a request it cannot parse, as JSON: a header block
+ * past Node's limit, a chunk extension past it, a request too slow to arrive, or anything
+ * else malformed (bad framing, a cut-short body, a line that is not HTTP).
+ */
+function clientErrorAnswer(code: string | undefined): { status: number; reason: string; error: string } {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return { status: 431, reason: "Request Header Fields Too Large", error: "ERR request headers are larger than the shim accepts" };
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return { status: 413, reason: "Payload Too Large", error: "ERR request chunk extensions are larger than the shim accepts" };
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, reason: "Request Timeout", error: "ERR request did not arrive in time" };
+    default:
+      return { status: 400, reason: "Bad Request", error: "ERR malformed HTTP request" };
   }
 }
 
@@ -119,6 +167,9 @@ async function warnOfEviction(pool: RedisPool, log: (line: string) => void): Pro
 
 export async function startShim(options: ShimOptions): Promise<RunningShim> {
   if (!options.token) throw new Error("startShim: a token is required");
+  const listenHost = options.host ?? "127.0.0.1";
+  const weak = weakToken("token", options.token, listenHost) ?? weakToken("previousToken", options.previousToken, listenHost);
+  if (weak) throw new Error(`startShim: ${weak}`);
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
   const log = options.log ?? ((line) => console.error(line));
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
@@ -160,10 +211,16 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
         if (size <= bodyLimit) chunks.push(chunk);
         else if (size > DRAIN_FACTOR * bodyLimit && size - chunk.length <= DRAIN_FACTOR * bodyLimit) reject(new BodyTooLarge(bodyLimit, true));
       });
-      req.on("error", reject);
+      // the request stream fails only when its connection does ("aborted", ECONNRESET)
+      req.on("error", (e) => reject(new ClientGone(e.message)));
       req.on("end", () => {
         if (size > bodyLimit) return reject(new BodyTooLarge(bodyLimit, false));
-        const text = Buffer.concat(chunks).toString("utf8");
+        let text: string;
+        try {
+          text = utf8.decode(Buffer.concat(chunks));
+        } catch {
+          return reject(new BadRequest("ERR request body is not valid UTF-8: send JSON text encoded as UTF-8"));
+        }
         try {
           resolve(JSON.parse(text));
         } catch (e) {
@@ -265,6 +322,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       const answer = await route!(body, base64);
       send(answer.status, answer.body);
     } catch (e) {
+      if (e instanceof ClientGone) return;
       if (e instanceof BadRequest) return send(e.status, { error: e.message }, e instanceof BodyTooLarge && e.early ? { connection: "close" } : {});
       // the cause in general words: a client's message must not carry Redis's address (ECONNREFUSED 10.0.0.5:6379)
       if (e instanceof RedisUnavailable) return send(503, { error: `ERR redis unavailable${TIMED_OUT.test(e.message) ? ": command timed out" : ""}` });
@@ -277,9 +335,26 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const listener = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
   const server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
   server.keepAliveTimeout = 30_000;
+  // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // Never in the middle of a response already under way: raw bytes there would corrupt it.
+    const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
+    if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const { status, reason, error } = clientErrorAnswer(err.code);
+    const body = JSON.stringify({ error });
+    socket.end(
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nupstash-sync-token: ${session}-${++responses}\r\n\r\n${body}`,
+    );
+    // end() only half-closes (the server's sockets allow half-open ones): a client that never
+    // closes its side must not hold the socket; the delay lets the answer reach it first
+    setTimeout(() => socket.destroy(), 1000).unref();
+  });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(options.port ?? 0, options.host ?? "127.0.0.1", resolve);
+    server.listen(options.port ?? 0, listenHost, resolve);
   });
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;

@@ -48,11 +48,15 @@ async function devEnv(env: Record<string, string>): Promise<NodeJS.ProcessEnv> {
   };
 }
 
-/** `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so. */
-async function startDev(devVars = "/dev/null", env: Record<string, string> = {}): Promise<{ ready: Ready; output: () => string }> {
+/**
+ * `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so.
+ * `detached`: in a process group of its own, as at a terminal, for a Ctrl-C sent to the group.
+ */
+async function startDev(devVars = "/dev/null", env: Record<string, string> = {}, detached = false): Promise<{ ready: Ready; output: () => string }> {
   dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
     env: await devEnv({ DEV_VARS_FILE: devVars, ...env }),
     stdio: ["ignore", "pipe", "pipe"],
+    detached,
   });
   let output = "";
   const ready = await new Promise<Ready>((resolve, reject) => {
@@ -83,9 +87,9 @@ async function sixRequests(gate: string): Promise<{ codes: number[]; last: Respo
   return { codes, last: last! };
 }
 
-async function ctrlC(ready: Ready) {
+async function ctrlC(ready: Ready, interrupt = () => dev!.kill("SIGINT")) {
   const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
-  dev!.kill("SIGINT");
+  interrupt();
   expect(await exited).toBe(0);
   for (const pid of [...ready.pids, dev!.pid!]) expect(alive(pid), `pid ${pid}`).toBe(false);
   expect(alive(-ready.processGroup), "wrangler's process group").toBe(false);
@@ -107,6 +111,15 @@ describe("npm run dev", () => {
     expect(last.headers.get("Content-Type")).toBe("application/problem+json");
     await ctrlC(ready);
     // and a second run can start at once
+  }, 120_000);
+
+  it("says nothing of a lost Redis connection on a terminal's Ctrl-C, which reaches the redis-server it started too", async () => {
+    const { ready, output } = await startDev("/dev/null", {}, true);
+    const closed = new Promise((resolve) => dev!.once("close", resolve)); // all its output read
+    // a terminal signals its whole foreground process group: the launcher and redis-server at once
+    await ctrlC(ready, () => process.kill(-dev!.pid!, "SIGINT"));
+    await closed;
+    expect(output()).not.toMatch(/redis connection lost|ECONNREFUSED/);
   }, 120_000);
 
   it("prints a banner with the console's URL and an admin token for this run, which the console's routes take", async () => {

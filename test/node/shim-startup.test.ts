@@ -1,0 +1,103 @@
+import { spawnSync } from "node:child_process";
+import IORedis from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { startShim } from "../../scripts/shim/server.ts";
+import { services } from "../helpers/shim.ts";
+
+/** `node scripts/shim/main.ts` with this environment over the test's own, run to its end. */
+function shimCli(env: Record<string, string>) {
+  return spawnSync(process.execPath, ["scripts/shim/main.ts"], {
+    env: { ...process.env, REDIS_URL: services().redisUrl, SHIM_PORT: "0", SHIM_PREVIOUS_TOKEN: "", ...env },
+    encoding: "utf8",
+    timeout: 20_000,
+  });
+}
+
+describe("the shim's token, by where it listens", () => {
+  // the gate holds its admin token to 32 characters; a REST token that opens the database
+  // to the network is worth no less
+  const short = "short-but-secret";
+
+  for (const host of ["0.0.0.0", "::", "10.0.0.5"]) {
+    it(`refuses a SHIM_TOKEN shorter than 32 characters on ${host}, naming SHIM_TOKEN and why, without printing it`, () => {
+      const run = shimCli({ SHIM_TOKEN: short, SHIM_HOST: host });
+      expect(run.status).toBe(1);
+      expect(run.stderr).toMatch(/SHIM_TOKEN is 16 characters: listening on .* beyond loopback, it must be at least 32/);
+      expect(run.stderr).toContain("openssl rand -hex 32");
+      expect(run.stderr + run.stdout).not.toContain(short);
+      expect(run.stdout).not.toContain("listening on http");
+    });
+  }
+
+  it("refuses a short SHIM_PREVIOUS_TOKEN beyond loopback too: it opens the database as well", () => {
+    const run = shimCli({ SHIM_TOKEN: "a".repeat(32), SHIM_PREVIOUS_TOKEN: short, SHIM_HOST: "0.0.0.0" });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/SHIM_PREVIOUS_TOKEN is 16 characters/);
+  });
+
+  it("says how to make a token without assuming how the shim was launched", () => {
+    const run = shimCli({ SHIM_TOKEN: "" });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/SHIM_TOKEN is not set/);
+    expect(run.stderr).toContain("openssl rand -hex 32");
+    expect(run.stderr).not.toMatch(/npm run|npx/);
+  });
+
+  it("refuses a short token beyond loopback from startShim as well, before it connects or listens", async () => {
+    await expect(startShim({ token: short, host: "0.0.0.0", redisUrl: "redis://127.0.0.1:9", log: () => {} })).rejects.toThrow(
+      /token is 16 characters: listening on 0\.0\.0\.0, beyond loopback, it must be at least 32/,
+    );
+  });
+
+  it("takes a short token on loopback (local development), and a long one anywhere", async () => {
+    for (const [token, host] of [
+      [short, "127.0.0.1"],
+      [short, "localhost"],
+      ["b".repeat(32), "0.0.0.0"],
+    ] as const) {
+      const shim = await startShim({ token, host, redisUrl: services().redisUrl, log: () => {} });
+      const port = new URL(shim.url).port;
+      const res = await fetch(`http://127.0.0.1:${port}/`, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${token}` } });
+      expect(await res.json(), host).toEqual({ result: "PONG" });
+      await shim.close();
+    }
+  });
+});
+
+describe("the shim's start against a Redis that wants a password", () => {
+  let redis: LocalRedis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    const admin = new IORedis(redis.url);
+    await admin.call("CONFIG", "SET", "requirepass", "the-right-one");
+    admin.disconnect();
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it("names authentication when the password is wrong (WRONGPASS) or missing (NOAUTH), not a lost connection", async () => {
+    for (const [url, reply] of [
+      [redis.url.replace("redis://", "redis://:a-wrong-one@"), "WRONGPASS"],
+      [redis.url.replace("redis://", "redis://nobody:a-wrong-one@"), "WRONGPASS"],
+      [redis.url, "NOAUTH"],
+    ] as const) {
+      const lines: string[] = [];
+      const started = startShim({ token: "auth-test", redisUrl: url, log: (line) => lines.push(line) });
+      await expect(started, url).rejects.toThrow(new RegExp(`^Redis refused the shim's credentials \\(${reply} .*\\): check the user name and password in the Redis URL`));
+      await expect(started).rejects.not.toThrow(/a-wrong-one/);
+      expect(
+        lines.filter((l) => l.includes("connection lost")),
+        url,
+      ).toEqual([]);
+    }
+  });
+
+  it("says so through the command, under its own name", () => {
+    const run = shimCli({ SHIM_TOKEN: "auth-test", REDIS_URL: redis.url.replace("redis://", "redis://:a-wrong-one@") });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/^slidegate shim: cannot start: Redis refused the shim's credentials \(WRONGPASS /m);
+    expect(run.stderr).not.toContain("a-wrong-one");
+  });
+});

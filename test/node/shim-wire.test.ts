@@ -1,0 +1,133 @@
+import { connect } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+
+// A Redis and shim of this file's own: the tests read back what the shim logged, and read
+// the Redis directly to see that nothing was written.
+let own: OwnShim;
+const logged: string[] = [];
+beforeAll(async () => {
+  own = await startOwnShim({ log: (line) => logged.push(line) });
+});
+afterAll(async () => {
+  await own?.close();
+});
+
+/** Waits (generously: this is no timing check) until `check` holds. */
+async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * Bytes no HTTP client would send, written on a socket of their own; `halfClose` ends the
+ * sending side after them (a body cut short) while the answer is still read. The answer is
+ * everything the shim sends before it closes the connection.
+ */
+function exchange(bytes: string | Buffer, halfClose = false): Promise<RawAnswer> {
+  const url = new URL(own.shim.url);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: url.hostname, port: Number(url.port) });
+    const chunks: Buffer[] = [];
+    socket.on("data", (c: Buffer) => chunks.push(c));
+    socket.on("error", reject);
+    socket.on("close", () => {
+      const text = Buffer.concat(chunks).toString("latin1");
+      const end = text.indexOf("\r\n\r\n");
+      const [statusLine, ...headerLines] = text.slice(0, end < 0 ? text.length : end).split("\r\n") as [string, ...string[]];
+      const headers = Object.fromEntries(headerLines.map((l) => [l.slice(0, l.indexOf(":")).toLowerCase(), l.slice(l.indexOf(":") + 1).trim()]));
+      resolve({ status: Number(statusLine.split(" ")[1] ?? 0), headers, body: end < 0 ? "" : text.slice(end + 4) });
+    });
+    socket.setTimeout(10_000, () => socket.destroy(new Error(`no answer within 10 s to ${JSON.stringify(String(bytes).slice(0, 80))}`)));
+    socket.write(bytes);
+    if (halfClose) socket.end();
+  });
+}
+
+const head = (lines: string[]) => `POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${own?.token}\r\n${lines.map((l) => `${l}\r\n`).join("")}\r\n`;
+
+describe("shim answers to malformed HTTP", () => {
+  // The contract: every non-2xx body is JSON. Node's own answer to these is a bare status line.
+  const cases: [string, () => string, boolean, number][] = [
+    ["a chunk size that is not hex", () => `${head(["transfer-encoding: chunked"])}zz\r\n["PING"]\r\n0\r\n\r\n`, false, 400],
+    ["Content-Length together with Transfer-Encoding", () => `${head(["content-length: 8", "transfer-encoding: chunked"])}8\r\n["PING"]\r\n0\r\n\r\n`, false, 400],
+    ["two different Content-Lengths", () => `${head(["content-length: 8", "content-length: 9"])}["PING"]`, false, 400],
+    ["a request line that is not HTTP", () => "GARBAGE\r\n\r\n", false, 400],
+    ["a body shorter than its Content-Length, then the end of the stream", () => `${head(["content-length: 100"])}["SET","k"`, true, 400],
+    ["20 KB of headers", () => head([`x-padding: ${"p".repeat(20 * 1024)}`]), false, 431],
+  ];
+  for (const [what, bytes, halfClose, status] of cases) {
+    it(`answers ${what} with a JSON ${status} and closes the connection`, async () => {
+      const answer = await exchange(bytes(), halfClose);
+      expect(answer.status).toBe(status);
+      expect(answer.headers["content-type"]).toBe("application/json");
+      expect(answer.headers.connection).toBe("close");
+      expect(JSON.parse(answer.body)).toEqual({ error: expect.stringMatching(/^ERR /) });
+    });
+  }
+
+  it("keeps serving after them, and logs none of them as the shim's own error", async () => {
+    expect(await own.client().ping()).toBe("PONG");
+    expect(logged.filter((l) => l.includes("unexpected error"))).toEqual([]);
+  });
+});
+
+describe("shim bodies that are not UTF-8 text", () => {
+  const post = (path: string, body: string | Buffer) =>
+    fetch(own.shim.url + path, { method: "POST", body, headers: { authorization: `Bearer ${own.token}`, "content-type": "application/json" } });
+
+  it("refuses bytes that are not UTF-8 with a JSON 400, and writes nothing", async () => {
+    // \xff\xfe would be stored as two U+FFFD: a value the caller never sent
+    const body = Buffer.concat([Buffer.from('["SET","wire:bytes","'), Buffer.from([0xff, 0xfe]), Buffer.from('"]')]);
+    const res = await post("/", body);
+    expect(res.status).toBe(400);
+    expect(await res.json()).toEqual({ error: expect.stringMatching(/^ERR request body is not valid UTF-8/) });
+    expect(await own.admin.exists("wire:bytes")).toBe(0);
+  });
+
+  it("refuses a lone surrogate escape in valid JSON with a JSON 400, in a single command and a pipeline, and writes nothing", async () => {
+    // JSON allows "\ud800"; Redis takes bytes, and a lone surrogate has no UTF-8 form
+    for (const [path, body] of [
+      ["/", '["SET","wire:lone","a\\ud800b"]'],
+      ["/pipeline", '[["SET","wire:lone-pipe","1"],["SET","wire:lone-pipe","\\udc00"]]'],
+      ["/multi-exec", '[["SET","wire:lone-tx","1"],["SET","wire:lone-tx","\\udc00"]]'],
+      ["/", '["SET","wire:lone-key-\\ud800","1"]'],
+    ] as const) {
+      const res = await post(path, body);
+      expect(res.status, body).toBe(400);
+      expect(await res.json()).toEqual({ error: expect.stringMatching(/is not well-formed Unicode text/) });
+    }
+    expect(await own.admin.keys("wire:lone*")).toEqual([]);
+  });
+
+  it("still stores a surrogate pair escape as the character it spells", async () => {
+    const res = await post("/", '["SET","wire:pair","\\ud83d\\udea6"]');
+    expect(await res.json()).toEqual({ result: "OK" });
+    expect(await own.admin.get("wire:pair")).toBe("🚦");
+  });
+});
+
+describe("shim clients that leave mid-request", () => {
+  it("drops a request whose client disconnects mid-body, logging nothing", async () => {
+    const before = (await own.stats()).requests;
+    const url = new URL(own.shim.url);
+    const socket = connect({ host: url.hostname, port: Number(url.port) });
+    socket.on("error", () => {});
+    socket.write(`${head(["content-length: 1000"])}["SET","wire:left","`);
+    await until("the shim is reading the body", async () => (await own.stats()).requests > before);
+    socket.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    expect(await own.client().ping()).toBe("PONG");
+    expect(logged.filter((l) => l.includes("unexpected error"))).toEqual([]);
+    expect(await own.admin.exists("wire:left")).toBe(0);
+  });
+});
