@@ -139,7 +139,8 @@ function keyFromStdin(): string {
 
 /** The key the command line names: a raw key (or "-": from standard input) as the first argument, or --hash. */
 function who(args: string[]): { target: Record<string, string>; rest: string[] } {
-  if (values.hash !== undefined) return { target: { hash: values.hash }, rest: args };
+  // the gate stores hashes in lower case: sent so, a hash copied in upper case names the same entry
+  if (values.hash !== undefined) return { target: { hash: values.hash.toLowerCase() }, rest: args };
   const [key, ...rest] = args;
   if (!key) throw new UsageError('name the key: a raw key as the first argument ("-" reads it from standard input), or --hash <sha256>');
   return { target: { key: key === "-" ? keyFromStdin() : key }, rest };
@@ -179,7 +180,9 @@ function readEntries(path: string): FileEntry[] {
   // the two lines wins would be an accident of batching
   const seen = new Map<string, string>();
   for (const { entry, at } of entries) {
-    const id = typeof entry.hash === "string" ? entry.hash.toLowerCase() : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
+    // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
+    if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
+    const id = typeof entry.hash === "string" ? entry.hash : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
     if (id === undefined) continue;
     const first = seen.get(id);
     if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);

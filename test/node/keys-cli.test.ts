@@ -181,6 +181,38 @@ describe("npm run keys, as the README shows it", () => {
     }
   });
 
+  it("sends a hash given in upper case in lower case, as the gate stores it, from the command line and from a file", async () => {
+    const { createServer } = await import("node:http");
+    const bodies: Record<string, unknown>[] = [];
+    // records what the CLI sends and answers as the gate would, whatever the gate's version
+    const recorder = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c: Buffer) => (text += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(text) as Record<string, unknown>;
+        bodies.push(body);
+        const entries = body.entries as unknown[] | undefined;
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify(entries ? (body.check ? { checked: entries.length } : { imported: entries.length }) : { hash: body.hash, tier: "free" }));
+      });
+    });
+    await new Promise<void>((resolve) => recorder.listen(0, "127.0.0.1", resolve));
+    try {
+      const at = `http://127.0.0.1:${(recorder.address() as { port: number }).port}`;
+      const hash = createHash("sha256").update("sk-upper").digest("hex");
+      const run = (args: string[]) =>
+        new Promise<number | null>((resolve) =>
+          spawn(process.execPath, ["scripts/keys.ts", ...args], { env: { ...process.env, SLIDEGATE_URL: at, ADMIN_TOKEN } }).on("exit", resolve),
+        );
+      expect(await run(["show", "--hash", hash.toUpperCase()])).toBe(0);
+      writeFileSync(join(dir, "upper.csv"), `hash,tier\n${hash.toUpperCase()},paid\n`);
+      expect(await run(["import", join(dir, "upper.csv")])).toBe(0);
+      expect(bodies.map((b) => b.hash ?? (b.entries as { hash: string }[])[0]!.hash)).toEqual([hash, hash, hash]);
+    } finally {
+      recorder.close();
+    }
+  });
+
   it("lists its verbs and options with --help, without needing a gate or a token", () => {
     const help = run("npm run --silent keys -- --help", { ADMIN_TOKEN: "", SLIDEGATE_URL: "http://127.0.0.1:9" });
     expect(help.code).toBe(0);
