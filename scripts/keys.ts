@@ -20,8 +20,11 @@
  * JSON file is an array of entries as the admin API takes them. A file is checked whole
  * before anything is imported (here, then by the gate, batch by batch, writing nothing): a bad
  * line is named, and nothing is imported.
- * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done, 1 the gate
- * refused or failed (nothing after the failing batch was sent), 2 a wrong command line or file.
+ * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done; 2 a wrong
+ * command line, no ADMIN_TOKEN, or a file that cannot be read or that the check refuses (its own
+ * or the gate's, batch by batch: nothing was written); 1 the gate refused a call (400, 404, …),
+ * could not be reached or did not answer in time, or an import's batch failed after the check
+ * (nothing after that batch was sent).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
