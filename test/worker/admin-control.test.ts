@@ -162,6 +162,18 @@ describe("admin identities without identity.header", () => {
   });
 });
 
+describe("what a block holds", () => {
+  it("an address's: only requests some rule covers, since a request no rule covers reaches the origin without a store call; an API key's: every request", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 50, window: "1m", path: "/v1/*" }] }, { adminToken: ADMIN });
+    const ip = freshIp();
+    expect((await call(gate, "block", { ip: freshIp(), body: { ip, seconds: 60 } })).status).toBe(200);
+    expect((await gate(request("/v1/things", { ip }))).status).toBe(403);
+    expect((await gate(request("/elsewhere", { ip }))).status).toBe(200);
+    expect((await call(gate, "block", { ip: freshIp(), body: { key: "sk-blocked", seconds: 60 } })).status).toBe(200);
+    expect((await gate(request("/elsewhere", { key: "sk-blocked" }))).status).toBe(403);
+  });
+});
+
 describe("an identity named wrongly", () => {
   it("is answered with every form a route takes: key, hash, ip, user and tag", async () => {
     const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
