@@ -86,8 +86,11 @@ const workerVars: Record<string, string> = {};
 // What this run started, for the ready line: tests check all of it is gone after Ctrl-C.
 const started: { ports: number[]; pids: number[] } = { ports: [], pids: [] };
 
-const limits = parseRateLimits(rateLimitsFromWranglerToml());
-if (!limits.ok) await fail(`wrangler.toml RATE_LIMITS is invalid:\n  - ${limits.errors.join("\n  - ")}`);
+// RATE_LIMITS from .dev.vars or the environment wins over wrangler.toml's, as under wrangler dev alone
+const limitsSource = vars.RATE_LIMITS ? (process.env.RATE_LIMITS ? "the environment" : devVarsFile) : "wrangler.toml";
+const limits = parseRateLimits(vars.RATE_LIMITS ?? rateLimitsFromWranglerToml());
+if (!limits.ok) await fail(`RATE_LIMITS from ${limitsSource} is invalid:\n  - ${limits.errors.join("\n  - ")}`);
+if (vars.RATE_LIMITS) workerVars.RATE_LIMITS = JSON.stringify(JSON.parse(vars.RATE_LIMITS));
 
 let store: string;
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
@@ -156,7 +159,9 @@ const envFile = join(envDir, ".env");
 writeFileSync(
   envFile,
   `${Object.entries(workerVars)
-    .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+    // JSON's double quotes would end a double-quoted value: RATE_LIMITS goes single-quoted,
+    // which the parser takes literally, with ' and $ (a quote's end, a variable to it) as JSON's own escapes
+    .map(([k, v]) => (k === "RATE_LIMITS" ? `${k}='${v.replaceAll("'", "\\u0027").replaceAll("$", "\\u0024")}'` : `${k}=${JSON.stringify(v)}`))
     .join("\n")}\n`,
   { mode: 0o600 },
 );
@@ -166,8 +171,9 @@ const gatePort = (await isListening(wantedPort)) ? await freePort() : wantedPort
 const wrangler = join(dirname(createRequire(import.meta.url).resolve("wrangler/package.json")), "bin", "wrangler.js");
 const inspectorPort = await freePort();
 say(`• Gate: starting wrangler dev on 127.0.0.1:${gatePort} …`);
+if (gatePort !== wantedPort) say(`  (not ${wantedPort}, which is taken)`);
 // npm run keys (and the README's examples) default to 8787
-if (gatePort !== 8787) say(`  (not 8787, which is taken: for npm run keys, export SLIDEGATE_URL=http://127.0.0.1:${gatePort})`);
+if (gatePort !== 8787) say(`  (for npm run keys, export SLIDEGATE_URL=http://127.0.0.1:${gatePort})`);
 const child = spawn(
   process.execPath,
   [wrangler, "dev", "--ip", "127.0.0.1", "--port", String(gatePort), "--inspector-port", String(inspectorPort), "--env-file", envFile, "--show-interactive-dev-session=false"],
@@ -218,8 +224,9 @@ if (readyJson) {
       `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
       ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
       "",
-      "Try it (six requests against the limit above):",
-      `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} " ${gate}/; done; echo`,
+      "Try it (six requests against the limits above):",
+      // a gate that requires a key would answer a keyless demo with six 401s
+      `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} "${limits.ok && limits.config.keyRequired ? ` -H "${limits.config.keyHeader}: demo"` : ""} ${gate}/; done; echo`,
       "",
       "Ctrl-C stops everything started here.",
     ].join("\n"),

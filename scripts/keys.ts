@@ -20,8 +20,11 @@
  * JSON file is an array of entries as the admin API takes them. A file is checked whole
  * before anything is imported (here, then by the gate, batch by batch, writing nothing): a bad
  * line is named, and nothing is imported.
- * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done, 1 the gate
- * refused or failed (nothing after the failing batch was sent), 2 a wrong command line or file.
+ * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done; 2 a wrong
+ * command line, no ADMIN_TOKEN, or a file that cannot be read or that the check refuses (its own
+ * or the gate's, batch by batch: nothing was written); 1 the gate refused a call (400, 404, …),
+ * could not be reached or did not answer in time, or an import's batch failed after the check
+ * (nothing after that batch was sent).
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -139,7 +142,8 @@ function keyFromStdin(): string {
 
 /** The key the command line names: a raw key (or "-": from standard input) as the first argument, or --hash. */
 function who(args: string[]): { target: Record<string, string>; rest: string[] } {
-  if (values.hash !== undefined) return { target: { hash: values.hash }, rest: args };
+  // the gate stores hashes in lower case: sent so, a hash copied in upper case names the same entry
+  if (values.hash !== undefined) return { target: { hash: values.hash.toLowerCase() }, rest: args };
   const [key, ...rest] = args;
   if (!key) throw new UsageError('name the key: a raw key as the first argument ("-" reads it from standard input), or --hash <sha256>');
   return { target: { key: key === "-" ? keyFromStdin() : key }, rest };
@@ -179,7 +183,9 @@ function readEntries(path: string): FileEntry[] {
   // the two lines wins would be an accident of batching
   const seen = new Map<string, string>();
   for (const { entry, at } of entries) {
-    const id = typeof entry.hash === "string" ? entry.hash.toLowerCase() : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
+    // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
+    if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
+    const id = typeof entry.hash === "string" ? entry.hash : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
     if (id === undefined) continue;
     const first = seen.get(id);
     if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);

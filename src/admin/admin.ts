@@ -14,10 +14,10 @@ import { storeClient } from "../script/store-client.ts";
 import { createRegistry, type Entry, type Given, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
-export const ADMIN_PREFIX = "/__slidegate/";
+const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
-const KEY_HASH = /^[0-9a-f]{64}$/;
-/** An address identity's tag, as the console's figures name it: "i" and 22 base64url characters. */
+/** A key's SHA-256 as sent: either case is taken, and lower-cased, as the registry and the gate write it. */
+const KEY_HASH = /^[0-9a-f]{64}$/i;
 /** The tag of an address ("i…") or of an application's own identity ("u…"), as the figures list them. */
 const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 
@@ -32,12 +32,13 @@ export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).
  * most this many tokens are compared, and an answer never tells a right guess from a wrong
  * one. A right token's attempt is taken back once it is known to be right.
  */
-export const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
+const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
 /** How long an isolate answers an address over the failure limit without asking the store. */
 const THROTTLE_HELD_MS = 1000;
 /** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
 const AUTH_SCOPE = "@admin";
-const AUTH_TIMEOUT_MS = 5000;
+/** How long the admin API waits on the store, for the authentication count and for a route's calls. */
+const STORE_TIMEOUT_MS = 5000;
 
 export interface AdminOptions {
   config: GateConfig;
@@ -88,6 +89,9 @@ const tooManyAttempts = (ms: number) =>
   });
 const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
+/** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
+const NAME_ONE =
+  'Give exactly one of "key" (the raw API key), "hash" (its SHA-256), "ip" (the client IP), "user" (an identity your application gave the library or the Hono middleware) or "tag" (an address\'s or a user\'s tag, as the figures list it), as a non-empty string.';
 
 /** A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua). */
 const memberCost = (member: string) => Number(/^\d+:(\d+)$/.exec(member)?.[1] ?? 1);
@@ -113,7 +117,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   // addresses known to be over the failure limit: refused here without a store call or a token check
   const throttled = createDenialCache<true>(10_000);
   const expected = sha256(`Bearer ${adminToken}`);
-  const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: 5000 });
+  const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: STORE_TIMEOUT_MS });
 
   const registry = createRegistry({ config, redis });
 
@@ -135,7 +139,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   /** Now in µs on the clock the script decides by. */
   const clock = async () => {
-    if (config.clock === "edge") return Math.round((options.now ?? Date.now)() * 1000);
+    if (config.clock === "edge") return Math.round(isolateNow() * 1000);
     const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
     return seconds * 1_000_000 + micros;
   };
@@ -190,7 +194,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   }
 
   /**
-   * Each route: whom it is about ("any": a key, its hash or an IP; "key": a key or its hash;
+   * Each route: whom it is about ("any": a key, its hash, an IP, a user or a tag; "key": a key or its hash;
    * "none"), what it does, and whether this isolate forgets what it cached of that identity.
    */
   type Body = Record<string, unknown>;
@@ -248,7 +252,17 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         if (typeof rule !== "string") return badRequest('"rule" must name a rule');
         if (clear === true) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
         const checked = registry.check({ overrides: { [rule]: { limit, window } } });
-        if (!checked.ok) return badRequest(checked.errors.join("; "));
+        // checked as an entry's overrides, but the caller sent "rule", "limit" and "window": named as sent
+        const at = `overrides.${rule}`;
+        const asSent = (e: string) =>
+          e.startsWith(`${at}.`)
+            ? e.slice(at.length + 1)
+            : e.startsWith(`${at}: give`)
+              ? `${e.slice(at.length + 2)}, or "clear": true`
+              : e.startsWith(`${at}:`)
+                ? `rule${e.slice(at.length)}`
+                : e;
+        if (!checked.ok) return badRequest(checked.errors.map(asSent).join("; "));
         const o = checked.entry.overrides[rule]!;
         return (await registry.override(identity, rule, o)) ? json({ rule, ...o }) : noEntry();
       },
@@ -263,7 +277,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         if (typeof limit !== "number" || !Number.isInteger(limit) || limit < 1 || limit > LIST_PAGE.max) {
           return badRequest(`"limit" must be a whole number from 1 to ${LIST_PAGE.max}`);
         }
-        return json(await registry.list(cursor ?? undefined, limit, keyIdentity));
+        return json(await registry.list(typeof cursor === "string" ? cursor.toLowerCase() : undefined, limit, keyIdentity));
       },
     },
     "keys/import": {
@@ -319,7 +333,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   /** The key named by a raw `key` or its SHA-256 `hash`, or what is wrong with them. */
   async function keyOf(key: unknown, hash: unknown): Promise<Identity | string> {
     if ((typeof key === "string") === (typeof hash === "string") || key === "" || hash === "") {
-      return 'give exactly one of "key" (the raw API key) or "hash" (its SHA-256, 64 lowercase hex digits)';
+      return 'give exactly one of "key" (the raw API key) or "hash" (its SHA-256, 64 hex digits)';
     }
     if (typeof key === "string") {
       // as the gate reads a key header: trimmed, and never one with a comma (a header sent twice arrives so)
@@ -327,8 +341,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       if (key.includes(",")) return '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used';
       return identify("k", key.trim());
     }
-    if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 lowercase hex digits';
-    return keyIdentity(hash as string);
+    if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 hex digits';
+    return keyIdentity((hash as string).toLowerCase());
   }
 
   // Held here for a second at most: a refusal may come from attempts still in flight (a right
@@ -348,7 +362,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if (!request.headers.has("authorization")) return unauthorized(false);
     // recorded first: a token is compared only once its attempt is counted (a check, then a
     // record, would let a burst of guesses all pass the check before any was recorded)
-    const attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], AUTH_TIMEOUT_MS));
+    const attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], STORE_TIMEOUT_MS));
     if (!attempt.admitted) return refuse(tag, now, attempt.retryAfterMs);
     if (await authorised(request)) {
       await takeBack(tag);
@@ -407,6 +421,21 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return badRequest('The body must be JSON like {"key":"…"} or {"ip":"…"}.');
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
+    // Without identity.header the gate reads no API key from any request: a key named here would
+    // be blocked, reset or registered for no request at all, and its usage would show rules it never meets.
+    if (!config.keyHeader) {
+      const keyField = route.who === "any" ? (["key", "hash"] as const).find((f) => body[f] !== undefined) : undefined;
+      if (keyField) {
+        return badRequest(
+          `"${keyField}": no identity.header is configured, so the gate reads no API key and this would concern no request; name the caller by "ip", "user" or "tag".`,
+        );
+      }
+      if (route.who === "key" || name === "keys/import") {
+        return badRequest(
+          `${name}: no identity.header is configured, so the gate reads no API key and never consults the registry; set identity.header in RATE_LIMITS to manage keys.`,
+        );
+      }
+    }
     let identity: Identity | undefined;
     if (route.who !== "none") {
       const { key, hash, ip, tag, user } = body;
@@ -432,16 +461,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         if (!parseAddress(ip)) return badRequest(`"ip": ${JSON.stringify(ip.slice(0, 64))} is not an IP address.`);
         identity = await identify("i", ipIdentity(ip, config.ipv6Prefix));
       } else if (route.who === "any" && ip !== undefined) {
-        return badRequest('Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.');
+        return badRequest(NAME_ONE);
       } else {
         const found = await keyOf(key, hash);
         if (typeof found === "string") {
           const nothing = route.who === "any" && key === undefined && hash === undefined;
-          return badRequest(
-            nothing
-              ? 'Give exactly one of "key" (the raw API key), "hash" (its SHA-256) or "ip" (the client IP), as a non-empty string.'
-              : `${found[0]!.toUpperCase()}${found.slice(1)}.`,
-          );
+          return badRequest(nothing ? NAME_ONE : `${found[0]!.toUpperCase()}${found.slice(1)}.`);
         }
         identity = found;
       }

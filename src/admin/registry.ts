@@ -71,8 +71,8 @@ function fieldsFrom(raw: unknown): Record<string, string> {
 
 /** An entry from its Redis fields (the reverse of `fieldsOf`). */
 function entryOf(fields: Record<string, string>): Entry {
-  const entry: Entry = { tier: fields.tier ?? "", disabled: fields.disabled === "1", overrides: {} };
-  if (fields.label !== undefined) entry.label = fields.label;
+  // in the order keys/set answers with, so an entry reads the same from every route
+  const entry: Entry = { tier: fields.tier ?? "", ...(fields.label !== undefined && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
     if (!m) continue;
@@ -106,12 +106,14 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
   for (const rules of config.tiers.values()) for (const r of rules) costs.set(r.name, Math.max(costs.get(r.name) ?? 1, r.cost));
 
   return {
-    /** Validates an entry as the admin API receives it; every error names its field from `root`. */
+    /** Validates an entry as the admin API receives it; every error names its field from `root` (none: the field alone). */
     check(raw: unknown, root = ""): Checked {
+      // "root.field", or "field" at the top of a body: never ".field", which names nothing the caller sent
+      const named = (errors: string[]) => (root ? errors : errors.map((e) => e.replace(/^\./, "")));
       const reserved = reservedKeys(raw, root);
-      if (reserved.length) return { ok: false, errors: reserved };
+      if (reserved.length) return { ok: false, errors: named(reserved) };
       const parsed = v.safeParse(entrySchema, raw);
-      if (!parsed.success) return { ok: false, errors: parsed.issues.map((issue) => describe(issue, root)) };
+      if (!parsed.success) return { ok: false, errors: named(parsed.issues.map((issue) => describe(issue, root))) };
       const { tier, label, disabled, overrides = {} } = parsed.output;
       const errors: string[] = [];
       if (tier !== undefined && !config.tiers.has(tier)) errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})`);
@@ -123,7 +125,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         if (o.limit !== undefined && o.limit < cost) errors.push(`${root}.overrides.${rule}.limit: ${o.limit} is below the rule's cost (${cost}): no request would ever fit`);
         entry.overrides[rule] = { limit: o.limit, windowMs: o.window };
       }
-      return errors.length ? { ok: false, errors } : { ok: true, entry };
+      return errors.length ? { ok: false, errors: named(errors) } : { ok: true, entry };
     },
 
     /** Creates or replaces the entry of a key. */

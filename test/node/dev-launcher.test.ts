@@ -75,6 +75,23 @@ async function startDev(devVars = "/dev/null", env: Record<string, string> = {},
   return { ready, output: () => output };
 }
 
+/** `npm run dev` as a person runs it (no --ready-json): resolves with its banner once printed. */
+async function startBanner(env: Record<string, string>): Promise<string> {
+  dev = spawn(process.execPath, ["scripts/dev.ts"], { env: await devEnv(env), stdio: ["ignore", "pipe", "pipe"] });
+  let banner = "";
+  return new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no banner in 90 s:\n${banner}`)), 90_000);
+    dev!.stdout!.on("data", (c: Buffer) => {
+      banner += c.toString();
+      if (banner.includes("Ctrl-C stops everything")) {
+        clearTimeout(timer);
+        resolve(banner);
+      }
+    });
+    dev!.once("exit", (code) => reject(new Error(`exited with ${code}:\n${banner}`)));
+  });
+}
+
 /** The seed demo: six requests against 5 per 10 s. */
 async function sixRequests(gate: string): Promise<{ codes: number[]; last: Response }> {
   const codes: number[] = [];
@@ -151,6 +168,61 @@ describe("npm run dev", () => {
     dev.kill("SIGINT");
     expect(await exited).toBe(0);
   }, 120_000);
+
+  it("gates by the RATE_LIMITS of .dev.vars rather than wrangler.toml's, and its banner shows those limits and a demo that sends the required key", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+    const file = join(dir, ".dev.vars");
+    const limits = {
+      identity: { header: "x-api-key", required: true },
+      rules: [
+        { name: "tight", limit: 2, window: "10s" },
+        // a ' and a $ in the value: the file handed to wrangler must carry them unchanged
+        { name: "quoted", limit: 1, window: "10s", path: "/it's-$HOME" },
+      ],
+    };
+    // as a developer writes it: single-quoted, its own ' spelled as JSON's escape
+    writeFileSync(file, `RATE_LIMITS='${JSON.stringify(limits).replaceAll("'", "\\u0027")}'\n`);
+    const banner = await startBanner({ DEV_VARS_FILE: file });
+    expect(banner).toContain("tight: 2 per 10s per x-api-key (required)");
+    expect(banner).not.toContain("default: 5 per 10s");
+    // the port it was given was free: nothing was taken, so nothing is said about 8787
+    expect(banner).not.toContain("which is taken");
+    const demo = /^ {2}(for i in .*)$/m.exec(banner)?.[1];
+    expect(demo, banner).toContain('-H "x-api-key: demo"');
+    const run = spawnSync("bash", ["-c", demo!], { encoding: "utf8", timeout: 30_000 });
+    expect(run.stdout.trim()).toBe("200 200 429 429 429 429");
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev!.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
+  it("names the port it wanted when that one is taken, and says where it runs instead", async () => {
+    const { createServer } = await import("node:net");
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(0, "127.0.0.1", resolve));
+    try {
+      const wanted = (squatter.address() as { port: number }).port;
+      const { ready, output } = await startDev("/dev/null", { GATE_PORT: String(wanted) });
+      const port = new URL(ready.gate).port;
+      expect(port).not.toBe(String(wanted));
+      expect(output()).toContain(`(not ${wanted}, which is taken)`);
+      expect(output()).toContain(`export SLIDEGATE_URL=http://127.0.0.1:${port}`);
+      await ctrlC(ready);
+    } finally {
+      squatter.close();
+    }
+  }, 120_000);
+
+  it("stops, naming RATE_LIMITS and where it came from, when the environment's is invalid", async () => {
+    const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+      env: await devEnv({ UPSTASH_REDIS_REST_URL: "https://example.upstash.io", UPSTASH_REDIS_REST_TOKEN: "t", RATE_LIMITS: '{"rules":[]}' }),
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/RATE_LIMITS from the environment is invalid:\n {2}- RATE_LIMITS\.rules/);
+    expect(run.stdout).not.toContain("SLIDEGATE_READY");
+  });
 
   it("uses Upstash credentials from .dev.vars and starts no Redis or shim", async () => {
     // The test shim stands in for Upstash: same REST API, same credentials shape.

@@ -114,6 +114,9 @@ describe("npm run keys, as the README shows it", () => {
       expect(r.stderr, "a key is never echoed").not.toMatch(/sk-csv-/);
     }
     expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-csv-1" } })).headers.get("RateLimit-Policy")).toBe('"minute";q=10;w=60');
+    // a file of keys alone imports: each new key gets the default tier
+    expect(file("keys-only.csv", "KEY\nsk-csv-9\n").json).toEqual({ imported: 1 });
+    expect(run("node scripts/keys.ts show sk-csv-9").json).toMatchObject({ tier: "free", disabled: false });
     const good = file("good.csv", '\uFEFFKey,Tier,Label,Disabled\r\nsk-csv-7,paid,"Acme, Inc.",TRUE\r\nsk-csv-8, paid ,Plain,0\r\n');
     expect([good.code, good.json]).toEqual([0, { imported: 2 }]);
     expect(run("node scripts/keys.ts show sk-csv-7").json).toMatchObject({ tier: "paid", label: "Acme, Inc.", disabled: true });
@@ -181,13 +184,46 @@ describe("npm run keys, as the README shows it", () => {
     }
   });
 
+  it("sends a hash given in upper case in lower case, as the gate stores it, from the command line and from a file", async () => {
+    const { createServer } = await import("node:http");
+    const bodies: Record<string, unknown>[] = [];
+    // records what the CLI sends and answers as the gate would, whatever the gate's version
+    const recorder = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c: Buffer) => (text += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(text) as Record<string, unknown>;
+        bodies.push(body);
+        const entries = body.entries as unknown[] | undefined;
+        res.setHeader("content-type", "application/json");
+        res.end(JSON.stringify(entries ? (body.check ? { checked: entries.length } : { imported: entries.length }) : { hash: body.hash, tier: "free" }));
+      });
+    });
+    await new Promise<void>((resolve) => recorder.listen(0, "127.0.0.1", resolve));
+    try {
+      const at = `http://127.0.0.1:${(recorder.address() as { port: number }).port}`;
+      const hash = createHash("sha256").update("sk-upper").digest("hex");
+      const run = (args: string[]) =>
+        new Promise<number | null>((resolve) =>
+          spawn(process.execPath, ["scripts/keys.ts", ...args], { env: { ...process.env, SLIDEGATE_URL: at, ADMIN_TOKEN } }).on("exit", resolve),
+        );
+      expect(await run(["show", "--hash", hash.toUpperCase()])).toBe(0);
+      writeFileSync(join(dir, "upper.csv"), `hash,tier\n${hash.toUpperCase()},paid\n`);
+      expect(await run(["import", join(dir, "upper.csv")])).toBe(0);
+      expect(bodies.map((b) => b.hash ?? (b.entries as { hash: string }[])[0]!.hash)).toEqual([hash, hash, hash]);
+    } finally {
+      recorder.close();
+    }
+  });
+
   it("lists its verbs and options with --help, without needing a gate or a token", () => {
     const help = run("npm run --silent keys -- --help", { ADMIN_TOKEN: "", SLIDEGATE_URL: "http://127.0.0.1:9" });
     expect(help.code).toBe(0);
     for (const verb of ["show", "set", "tier", "override", "disable", "enable", "delete", "list", "import", "SLIDEGATE_TIMEOUT_MS"]) expect(help.stdout).toContain(verb);
   });
 
-  it("exits 2 for a wrong command line and 1 when the gate refuses, saying why", () => {
+  it("exits 0 when done, 2 for a wrong command line or a file the check refuses, 1 when the gate refuses a call, saying why", () => {
+    expect(run("npm run keys -- set sk-exit-0 --tier paid").code).toBe(0);
     expect(run("npm run keys -- frobnicate").code).toBe(2);
     expect(run("npm run keys -- show").code).toBe(2);
     const noToken = run("npm run keys -- show sk-x", { ADMIN_TOKEN: "" });
@@ -203,5 +239,42 @@ describe("npm run keys, as the README shows it", () => {
     const bad = run(`npm run keys -- import ${join(dir, "bad.csv")}`);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toMatch(/bad\.csv \(line 2\): 400 .*"hash" must be the SHA-256/);
+    // a tier the gate lacks: a bad file for import (its check pass), a refused call for set
+    writeFileSync(join(dir, "platinum.csv"), "key,tier\nsk-exit-2,platinum\n");
+    expect(run(`npm run keys -- import ${join(dir, "platinum.csv")}`).code).toBe(2);
+    expect(run("npm run keys -- set sk-exit-1 --tier platinum").code).toBe(1);
   }, 60_000);
+
+  it("exits 1 when an import's batch fails after the gate checked it, saying nothing after it was sent", async () => {
+    const { createServer } = await import("node:http");
+    // a gate that passes the check, then fails the write
+    const failing = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c: Buffer) => (text += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(text) as { entries: unknown[]; check?: boolean };
+        res.setHeader("content-type", "application/json");
+        if (body.check) res.end(JSON.stringify({ checked: body.entries.length }));
+        else {
+          res.statusCode = 503;
+          res.end(JSON.stringify({ title: "Service Unavailable", detail: "The rate-limit store failed." }));
+        }
+      });
+    });
+    await new Promise<void>((resolve) => failing.listen(0, "127.0.0.1", resolve));
+    try {
+      writeFileSync(join(dir, "fails.csv"), "key\nsk-fails\n");
+      const r = await new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, ["scripts/keys.ts", "import", join(dir, "fails.csv")], {
+          env: { ...process.env, SLIDEGATE_URL: `http://127.0.0.1:${(failing.address() as { port: number }).port}`, ADMIN_TOKEN },
+        });
+        let stderr = "";
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+        child.on("exit", (code) => resolve({ code, stderr }));
+      });
+      expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/0 imported before them, none after\): 503 Service Unavailable/)]);
+    } finally {
+      failing.close();
+    }
+  });
 });

@@ -14,7 +14,7 @@ import { services } from "../helpers/shim.ts";
 /**
  * slidegate as a user gets it: `npm pack` (which builds the package), then the README's
  * "Use as a library" and "Self-host the shim" commands, run outside this repository with the
- * tarball in place of the registry's `slidegate`. A Worker project with a stock tsconfig.json
+ * tarball it made in place of the README's path to it. A Worker project with a stock tsconfig.json
  * and wrangler.toml holds the README's three examples (the limiter, the Hono middleware, the
  * gateway entry); it is type-checked, built by wrangler and each Worker answers in workerd
  * against the real shim and Redis. The shim command of a second install serves the official
@@ -23,7 +23,7 @@ import { services } from "../helpers/shim.ts";
  */
 
 const repo = process.cwd();
-const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { devDependencies: Record<string, string> };
+const pkg = JSON.parse(readFileSync("package.json", "utf8")) as { version: string; devDependencies: Record<string, string> };
 const require = createRequire(import.meta.url);
 const wrangler = join(dirname(require.resolve("wrangler/package.json")), "bin", "wrangler.js");
 const readme = readFileSync("README.md", "utf8");
@@ -73,16 +73,23 @@ function run(command: string, args: string[], cwd: string): Promise<string> {
   });
 }
 
-/** A README `npm install …` line with the tarball for `slidegate` and this repository's pinned versions for the rest. */
+/**
+ * A README `npm install …` line with this run's tarball for the README's path to the one
+ * `npm pack` makes (the package is not on the registry, so that path is the only way in; its
+ * name must carry this version) and this repository's pinned versions for the rest.
+ */
 function installArgs(command: string, tarball: string): string[] {
   const [npm, install, ...names] = command.split(/\s+/);
   expect([npm, install]).toEqual(["npm", "install"]);
+  const packed = `/slidegate-${pkg.version}.tgz`;
   const pinned = names.map((name) => {
-    if (name === "slidegate") return tarball;
+    if (name.endsWith(packed)) return tarball;
+    expect(name, "slidegate is not on the npm registry: the README installs the tarball npm pack makes").not.toMatch(/^slidegate(@|$)|\.tgz$/);
     expect(pkg.devDependencies, `the README installs ${name}, which this test does not know`).toHaveProperty(name);
     return `${name}@${pkg.devDependencies[name]}`;
   });
-  expect(names).toContain("slidegate");
+  expect(names.filter((name) => name.endsWith(packed))).toHaveLength(1);
+  expect(readme, "the README says how to make the tarball").toContain("`npm pack`");
   return ["install", ...pinned, "--prefer-offline", "--no-audit", "--no-fund"];
 }
 

@@ -126,6 +126,66 @@ describe("admin identities", () => {
   });
 });
 
+describe("admin identities without identity.header", () => {
+  it("refuse an API key or its hash with 400 naming the field: the gate reads no key, so a block of one would hold no request", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const [route, body] of [
+      ["block", { key: "sk-live-abuser", seconds: 60 }],
+      ["usage", { key: "sk-live-abuser" }],
+      ["reset", { hash: "ab".repeat(32) }],
+      ["unblock", { key: "sk-live-abuser" }],
+    ] as const) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(res.headers.get("Content-Type")).toBe("application/problem+json");
+      const field = "key" in body ? "key" : "hash";
+      expect(((await res.json()) as { detail: string }).detail, route).toMatch(new RegExp(`^"${field}": no identity\\.header is configured`));
+    }
+    expect((await call(gate, "block", { ip: freshIp(), body: { ip: "192.0.2.80", seconds: 60 } })).status).toBe(200);
+  });
+
+  it("refuse the key routes with 400 saying why: the registry is never consulted without a key header", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const [route, body] of [
+      ["keys/set", { key: "sk-x", tier: "default" }],
+      ["keys/get", { key: "sk-x" }],
+      ["keys/override", { key: "sk-x", rule: "m", limit: 9 }],
+      ["keys/delete", { hash: "ab".repeat(32) }],
+      ["keys/import", { entries: [{ key: "sk-x" }] }],
+    ] as const) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(((await res.json()) as { detail: string }).detail, route).toMatch(/no identity\.header is configured/);
+    }
+    // listing what an earlier configuration registered stays possible
+    expect((await call(gate, "keys/list", { ip: freshIp(), body: {} })).status).toBe(200);
+  });
+});
+
+describe("what a block holds", () => {
+  it("an address's: only requests some rule covers, since a request no rule covers reaches the origin without a store call; an API key's: every request", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 50, window: "1m", path: "/v1/*" }] }, { adminToken: ADMIN });
+    const ip = freshIp();
+    expect((await call(gate, "block", { ip: freshIp(), body: { ip, seconds: 60 } })).status).toBe(200);
+    expect((await gate(request("/v1/things", { ip }))).status).toBe(403);
+    expect((await gate(request("/elsewhere", { ip }))).status).toBe(200);
+    expect((await call(gate, "block", { ip: freshIp(), body: { key: "sk-blocked", seconds: 60 } })).status).toBe(200);
+    expect((await gate(request("/elsewhere", { key: "sk-blocked" }))).status).toBe(403);
+  });
+});
+
+describe("an identity named wrongly", () => {
+  it("is answered with every form a route takes: key, hash, ip, user and tag", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const body of [{}, { ip: 5 }]) {
+      const res = await call(gate, "usage", { ip: freshIp(), body });
+      expect(res.status).toBe(400);
+      const { detail } = (await res.json()) as { detail: string };
+      for (const form of ['"key"', '"hash"', '"ip"', '"user"', '"tag"']) expect(detail, JSON.stringify(body)).toContain(form);
+    }
+  });
+});
+
 describe("an application's own identities", () => {
   it("are named by user (or their u-tag): usage, block and reset reach what the library counted, and no API key of the same text", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;

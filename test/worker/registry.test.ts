@@ -185,7 +185,7 @@ describe("key registry", () => {
     const { a } = fleet({ tiers: { ...TIERS.tiers, heavy: { rules: [{ name: "tokens", limit: 100, window: "1m", cost: 5 }] } } });
     const bad = await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 4 } } });
     expect(bad.status).toBe(400);
-    expect(bad.body.detail).toMatch(/\.overrides\.tokens\.limit: 4 is below the rule's cost \(5\): no request would ever fit/);
+    expect(bad.body.detail).toMatch(/^overrides\.tokens\.limit: 4 is below the rule's cost \(5\): no request would ever fit/);
     expect((await admin(a, "keys/get", { key: "heavy-user" })).status).toBe(404);
     expect((await admin(a, "keys/set", { key: "heavy-user", tier: "heavy", overrides: { tokens: { limit: 5 } } })).status).toBe(200);
   });
@@ -195,13 +195,51 @@ describe("key registry", () => {
     // JSON.parse keeps "__proto__" as an own key, as a client's body arrives
     const set = await admin(a, "keys/set", JSON.parse('{"key":"proto-user","tier":"paid","overrides":{"__proto__":{"limit":5}}}'));
     expect(set.status).toBe(400);
-    expect(set.body.detail).toMatch(/\.overrides\.__proto__: "__proto__" is a name every JavaScript object already has/);
+    expect(set.body.detail).toMatch(/^overrides\.__proto__: "__proto__" is a name every JavaScript object already has/);
     expect((await admin(a, "keys/set", { key: "proto-user", tier: "paid" })).status).toBe(200);
     for (const rule of ["__proto__", "constructor", "toString"]) {
       const res = await admin(a, "keys/override", { key: "proto-user", rule, limit: 5 });
       expect(res.status, rule).toBe(400);
     }
     expect((await admin(a, "keys/get", { key: "proto-user" })).body).toMatchObject({ tier: "paid", overrides: {} });
+  });
+
+  it('names each bad field as the caller sent it, without a leading dot; an override\'s rule as "rule"', async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "named", tier: "gold" })).body.detail).toMatch(/^tier: "gold" is not a tier \(tiers: free, paid\)$/);
+    expect((await admin(a, "keys/set", { key: "named", tier: "paid" })).status).toBe(200);
+    expect((await admin(a, "keys/override", { key: "named", rule: "nope", limit: 5 })).body.detail).toMatch(/^rule: "nope" is not a rule \(rules: minute\)$/);
+    expect((await admin(a, "keys/override", { key: "named", rule: "minute", limit: 0 })).body.detail).toMatch(/^limit: must be at least 1/);
+    expect((await admin(a, "keys/override", { key: "named", rule: "minute" })).body.detail).toBe('give "limit", "window" or both, or "clear": true');
+    // inside an import the entry is the root, as before
+    expect((await admin(a, "keys/import", { entries: [{ key: "named", tier: "gold" }] })).body.detail).toMatch(/entries\[0\]\.tier: "gold" is not a tier/);
+  });
+
+  it("takes a hash in upper-case hex, and stores and answers it in lower case, the one key it names", async () => {
+    const { a } = fleet();
+    const hash = await hashOf("upper-case");
+    const set = await admin(a, "keys/set", { hash: hash.toUpperCase(), tier: "paid" });
+    expect(set.status).toBe(200);
+    expect(set.body.hash).toBe(hash);
+    expect((await admin(a, "keys/get", { key: "upper-case" })).body).toMatchObject({ hash, tier: "paid" });
+    expect((await admin(a, "keys/get", { hash: hash.toUpperCase() })).body).toMatchObject({ hash, tier: "paid" });
+    expect((await admin(a, "keys/list", {})).body.entries).toEqual([expect.objectContaining({ hash })]);
+    const byUpper = (await admin(a, "usage", { hash: hash.toUpperCase() })).body.identity;
+    expect(byUpper).toEqual((await admin(a, "usage", { key: "upper-case" })).body.identity);
+    expect((await admin(a, "keys/import", { entries: [{ hash: hash.toUpperCase() }, { key: "upper-case" }] })).body.detail).toMatch(
+      /entries\[1\]: names the same key as entries\[0\]/,
+    );
+  });
+
+  it("answers an entry with its fields in one order, from keys/set, keys/get and keys/list alike", async () => {
+    const { a } = fleet();
+    const set = (await admin(a, "keys/set", { key: "ordered", tier: "paid", label: "Acme", disabled: true, overrides: { minute: { limit: 9 } } })).body;
+    const got = (await admin(a, "keys/get", { key: "ordered" })).body;
+    const listed = ((await admin(a, "keys/list", {})).body.entries as Record<string, unknown>[])[0]!;
+    expect(Object.keys(set)).toEqual(["hash", "tier", "label", "disabled", "overrides"]);
+    expect(Object.keys(got)).toEqual(Object.keys(set));
+    expect(Object.keys(listed)).toEqual(Object.keys(set));
+    expect(got).toEqual(set);
   });
 
   it("refuses to register a blank key, or one with a comma, which no request could ever use", async () => {
@@ -369,7 +407,7 @@ describe("key registry", () => {
     expect(bad.body.detail).toMatch(/overrides\.hour\.limit: must be at least 1/);
     expect(bad.body.detail).toMatch(/overrides\.minute\.window: must be a duration/);
     const unknown = await admin(a, "keys/set", { key: "k", tier: "gold" });
-    expect(unknown.body.detail).toMatch(/^\.tier: "gold" is not a tier/);
+    expect(unknown.body.detail).toMatch(/^tier: "gold" is not a tier/);
     expect((await admin(a, "keys/set", { hash: "ABC", tier: "paid" })).body.detail).toMatch(/"hash" must be the SHA-256/);
     expect((await admin(a, "keys/delete", { hash })).body).toEqual({ deleted: true });
     expect((await admin(a, "keys/get", { hash })).status).toBe(404);
