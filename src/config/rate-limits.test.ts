@@ -84,7 +84,11 @@ describe("parseRateLimits", () => {
     expect(pathOf("/v1/users.json")?.test("/v1/users")).toBe(true);
     expect(pathOf("/v1/users.json")?.test("/v1/users.json")).toBe(true);
     expect(pathOf("/v1/users.json")?.test("/v1/user")).toBe(false);
-    expect(pathOf("/v1/*.json")?.test("/v1/ajson")).toBe(true); // "/v1/ajson.json" is its handler too
+    // a suffix after a wildcard names a kind of file: the glob keeps it, or it would cover every path
+    expect(pathOf("/*.css")?.test("/api/users")).toBe(false);
+    expect(pathOf("/*.css")?.test("/")).toBe(false);
+    expect(pathOf("/v1/*.json")?.test("/v1/a/b.json")).toBe(true);
+    expect(pathOf("/a;v=1/*.css")?.test("/a/x.css")).toBe(true);
     expect(pathOf("/a;v=1/*")?.test("/a/b")).toBe(true);
     // a glob with none of them is one pattern, as written
     expect(pathOf("/v1/*")?.source).toBe("^/v1/.*$");

@@ -316,10 +316,16 @@ export function pathPattern(glob: string, caseSensitive: boolean): PathPattern {
  * rule spells, so a rule on `/v1/users.json` covers them too. Its forms are the glob's own
  * match forms, less the trailing-slash variants that every request's forms hold already; for
  * a glob without a suffix, `;` parameter or escape that is the glob alone, one pattern.
+ * A suffix after a wildcard (`/*.css`) names a kind of file, not a handler: cut, it would be
+ * `/*`, every path, so such a glob keeps its suffix in every form.
  */
 function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const own = canonicalPath(glob) as { matchOn: readonly string[] };
-  const patterns = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/")).map((form) => pathPattern(form, caseSensitive));
+  const last = glob.slice(glob.lastIndexOf("/") + 1);
+  const dot = last.indexOf(".");
+  const suffix = dot > 0 && last.slice(0, dot).includes("*") ? last.slice(dot) : undefined;
+  const forms = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/") && (suffix === undefined || form.replace(/\/$/, "").endsWith(suffix)));
+  const patterns = forms.map((form) => pathPattern(form, caseSensitive));
   if (patterns.length === 1) return patterns[0]!;
   return { source: patterns.map((p) => p.source).join("|"), test: (path) => patterns.some((p) => p.test(path)) };
 }
