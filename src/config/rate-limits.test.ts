@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { parseRateLimits, pathPattern } from "./rate-limits.ts";
+import { denialCacheFit, parseRateLimits, pathPattern } from "./rate-limits.ts";
 
 const errorsOf = (raw: unknown) => {
   const r = parseRateLimits(raw);
@@ -114,6 +114,16 @@ describe("parseRateLimits", () => {
       /^RATE_LIMITS\.denialCacheSize: must be at most 50000: each entry takes about 0\.6 KB/,
     );
     expect(parseRateLimits({ rules: [{ name: "d", limit: 1, window: "1s" }], denialCacheSize: 50_000 }).ok).toBe(true);
+    // an entry holds a decision over every rule of its list: more rules, fewer entries fit
+    const many = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `rule-${i}`, limit: 1, window: "1s" }));
+    expect(parseRateLimits({ rules: many(21) }).ok).toBe(true);
+    expect(errorsOf({ rules: many(25) })).toEqual([
+      `RATE_LIMITS.denialCacheSize: the default, 10000, is more than fit in an isolate with 25 rules in one list: each entry holds a decision over them, so at most ${denialCacheFit(25)}`,
+    ]);
+    expect(parseRateLimits({ rules: many(25), denialCacheSize: denialCacheFit(25) }).ok).toBe(true);
+    expect(errorsOf({ tiers: { a: { rules: many(2) } }, defaultTier: "a", identity: { header: "k" }, addressRules: many(40), denialCacheSize: 8000 })[0]).toMatch(
+      /with 40 rules in one list/,
+    );
   });
 
   it("refuses shapes that contradict themselves", () => {
