@@ -337,9 +337,13 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   server.keepAliveTimeout = 30_000;
   // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
-    // Never in the middle of a response already under way: raw bytes there would corrupt it.
+    // Never in the middle of a response already under way (raw bytes there would corrupt it),
+    // nor while one is owed to a request that arrived whole (a pipelined one still running, and
+    // these bytes a later one's): the client would pair this answer with that request, which
+    // may well have run. Closing leaves its outcome unknown, which is the truth. A request
+    // whose own body is malformed has not arrived whole: it gets this answer.
     const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+    if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent || inFlight?.req?.complete) {
       socket.destroy();
       return;
     }
