@@ -30,7 +30,6 @@ export class OriginError extends Error {
 const oneSpelling = (name: string) => name.toLowerCase().replaceAll("_", "-");
 
 const NONE: ReadonlySet<string> = new Set();
-const NO_SPELLINGS: ReadonlyMap<string, string> = new Map();
 
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"]);
 
@@ -70,28 +69,43 @@ const FORWARDING_HEADERS = [
 const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
 
 /**
- * The names in `source` that must not go on: hop-by-hop ones, those its `Connection` header
- * lists, those in `drop` (lower case, with `_` read as `-`), any spelling of a name in
- * `respelled` (one spelling → the one that goes on) but that one, since a CGI origin reads
- * them all as one header, and those that start with `dropPrefix`. Read in one pass; the runtime yields names in lower
- * case. A listed name that is no header name (`a b`) matches nothing.
+ * What a `Connection` header lists (hop-by-hop for this connection only), as a Set: a client
+ * may list thousands of names, and each header is looked up in it. A listed name that is no
+ * header name (`a b`) matches nothing.
  */
-function notForwarded(source: Headers, drop: ReadonlySet<string>, keepUpgrade = false, dropPrefix?: string, respelled: ReadonlyMap<string, string> = NO_SPELLINGS): string[] {
-  const present: string[] = [];
-  // a Set: a client may list thousands of names, and each header is looked up in it
-  let listed: ReadonlySet<string> = NONE;
-  for (const [name, value] of source) {
-    present.push(name);
-    if (name === "connection") listed = new Set(value.split(",").map((h) => h.trim().toLowerCase()));
-  }
-  const dropped = (name: string) => {
+function connectionListed(headers: Headers, names: readonly string[]): ReadonlySet<string> {
+  if (!names.includes("connection")) return NONE;
+  return new Set((headers.get("connection") ?? "").split(",").map((h) => h.trim().toLowerCase()));
+}
+
+/**
+ * The names of a client's request that must not reach the origin: hop-by-hop ones (but the
+ * Upgrade of a WebSocket handshake), those its `Connection` header lists, those in `drop`
+ * (lower case, with `_` read as `-`), and any spelling of a name in `respelled` (one spelling
+ * → the one that goes on) but that one, since a CGI origin reads them all as one header.
+ * Names only are read (the runtime yields them in lower case): values can be long, and each
+ * one read is a copy out of the runtime.
+ */
+function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: ReadonlyMap<string, string>, keepUpgrade: boolean): string[] {
+  const names = [...headers.keys()];
+  const listed = connectionListed(headers, names);
+  const dropped: string[] = [];
+  for (const name of names) {
+    if (keepUpgrade && name === "upgrade") continue;
     const spelling = name.includes("_") ? oneSpelling(name) : name;
     const exact = respelled.get(spelling);
-    return drop.has(spelling) || (exact !== undefined && exact !== name);
-  };
-  return present.filter(
-    (name) => !(keepUpgrade && name === "upgrade") && (HOP_BY_HOP.has(name) || dropped(name) || listed.has(name) || (dropPrefix !== undefined && name.startsWith(dropPrefix))),
-  );
+    if (HOP_BY_HOP.has(name) || listed.has(name) || drop.has(spelling) || (exact !== undefined && exact !== name)) dropped.push(name);
+  }
+  return dropped;
+}
+
+/** The names of the origin's answer that must not reach the client: hop-by-hop ones, and the gate's own (a fail-open mark, shadow reports), which are the gate's to write. */
+function responseDropped(headers: Headers): string[] {
+  const names = [...headers.keys()];
+  const listed = connectionListed(headers, names);
+  const dropped: string[] = [];
+  for (const name of names) if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-")) dropped.push(name);
+  return dropped;
 }
 
 /**
@@ -156,7 +170,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   return {
     prepare(request, canonical) {
       const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
-      const dropped = notForwarded(request.headers, drop, upgrade, undefined, respelled);
+      const dropped = requestDropped(request.headers, drop, respelled, upgrade);
       const many = dropped.length > DELETE_ONE_BY_ONE;
       const target = targetUrl(canonical.url, canonical.path, origin);
       // the runtime copies the headers once, into the request's own; then only names present are removed
@@ -182,8 +196,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       }
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
-      // the gate's own headers (a fail-open mark, shadow reports) are the gate's to write
-      const dropped = notForwarded(upstream.headers, NONE, false, "x-slidegate-");
+      const dropped = responseDropped(upstream.headers);
       const many = dropped.length > DELETE_ONE_BY_ONE;
       let response: Response;
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
