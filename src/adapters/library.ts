@@ -118,7 +118,6 @@ function ownOrNone(value: unknown): string | undefined {
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
   const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
-  const keyHeader = config.keyHeader ?? "X-API-Key";
   return {
     async limit(input, { cost, identity } = {}) {
       let step: Step;
@@ -133,7 +132,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }
-      const a = answer(step, keyHeader);
+      const a = answer(step, config.keyHeader);
       return {
         success: a.pass,
         reason: a.reason,
@@ -149,6 +148,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
 /** Validates `options` once (throwing an error that names the bad field) and returns the limiter. */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   const { url, token, ...limits } = options;
+  // the store first: without one nothing else matters
   assertStore(url, token);
   return limiterFor(parseLimits(limits), url, token);
 }

@@ -5,7 +5,7 @@ import { consoleRoutes } from "../console/routes.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
 import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
-import { tierOf } from "../decision/rules.ts";
+import { tierOf, tierRules } from "../decision/rules.ts";
 import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
@@ -131,7 +131,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
    */
   const logsOf = (tag: string, registryTier?: string) => {
     const scopes: [string, readonly Rule[]][] = [...config.tiers, [ADDRESS_SCOPE, config.addressRules]];
-    if (registryTier && !config.tiers.has(registryTier)) scopes.push([registryTier, config.tiers.get(config.defaultTier) ?? []]);
+    if (registryTier && !config.tiers.has(registryTier)) scopes.push([registryTier, tierRules(config, registryTier)]);
     return [
       ...new Set(scopes.flatMap(([scope, rules]) => rules.flatMap((r) => [redisKeys.log(config.prefix, tag, scope, r.log), redisKeys.log(config.prefix, tag, scope, r.name)]))),
     ];
@@ -147,7 +147,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   async function usage(identity: Identity) {
     const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
     const tier = entry?.tier || tierOf(config, identity.keyHash);
-    const rules = (config.tiers.get(tier) ?? config.tiers.get(config.defaultTier) ?? []).map((r) => ({
+    const rules = tierRules(config, tier).map((r) => ({
       ...r,
       scope: tier,
       limit: entry?.overrides[r.name]?.limit ?? r.limit,

@@ -163,8 +163,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const configured = config.keyTiers.get(hash);
     const fallback = configured ?? (config.unknownKeys === "defaultTier" ? config.defaultTier : "");
     let tier = registryTiers.get(caller.identity.tag, clock())?.value ?? configured ?? config.defaultTier;
-    // a tier the registry names but this configuration lacks is limited by the default tier's rules
-    const rulesOf = (t: string) => rulesFor(config, config.tiers.has(t) ? t : config.defaultTier, match.methods, match.paths);
+    // (a tier the registry names but this configuration lacks: the default tier's rules)
+    const rulesOf = (t: string) => rulesFor(config, t, match.methods, match.paths);
     let rules = rulesOf(tier);
     const visited = [rules];
     const onAddressRules = matching(addressRules, match.methods, match.paths);

@@ -16,7 +16,12 @@ export function tierOf(config: GateConfig, keyHash: string | undefined): string 
  * rulesFor(config, "default", ["HEAD", "GET"], ["/V1/users"]); // the GET rules on "/v1/*"
  */
 export function rulesFor(config: GateConfig, tier: string, methods: readonly string[], paths: readonly string[] | undefined): Rule[] {
-  return matching(config.tiers.get(tier) ?? [], methods, paths);
+  return matching(tierRules(config, tier), methods, paths);
+}
+
+/** The rules of `tier`: a tier the registry names but this configuration lacks is limited by the default tier's. */
+export function tierRules(config: GateConfig, tier: string): readonly Rule[] {
+  return config.tiers.get(tier) ?? config.tiers.get(config.defaultTier) ?? [];
 }
 
 /** Of `rules`, those that apply to a request handled as any of `methods` (`ANY_METHOD`: any at all), at any of `paths` (as for `rulesFor`). */

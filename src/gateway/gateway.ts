@@ -119,7 +119,6 @@ export function createGate(options: GateOptions): Gate {
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
     : undefined;
-  const keyHeader = config.keyHeader ?? "X-API-Key";
   // an origin behind CGI (PHP, WSGI, Rack) reads X_API_Key or X_HTTP_Method_Override as the header
   // the gate read (or did not): those spellings never reach it
   const respelled = [...(config.keyHeader ? [config.keyHeader] : []), ...OVERRIDE_HEADERS];
@@ -216,7 +215,7 @@ export function createGate(options: GateOptions): Gate {
     const client = clientAddress(request, config.ipv6Prefix);
     const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : UNREAD_METHODS, paths: canonical.matchOn }, { client });
     report(step, request, path);
-    const answered = answer(step, keyHeader);
+    const answered = answer(step, config.keyHeader);
     if (!answered.pass) return answered.response();
     // built only for a request that goes on: a flood of denials builds none. It is made of
     // what the runtime has accepted already (method, headers) and the canonical path.

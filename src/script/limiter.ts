@@ -168,13 +168,15 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     const deadline = (key?.startedAt ?? Date.now()) + timeoutMs;
     let reply: unknown;
     try {
-      const left = deadline - Date.now();
-      if (left < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
-      reply = await within(left, () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
+      /** what is left of the budget, or the failure of having none */
+      const left = () => {
+        const ms = deadline - Date.now();
+        if (ms < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
+        return ms;
+      };
+      reply = await within(left(), () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
         if (!(e instanceof Error && e.message.includes("NOSCRIPT"))) throw e;
-        const left = deadline - Date.now();
-        if (left < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
-        return within(left, () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
+        return within(left(), () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
       });
     } catch (e) {
       // a full Redis refuses the script, which may write, but still answers reads: an
