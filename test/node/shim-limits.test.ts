@@ -1,6 +1,7 @@
 import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+import { until } from "../helpers/until.ts";
 
 // A Redis and shim of this file's own: the transaction test pauses its Redis's writes, and
 // the shim runs with a cap of one transaction connection and a one-place queue.
@@ -13,15 +14,6 @@ afterAll(async () => {
   await own?.admin.call("CLIENT", "UNPAUSE").catch(() => {});
   await own?.close();
 });
-
-/** Waits (generously: this is no timing check) until `check` holds. */
-async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const redisConnections = async () => ((await own.admin.call("CLIENT", "LIST")) as string).trim().split("\n").length;
 

@@ -1,6 +1,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+import { until } from "../helpers/until.ts";
 
 // A Redis and shim of this file's own: the tests count subscriber connections on the Redis
 // and open streams up to the shim's cap, which no other file may disturb.
@@ -13,15 +14,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await own?.close();
 });
-
-/** Waits (generously: this is no timing check) until `check` holds. */
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 /** The first value `register` hands its listener. */
 const first = <T>(register: (listener: (value: T) => void) => void) => new Promise<T>((resolve) => register(resolve));

@@ -1,6 +1,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+import { until } from "../helpers/until.ts";
 
 // A Redis and shim of this file's own: the tests read back what the shim logged, and read
 // the Redis directly to see that nothing was written.
@@ -12,15 +13,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await own?.close();
 });
-
-/** Waits (generously: this is no timing check) until `check` holds. */
-async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 interface RawAnswer {
   status: number;
