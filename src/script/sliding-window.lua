@@ -68,8 +68,10 @@
   The log's TTL is refreshed when a write starts a new eighth of its (longest) window (or is
   placed ahead of the clock, or the key has its own window) rather than on every write: each
   refresh sets it to a window and an eighth past the new entry, so it still covers a window
-  past any entry written later in the same eighth. (A rule whose configured window grows
-  catches up within an eighth of the new window.)
+  past any entry written later in the same eighth. A log whose rule has a key's own window is
+  kept for the configured window too, whichever is longer: when the override goes, the entries
+  in the log still count. (A rule whose configured window grows catches up within an eighth
+  of the new window.)
 ]]
 
 local call, format = redis.call, string.format
@@ -132,8 +134,9 @@ local rules = #KEYS - 2
 if rules == 0 then return { 1 } end
 -- Per rule i, at 8i-7 .. 8i: limit, window µs, cost, log slot, used, oldest member and oldest
 -- score in its window (false when none), fits. Per log slot s, at 7s-6 .. 7s: key, longest
--- window µs, cost, total after the newest entry, newest score (false when none), whether a
--- rule on it has a key's own window, and true (record) / false (do not) / the score recorded.
+-- window µs, cost, total after the newest entry, newest score (false when none), the longest
+-- configured window µs of a rule on it that has a key's own window (false when none), and true
+-- (record) / false (do not) / the score recorded.
 -- Two tables for the whole call, sized up front for the usual single rule.
 local rule = { 0, 0, 0, 0, 0, 0, 0, 0 }
 local log = { 0, 0, 0, 0, 0, 0, 0 }
@@ -146,7 +149,7 @@ local slots = 0
 for i = 1, rules do
   local key, a = KEYS[i + 2], 5 * i - 1
   local limit, window, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  local own = false
+  local own, configured = false, window
   if overrides then
     limit = overrides['limit:' .. ARGV[a]] or limit
     own = overrides['window:' .. ARGV[a]]
@@ -157,6 +160,9 @@ for i = 1, rules do
     return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
   end
   window = window * 1000
+  -- a key's own window: its log also lives as long as the configured one, so that when the
+  -- override goes (or shrinks) the entries already in it are not lost to a TTL it set
+  local keep = own and configured and configured * 1000
   local s = slot_of and slot_of[key]
   if not s then
     slots = slots + 1
@@ -166,7 +172,7 @@ for i = 1, rules do
       shadow_of[s] = ARGV[a + 4] == '1'
     end
     local b = 7 * s
-    log[b - 6], log[b - 5], log[b - 4], log[b - 1], log[b] = key, window, cost, own, true
+    log[b - 6], log[b - 5], log[b - 4], log[b - 1], log[b] = key, window, cost, keep, true
   else
     local b = 7 * s
     -- one entry per request in a shared log, recorded when the request is admitted: its rules
@@ -178,7 +184,7 @@ for i = 1, rules do
       return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a shadow rule, or is one')
     end
     if window > log[b - 5] then log[b - 5] = window end
-    log[b - 1] = log[b - 1] or own
+    if keep and (not log[b - 1] or keep > log[b - 1]) then log[b - 1] = keep end
   end
   local k = 8 * i
   rule[k - 7], rule[k - 6], rule[k - 5], rule[k - 4] = limit, window, cost, s
@@ -311,9 +317,11 @@ for i = 1, rules do
       call('ZADD', key, format('%d', at), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
       local eighth = longest / 8
       -- a bumped entry (the clock behind the newest one) refreshes too: its window ends later
-      -- than the clock alone says; so does a key's own window, which may just have grown
-      if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth or log[b - 1] then
-        call('PEXPIRE', key, math.ceil((at + longest + eighth - now) / 1000))
+      -- than the clock alone says; so does a key's own window, which may just have grown, and
+      -- which keeps the log for its configured window as well
+      local keep = log[b - 1]
+      if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth or keep then
+        call('PEXPIRE', key, math.ceil((at + (keep and keep > longest and keep or longest) + eighth - now) / 1000))
       end
       log[b] = at
     end

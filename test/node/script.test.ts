@@ -157,7 +157,7 @@ describe("sliding-window script against its model", () => {
 
   it(`decides as the model does over ${RUNS} command sequences, with logs shared by rules and keys deleted between calls`, async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), logsOf, fc.array(step, { minLength: 1, maxLength: 40 }), async (defs, logOf, steps) => {
+      fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), logsOf, fc.array(step, { minLength: 1, maxLength: 40, size: "max" }), async (defs, logOf, steps) => {
         await redis.flushall();
         const model = new SlidingWindowModel();
         const blockKey = (who: number) => `sg:{${who}}:block`;
@@ -207,6 +207,9 @@ describe("sliding-window script against its model", () => {
               fallback: s.who === 0 ? s.fallback : "-",
               rules,
             };
+            // a key whose TTL ran out (on Redis's clock, not the test's: a log of a 1 ms window
+            // lives 2 ms) is gone, as if deleted between calls
+            for (const key of [call.block, call.registry, ...call.logs]) if (!(await redis.exists(key))) model.delete(key);
             const newestOf = (key: string) => model.inWindow(key, now, Number.MAX_SAFE_INTEGER).at(-1)?.at;
             const before = call.logs.map(newestOf);
             const expected = model.decide(call);
@@ -398,5 +401,15 @@ describe("the key registry, read in the same call", () => {
     expect(await keyCall("paid", "free")).toEqual([1, 99, 3_600_000, 0, 100, 3_600_000]);
     await redis.hset("reg:{r}", { disabled: "1" });
     expect(await keyCall("paid", "free")).toEqual([4]);
+  });
+
+  it("keeps a log written under a key's own shorter window for the configured window too, so the entries count once the override goes", async () => {
+    await redis.hset("reg:{r}", { tier: "paid", "window:minute": "1" });
+    expect(await keyCall("paid", "free")).toEqual([1, 4, 1, 0, 5, 1]);
+    // the override goes: the configured minute counts the entry just written
+    await redis.del("reg:{r}");
+    const later = await evalCall({ block: "b:{r}", registry: "reg:{r}", logs: ["l:{r}:paid"], now: T0 + 1, tier: "paid", fallback: "paid", rules });
+    expect(later).toEqual([1, 3, 60_000, 0, 5, 60_000]);
+    expect(await redis.pttl("l:{r}:paid")).toBeGreaterThan(59_000);
   });
 });
