@@ -218,7 +218,9 @@ describe("sliding-window script against its model", () => {
             expect(commands).toBeLessThanOrEqual(bound(rules, result));
             if (result[0] === 1 && result.length > 2) {
               // every log written to lives at least a window past its newest entry (a log the
-              // call did not write keeps its TTL: a clock stepping back can outrun that one)
+              // call did not write keeps its TTL: a clock stepping back can outrun that one).
+              // TTLs run on Redis's real clock while this test's runs ahead: this checks the TTL
+              // a write sets, not when it is refreshed ("on Redis's clock" below checks that)
               for (const [j, key] of call.logs.entries()) {
                 const windowMs = Number(result[5 + 5 * j]);
                 const newest = model.inWindow(key, now, windowMs).at(-1);
@@ -361,20 +363,49 @@ describe("operator blocks in the script", () => {
     await redis.set("b:{h}", "yes", "PX", 30_000);
     const [kind, ms] = await evalsha("b:{h}", ["l:{h}"], T0, rules);
     expect(kind).toBe(2);
-    expect(ms).toBeGreaterThan(20_000);
+    expect(ms).toBeGreaterThan(29_000);
+    expect(ms).toBeLessThanOrEqual(30_000);
     await redis.set("b:{h}", "yes");
     expect(await evalsha("b:{h}", ["l:{h}"], T0, rules)).toEqual([2, -1]);
   });
 });
 
 describe("sliding-window script on Redis's clock", () => {
+  const redisNowUs = async () => {
+    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
+    return seconds * 1e6 + micros;
+  };
+
   it("takes now from Redis TIME when none is given", async () => {
     const rules: Rule[] = [{ limit: 2, windowMs: 60_000, cost: 1, shadow: false }];
+    const before = await redisNowUs();
     expect(await evalsha("b:{t}", ["l:{t}"], "", rules)).toEqual([1, 1, 60_000, 0, 2, 60_000]);
+    const after = await redisNowUs();
     const [, at] = await redis.zrange("l:{t}", "0", "0", "WITHSCORES");
-    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
-    // recorded at Redis's time (within a minute of it), not at 0 or at the caller's idea of now
-    expect(Math.abs(seconds * 1e6 + micros - Number(at))).toBeLessThan(60_000_000);
+    // recorded at Redis's time to the microsecond: between the two readings of it
+    expect(Number(at)).toBeGreaterThanOrEqual(before);
+    expect(Number(at)).toBeLessThanOrEqual(after);
+  });
+
+  // TTLs run on Redis's real clock, so these two take real time (a window of 400 ms): the
+  // pauses only ever make the checks easier to pass for a script that refreshes, never harder.
+  it("refreshes a log's TTL when a write starts a new eighth of its window, so the log outlives its newest entry", async () => {
+    const rules: Rule[] = [{ limit: 1000, windowMs: 400, cost: 1, shadow: false }];
+    await evalsha("b:{ttl}", ["l:{ttl}"], "", rules);
+    await new Promise((r) => setTimeout(r, 120)); // past at least two eighths (50 ms each)
+    const before = Math.floor((await redisNowUs()) / 1000);
+    await evalsha("b:{ttl}", ["l:{ttl}"], "", rules);
+    // without the refresh the log would go 450 ms after the first write: before + 330 ms at most
+    expect(Number(await redis.call("PEXPIRETIME", "l:{ttl}"))).toBeGreaterThanOrEqual(before + 400);
+  });
+
+  it("sets a log's TTL a window and an eighth past the entry, covering later writes in the same eighth", async () => {
+    const rules: Rule[] = [{ limit: 1000, windowMs: 80_000, cost: 1, shadow: false }];
+    await evalsha("b:{ttl8}", ["l:{ttl8}"], T0, rules);
+    // the eighth's 10 s on top of the window's 80 s: a write later in this eighth adds none
+    expect(await redis.pttl("l:{ttl8}")).toBeGreaterThan(89_000);
+    await evalsha("b:{ttl8}", ["l:{ttl8}"], T0 + 9_000_000, rules);
+    expect(await redis.pttl("l:{ttl8}")).toBeGreaterThan(80_000);
   });
 });
 
