@@ -171,7 +171,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       /** what is left of the budget, or the failure of having none */
       const left = () => {
         const ms = deadline - Date.now();
-        if (ms < 1) throw new Error(`Timed out: the store did not answer within ${timeoutMs} ms.`);
+        if (ms < 1) throw new Error(`Timed out: the decision's ${timeoutMs} ms were spent before this call to the store.`);
         return ms;
       };
       reply = await within(left(), () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
