@@ -51,7 +51,7 @@ describe("parseRateLimits", () => {
   it("matches a glob part by part exactly as one regular expression of it would", () => {
     const text = fc.stringMatching(/^[abAB/.ſ*-]{0,10}$/);
     fc.assert(
-      fc.property(text, fc.stringMatching(/^[abAB/.ſsS-]{0,14}$/), fc.boolean(), (glob, path, caseSensitive) => {
+      fc.property(text, fc.stringMatching(/^[abAB/.ſsS-]{0,14}$/, { size: "max" }), fc.boolean(), (glob, path, caseSensitive) => {
         const pattern = pathPattern(glob, caseSensitive);
         expect(pattern.test(path), `${glob} ~ ${path}`).toBe(new RegExp(pattern.source, caseSensitive ? "su" : "isu").test(path));
       }),

@@ -69,8 +69,8 @@
   placed ahead of the clock, or the key has its own window) rather than on every write: each
   refresh sets it to a window and an eighth past the new entry, so it still covers a window
   past any entry written later in the same eighth. A log whose rule has a key's own window is
-  kept for the configured window too, whichever is longer: when the override goes, the entries
-  in the log still count. (A rule whose configured window grows catches up within an eighth
+  kept for the configured window too, whichever is longer (and an eighth of that one): when
+  the override goes, the entries in the log still count. (A rule whose configured window grows catches up within an eighth
   of the new window.)
 ]]
 
@@ -321,7 +321,10 @@ for i = 1, rules do
       -- which keeps the log for its configured window as well
       local keep = log[b - 1]
       if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth or keep then
-        call('PEXPIRE', key, math.ceil((at + (keep and keep > longest and keep or longest) + eighth - now) / 1000))
+        -- an eighth of the window it is kept for: a later write that skips the refresh (in the
+        -- same eighth of a window that may be that longer configured one) stays covered
+        local span = keep and keep > longest and keep or longest
+        call('PEXPIRE', key, math.ceil((at + span + span / 8 - now) / 1000))
       end
       log[b] = at
     end

@@ -160,6 +160,8 @@ describe("sliding-window script against its model", () => {
       fc.asyncProperty(fc.array(ruleArb, { minLength: 3, maxLength: 3 }), logsOf, fc.array(step, { minLength: 1, maxLength: 40, size: "max" }), async (defs, logOf, steps) => {
         await redis.flushall();
         const model = new SlidingWindowModel();
+        const deadline = new Map<string, number>();
+        const shortest = new Map<string, number>();
         const blockKey = (who: number) => `sg:{${who}}:block`;
         const registryKey = (who: number) => `sg:{${who}}:key`;
         const logKey = (who: number, tier: string, log: number) => `sg:{${who}}:${tier}:log${log}`;
@@ -172,6 +174,7 @@ describe("sliding-window script against its model", () => {
             for (const key of keys) {
               await redis.del(key);
               model.delete(key);
+              deadline.delete(key);
             }
           } else if (s.kind === "block") {
             // as the admin API writes it: when the block ends, on the script's clock
@@ -207,27 +210,66 @@ describe("sliding-window script against its model", () => {
               fallback: s.who === 0 ? s.fallback : "-",
               rules,
             };
-            // a key whose TTL ran out (on Redis's clock, not the test's: a log of a 1 ms window
-            // lives 2 ms) is gone, as if deleted between calls
-            for (const key of [call.block, call.registry, ...call.logs]) if (!(await redis.exists(key))) model.delete(key);
+            // No key runs out on Redis's real clock: every TTL a call sets is read, turned into a
+            // deadline on this test's clock and PERSISTed. A log whose deadline this clock has
+            // reached expires now, in Redis and in the model alike.
+            for (const key of new Set(call.logs)) {
+              const ends = deadline.get(key);
+              if (ends !== undefined && now >= ends) {
+                await redis.del(key);
+                model.delete(key);
+                deadline.delete(key);
+              }
+            }
             const newestOf = (key: string) => model.inWindow(key, now, Number.MAX_SAFE_INTEGER).at(-1)?.at;
             const before = call.logs.map(newestOf);
             const expected = model.decide(call);
+            const sentAt = Date.now();
             const { result, commands } = await commandsOf(() => evalCall(call));
             expect(result).toEqual(expected);
             expect(commands).toBeLessThanOrEqual(bound(rules, result));
+            // every log of the call holds exactly the model's entries (the script deleted nothing
+            // it should not have), and a TTL the call set is turned into a deadline
+            const refreshed = new Set<string>();
+            for (const key of new Set(call.logs)) {
+              const scores = (await redis.zrange(key, "0", "-1", "WITHSCORES")).filter((_, i) => i % 2 === 1).map(Number);
+              const want = model.inWindow(key, -Infinity, Number.MAX_SAFE_INTEGER).map((e) => e.at);
+              expect({ key, scores }).toEqual({ key, scores: want });
+              const pttl = await redis.pttl(key);
+              // the TTL set by the call, at most what has run out since the call was sent (+1 ms) above what is left
+              const lag = Date.now() - sentAt + 1;
+              if (pttl === -2) deadline.delete(key);
+              else if (pttl >= 0) {
+                deadline.set(key, now + (pttl + lag) * 1000);
+                shortest.set(key, now + pttl * 1000);
+                refreshed.add(key);
+                await redis.persist(key);
+              }
+              // a log with entries always has a deadline: its first write set one
+              if (want.length) expect(deadline.has(key), `${key} has entries and no TTL`).toBe(true);
+            }
+            // a log written to lives, on the caller's clock, a window past its newest entry, for
+            // the longest window of any rule on it: the one deciding (a key's own) and the
+            // configured one; and not much longer (a window and an eighth of it, + 5 ms)
+            for (const [j, key] of call.logs.entries()) {
+              const newest = model.inWindow(key, -Infinity, Number.MAX_SAFE_INTEGER).at(-1);
+              const written = newestOf(key) !== before[j];
+              if (!newest || !written) continue;
+              const need = Math.max(...call.logs.flatMap((k, i) => (k === key ? [Number(result[5 + 5 * i]), rules[i]!.windowMs] : []))) * 1000;
+              const ends = deadline.get(key)!;
+              expect(ends, `${key}: deadline ${ends} < newest ${newest.at} + ${need}`).toBeGreaterThanOrEqual(newest.at + need);
+              if (refreshed.has(key)) expect(shortest.get(key)! - now).toBeLessThanOrEqual(Math.max(newest.at - now, 0) + need + need / 8 + 5000);
+            }
             if (result[0] === 1 && result.length > 2) {
               // every log written to lives at least a window past its newest entry (a log the
-              // call did not write keeps its TTL: a clock stepping back can outrun that one).
-              // TTLs run on Redis's real clock while this test's runs ahead: this checks the TTL
-              // a write sets, not when it is refreshed ("on Redis's clock" below checks that)
+              // call did not write keeps its TTL: a clock stepping back can outrun that one)
               for (const [j, key] of call.logs.entries()) {
                 const windowMs = Number(result[5 + 5 * j]);
                 const newest = model.inWindow(key, now, windowMs).at(-1);
                 // arrivals strictly increase: a log was written to when its newest entry moved
                 const written = newestOf(key) !== before[j];
                 if (!newest || !written) continue;
-                expect(await redis.pttl(key)).toBeGreaterThanOrEqual(Math.ceil((newest.at + windowMs * 1000 - now) / 1000) - 1000);
+                expect(deadline.get(key)! - now).toBeGreaterThanOrEqual(newest.at + windowMs * 1000 - now - 2000);
               }
             }
           }
@@ -441,6 +483,7 @@ describe("the key registry, read in the same call", () => {
     await redis.del("reg:{r}");
     const later = await evalCall({ block: "b:{r}", registry: "reg:{r}", logs: ["l:{r}:paid"], now: T0 + 1, tier: "paid", fallback: "paid", rules });
     expect(later).toEqual([1, 3, 60_000, 0, 5, 60_000]);
-    expect(await redis.pttl("l:{r}:paid")).toBeGreaterThan(59_000);
+    // a minute and an eighth of it (7.5 s): later writes in this eighth, which do not refresh it, stay covered
+    expect(await redis.pttl("l:{r}:paid")).toBeGreaterThan(67_000);
   });
 });
