@@ -98,8 +98,8 @@ if block then
   end
 end
 
--- The registry: one read for the whole entry. An override that is not a whole number >= 1
--- (written by hand, say) is no override.
+-- The registry: one read for the whole entry. An override that is not a whole number from 1 to
+-- below 1e12 (written by hand, say) is no override.
 local overrides = false
 local fallback = ARGV[3]
 if fallback ~= '-' then
@@ -111,7 +111,7 @@ if fallback ~= '-' then
       tier = value
     elseif field == 'disabled' then
       if value == '1' then return { 4 } end
-    elseif string.find(value, '^%d+$') and tonumber(value) >= 1 then
+    elseif string.find(value, '^%d+$') and tonumber(value) >= 1 and tonumber(value) < 1e12 then
       overrides = overrides or {}
       overrides[field] = tonumber(value)
     end
@@ -155,14 +155,15 @@ for i = 1, rules do
     own = overrides['window:' .. ARGV[a]]
     window = own or window
   end
-  -- the caller validates; checked again because a bad number here would write nonsense
-  if not (limit and window and cost and limit >= 1 and window >= 1 and cost >= 1 and cost % 1 == 0) then
-    return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window >= 1 ms and a whole cost >= 1')
+  -- the caller validates; checked again because a bad number here would write nonsense (an
+  -- infinite window would fail the TTL after the entry is written, and leave a log without one)
+  if not (limit and window and configured and cost and limit >= 1 and window >= 1 and window < 1e12 and configured >= 1 and configured < 1e12 and cost >= 1 and cost % 1 == 0) then
+    return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
   end
   window = window * 1000
   -- a key's own window: its log also lives as long as the configured one, so that when the
   -- override goes (or shrinks) the entries already in it are not lost to a TTL it set
-  local keep = own and configured and configured * 1000
+  local keep = own and configured * 1000
   local s = slot_of and slot_of[key]
   if not s then
     slots = slots + 1

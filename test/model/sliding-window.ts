@@ -44,7 +44,7 @@ interface Entry {
 export type Reply = (number | string)[];
 
 const ceilMs = (us: number) => Math.ceil(us / 1000);
-const wholeAtLeast1 = (v: string | undefined) => (v !== undefined && /^\d+$/.test(v) && Number(v) >= 1 ? Number(v) : undefined);
+const wholeAtLeast1 = (v: string | undefined) => (v !== undefined && /^\d+$/.test(v) && Number(v) >= 1 && Number(v) < 1e12 ? Number(v) : undefined);
 
 export class SlidingWindowModel {
   private readonly logs = new Map<string, Entry[]>();

@@ -105,7 +105,7 @@ describe("sliding-window script against its model", () => {
   const overrideValue = fc.oneof(
     fc.integer({ min: 1, max: 40 }).map(String), // limits
     fc.integer({ min: 60_000, max: 600_000 }).map(String), // windows, ms
-    fc.constantFrom("0", "x", "1e3", "5.5", " 7", ""), // not whole numbers >= 1: no override
+    fc.constantFrom("0", "x", "1e3", "5.5", " 7", "", "1000000000000"), // not whole numbers from 1 to below 1e12: no override
   );
   const step = fc.oneof(
     {
@@ -383,6 +383,18 @@ describe("sliding-window script on state it did not write", () => {
       await expect(evalsha("b:{c}", ["l:{c}"], T0, [rule(5, cost)])).rejects.toThrow(/whole cost >= 1/);
     }
     expect(await redis.exists("l:{c}")).toBe(0);
+  });
+
+  it("refuses an infinite or absurd window, its own or a key's override of it, before writing anything", async () => {
+    for (const windowMs of [Number.POSITIVE_INFINITY, 1e13, Number.NaN]) {
+      await expect(evalsha("b:{w}", ["l:{w}"], T0, [{ limit: 5, windowMs, cost: 1, shadow: false }])).rejects.toThrow(/window from 1 ms to 1e12 ms/);
+    }
+    expect(await redis.exists("l:{w}")).toBe(0);
+    // a key's override past the bound, written by hand, is no override: the configured window decides
+    await redis.hset("reg:{w}", { "window:r0": "10000000000000" });
+    const call = { block: "b:{w}", registry: "reg:{w}", logs: ["l:{w}"], now: T0, tier: "t", fallback: "t" };
+    expect(await evalCall({ ...call, rules: [{ name: "r0", limit: 5, windowMs: 60_000, cost: 1, shadow: false }] })).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+    expect(await redis.pttl("l:{w}")).toBeGreaterThan(60_000);
   });
 });
 
