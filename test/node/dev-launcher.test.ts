@@ -140,22 +140,7 @@ describe("npm run dev", () => {
   }, 120_000);
 
   it("prints a banner with the console's URL and an admin token for this run, which the console's routes take", async () => {
-    dev = spawn(process.execPath, ["scripts/dev.ts"], {
-      env: await devEnv({ ADMIN_TOKEN: "" }),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let banner = "";
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no banner in 90 s:\n${banner}`)), 90_000);
-      dev!.stdout!.on("data", (c: Buffer) => {
-        banner += c.toString();
-        if (banner.includes("Ctrl-C stops everything")) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-      dev!.once("exit", (code) => reject(new Error(`exited with ${code}:\n${banner}`)));
-    });
+    const banner = await startBanner({ ADMIN_TOKEN: "" });
     const line = /^ {2}console {2}(http:\/\/127\.0\.0\.1:\d+\/__slidegate\/) {3}admin token: ([0-9a-f]{32})$/m.exec(banner);
     expect(line, banner).not.toBeNull();
     const [, consoleUrl, token] = line!;
@@ -165,7 +150,7 @@ describe("npm run dev", () => {
     const figures = await fetch(`${consoleUrl}figures`, { method: "POST", body: "{}", headers: { authorization: `Bearer ${token}` } });
     expect(figures.status).toBe(200);
     const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
-    dev.kill("SIGINT");
+    dev!.kill("SIGINT");
     expect(await exited).toBe(0);
   }, 120_000);
 
