@@ -47,6 +47,16 @@ describe("canonicalPath", () => {
     expect(path("/login.a-b").matchOn).toContain("/login");
   });
 
+  it("matches a decoded path cut at its first ? or #, as a rewrite that puts the decoded path back into a URL routes it", () => {
+    // Apache mod_rewrite (RewriteRule ^(.*)$ index.php/$1) and nginx (proxy_pass with a variable)
+    // put the decoded path into a new URL, where an escaped "?" or "#" ends the path
+    expect(path("/v1/users%3Fx").matchOn).toContain("/v1/users");
+    expect(path("/v1/users%3F").matchOn).toContain("/v1/users");
+    expect(path("/v1/users%23x/y").matchOn).toContain("/v1/users");
+    expect(path("/v1/users%253Fx").matchOn).toContain("/v1/users"); // decoded twice
+    expect(path("/v1/users%3Fx").path).toBe("/v1/users%3Fx"); // what the origin receives is unchanged
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

@@ -12,8 +12,9 @@ import { memo } from "../memo.ts";
  *   escapes upper-cased (RFC 3986 §6.2.2) and a `%` that starts no escape written `%25`, runs
  *   of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
- * - the match forms: the forwarded path as it is, fully decoded (once, and twice), with `;`
- *   parameters dropped, with a format suffix and trailing dots dropped (`/v1/users.json` and
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice), decoded and
+ *   cut at a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
+ *   with `;` parameters dropped, with a format suffix and trailing dots dropped (`/v1/users.json` and
  *   `/v1/users.` are `/v1/users` to Rails, Spring's suffix matching and IIS), and each of those
  *   with and without a trailing slash (`/v1` is `/v1/` to Express, so a rule on `/v1/*` covers
  *   it). A rule matches when it matches any of them: matching errs toward covering more,
@@ -106,6 +107,16 @@ function decodeAll(path: string): string {
   });
 }
 
+/**
+ * A decoded path up to its first `?` or `#`: a rewrite that puts the decoded path back into a
+ * URL (Apache's mod_rewrite `RewriteRule ^(.*)$ index.php/$1`, nginx's `proxy_pass` with a
+ * variable) ends the path there, so `/v1/users%3Fx` reaches the handler of `/v1/users`.
+ */
+function untilQuery(path: string): string {
+  const end = path.search(/[?#]/);
+  return end < 0 ? path : normaliseSegments(path.slice(0, end));
+}
+
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
@@ -153,7 +164,8 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const seen = new Set<string>();
   // decoded twice too, for a stack where a proxy and the application each decode once
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
-  for (const form of [path, decoded, twice]) {
+  // the forwarded path holds no "?" or "#" (escaped, they stay escaped): only decoded forms are cut
+  for (const form of [path, decoded, twice, untilQuery(decoded), untilQuery(twice)]) {
     if (seen.has(form)) continue;
     seen.add(form);
     const unparameterised = form === path && !form.includes(";") ? form : normaliseSegments(withoutParams(form));

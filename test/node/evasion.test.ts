@@ -65,6 +65,31 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     for (const spelling of ["/index.php.", "/index.php./", "/wp-login.php..", "/a./b.php."]) expect((await via(php, spelling, ip)).status, spelling).toBe(429);
   });
 
+  // Leniencies of stacks the framework origin does not route like: each spelling must count
+  // against the rule of the path it names to them, with the origin reached once.
+  describe("spellings other stacks route to a rule's path", () => {
+    let exact: string;
+    beforeAll(async () => {
+      exact = await gate({
+        rules: [
+          { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+          { name: "admin", limit: 1, window: "10m", path: "/admin/*" },
+        ],
+      });
+    });
+    const spentThenRefused = async (first: string, spellings: string[]) => {
+      const ip = freshIpv4();
+      const before = origin().hits("users") + origin().hits("echo");
+      expect((await via(exact, first, ip)).status).toBe(200);
+      for (const spelling of spellings) expect((await via(exact, spelling, ip)).status, spelling).toBe(429);
+      expect(origin().hits("users") + origin().hits("echo") - before).toBe(1);
+    };
+
+    it("an escaped ? or # after the path counts against its rule: a rewrite into a new URL (Apache mod_rewrite, nginx proxy_pass with a variable) ends the path there", async () => {
+      await spentThenRefused("/v1/users", ["/v1/users%3F", "/v1/users%3Fx=1", "/v1/users%23", "/v1/users%3F/x", "/v1/users%253F"]);
+    });
+  });
+
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
     for (const target of ["/v1%2Fusers", "/v1%2fusers", "/v1%5Cusers", "/v1/users%00", "/v1/%2e%2e%2Fv1/users", "/v1%C0%AFusers", "/v1%u002Fusers"]) {
       const before = origin().hits("users") + origin().hits("echo");
