@@ -57,6 +57,17 @@ describe("canonicalPath", () => {
     expect(path("/v1/users%3Fx").path).toBe("/v1/users%3Fx"); // what the origin receives is unchanged
   });
 
+  it("matches each segment without the spaces and control characters around it, and without trailing dots and spaces", () => {
+    // Windows drops trailing dots and spaces from a name (IIS); Spring's trimTokens trims each
+    // segment as Java's String.trim does, every character up to U+0020 at either end
+    expect(path("/v1/users%20").matchOn).toContain("/v1/users");
+    expect(path("/v1/users.%20.").matchOn).toContain("/v1/users");
+    expect(path("/v1/%20users%09/").matchOn).toContain("/v1/users/");
+    expect(path("/v1%20/users").matchOn).toContain("/v1/users");
+    expect(path("/index.php%20").matchOn).toContain("/index.php");
+    expect(path("/v1/%20/users").matchOn).toContain("/v1/users");
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

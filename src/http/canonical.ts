@@ -14,8 +14,9 @@ import { memo } from "../memo.ts";
  *   origin receives has nothing left for it to normalise differently.
  * - the match forms: the forwarded path as it is, fully decoded (once, and twice), decoded and
  *   cut at a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
- *   with `;` parameters dropped, with a format suffix and trailing dots dropped (`/v1/users.json` and
- *   `/v1/users.` are `/v1/users` to Rails, Spring's suffix matching and IIS), and each of those
+ *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
+ *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
+ *   Rails, Spring's suffix matching and trimmed segments, and IIS), and each of those
  *   with and without a trailing slash (`/v1` is `/v1/` to Express, so a rule on `/v1/*` covers
  *   it). A rule matches when it matches any of them: matching errs toward covering more,
  *   never less.
@@ -120,23 +121,31 @@ function untilQuery(path: string): string {
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
-/** `segment` without the dots it ends in, in time linear in its length (a regex like /\.+$/ is quadratic on a long run of dots). */
-function trimDots(segment: string): string {
+/**
+ * `segment` without the spaces and control characters around it and the dots it ends in:
+ * Windows drops trailing dots and spaces from a name (IIS serves `/index.php. ` as
+ * `/index.php`), and Spring's `trimTokens` trims each segment as Java's `String.trim` does,
+ * every character up to U+0020 at either end. In time linear in its length (a regex like
+ * /\.+$/ is quadratic on a long run of dots).
+ */
+function trimSegment(segment: string): string {
+  let start = 0;
   let end = segment.length;
-  while (end > 0 && segment.charCodeAt(end - 1) === 46) end--;
-  return end === segment.length ? segment : segment.slice(0, end);
+  while (start < end && segment.charCodeAt(start) <= 32) start++;
+  while (end > start && (segment.charCodeAt(end - 1) <= 32 || segment.charCodeAt(end - 1) === 46)) end--;
+  return start === 0 && end === segment.length ? segment : segment.slice(start, end);
 }
 
+/** Every segment trimmed (see `trimSegment`), as IIS serves `/index.php.` as `/index.php`. */
+const withoutDots = (path: string) => path.split("/").map(trimSegment).join("/") || "/";
+
 /**
- * Trailing dots dropped from every segment (IIS), then the last segment cut at its first dot
+ * Every segment trimmed (see `trimSegment`), then the last segment cut at its first dot
  * (a segment that starts with one is a name): Rails routes `/login.a-b` to `/login` (its
  * `(.:format)`), Spring's suffix matching `/login.tar.gz`. Linear in the path's length.
  */
-/** Trailing dots dropped from every segment, as IIS serves `/index.php.` as `/index.php`. */
-const withoutDots = (path: string) => path.split("/").map(trimDots).join("/") || "/";
-
 function withoutFormat(path: string): string {
-  const segments = path.split("/").map(trimDots);
+  const segments = path.split("/").map(trimSegment);
   const last = segments.length - 1;
   const dot = segments[last]!.indexOf(".");
   if (dot > 0) segments[last] = segments[last]!.slice(0, dot);

@@ -88,6 +88,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     it("an escaped ? or # after the path counts against its rule: a rewrite into a new URL (Apache mod_rewrite, nginx proxy_pass with a variable) ends the path there", async () => {
       await spentThenRefused("/v1/users", ["/v1/users%3F", "/v1/users%3Fx=1", "/v1/users%23", "/v1/users%3F/x", "/v1/users%253F"]);
     });
+
+    it("spaces and control characters around a segment, or trailing dots and spaces, count against its rule: Windows and Spring's trimTokens drop them", async () => {
+      await spentThenRefused("/v1/users", ["/v1/users%20", "/v1/users.%20", "/v1/%20users", "/v1%09/users", "/v1/users%20./"]);
+    });
   });
 
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
