@@ -59,6 +59,15 @@ describe("parseRateLimits", () => {
     );
   });
 
+  it("matches the dotted and dotless i as i when paths match case-insensitively, as Java's equalsIgnoreCase does", () => {
+    // Character.toLowerCase('İ') is 'i' and Character.toUpperCase('ı') is 'I': Spring's
+    // case-insensitive patterns route /admİn and /admın to /admin; Unicode case folding does not
+    const pattern = pathPattern("/admin/*", false);
+    for (const p of ["/adm\u0130n/x", "/adm\u0131n/x", "/ADM\u0131N/x"]) expect(pattern.test(p), p).toBe(true);
+    expect(pathPattern("/adm\u0131n", false).test("/ADMIN")).toBe(true);
+    expect(pathPattern("/admin/*", true).test("/adm\u0131n/x")).toBe(false);
+  });
+
   it("matches a glob of several stars against a long path in time linear in its length", () => {
     // one regular expression of "/a/*/b/*/b/*/c" backtracks through every split: a minute for 16 KB
     const pattern = pathPattern("/a/*/b/*/b/*/c", false);

@@ -287,7 +287,8 @@ const escapeRegExp = (text: string) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&"
 
 /**
  * "/v1/*": `*` matches any run of characters, everything else literally; case-insensitive by
- * Unicode case folding (`ſ` is `s`, `K` is `k`), as lenient origins compare. Matched part by
+ * Unicode case folding (`ſ` is `s`, `K` is `k`) and with `İ` and `ı` as `i` (see
+ * `foldDottedI`), as lenient origins compare. Matched part by
  * part — the first at the start, each middle one where it first occurs after the one before,
  * the last at the end — in time linear in the path's length for a given glob: one regular
  * expression of the whole glob (`^\/a\/.*\/b\/.*\/c$`) backtracks through every split of
@@ -297,7 +298,22 @@ const escapeRegExp = (text: string) => text.replace(/[.+?^${}()|[\]\\]/g, "\\$&"
  * pathPattern("/v1/*", false).test("/V1/users"); // true
  */
 export function pathPattern(glob: string, caseSensitive: boolean): PathPattern {
-  const flags = caseSensitive ? "su" : "isu";
+  if (!caseSensitive) {
+    const pattern = foldedPattern(foldDottedI(glob));
+    return { source: pattern.source, test: (path) => pattern.test(foldDottedI(path)) };
+  }
+  return foldedPattern(glob, "su");
+}
+
+/**
+ * The two letters Unicode case folding leaves apart from `i` that Java's caseless comparisons
+ * do not (`Character.toLowerCase('İ')` is `i`, `Character.toUpperCase('ı')` is `I`): Spring's
+ * case-insensitive patterns route `/admİn` and `/admın` to `/admin`, so they are read as `i`.
+ */
+const foldDottedI = (text: string) => (/[\u0130\u0131]/.test(text) ? text.replace(/[\u0130\u0131]/g, "i") : text);
+
+/** The glob matched part by part (see `pathPattern`), with these regular-expression flags. */
+function foldedPattern(glob: string, flags = "isu"): PathPattern {
   const parts = glob.split("*").map(escapeRegExp);
   const source = `^${parts.join(".*")}$`;
   if (parts.length === 1) {

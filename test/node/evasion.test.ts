@@ -92,6 +92,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     it("spaces and control characters around a segment, or trailing dots and spaces, count against its rule: Windows and Spring's trimTokens drop them", async () => {
       await spentThenRefused("/v1/users", ["/v1/users%20", "/v1/users.%20", "/v1/%20users", "/v1%09/users", "/v1/users%20./"]);
     });
+
+    it("İ or ı for i counts against a case-insensitive rule: Java's caseless comparison reads both as i", async () => {
+      await spentThenRefused("/admin/x", ["/adm%C4%B0n/x", "/adm%C4%B1n/x", "/ADM%C4%B1N/y"]);
+    });
   });
 
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
