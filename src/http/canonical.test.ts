@@ -76,12 +76,13 @@ describe("canonicalPath", () => {
   });
 
   it("refuses escapes only some decoders accept: overlong UTF-8 and %u", () => {
-    for (const p of ["/a%C0%AFb", "/a%c1%9c", "/%E0%80%AE%E0%80%AE/x", "/%F0%80%80%AF", "/a%u002Fb", "/a%U005c"]) {
+    for (const p of ["/a%C0%AFb", "/a%c1%9c", "/%E0%80%AE%E0%80%AE/x", "/%F0%80%80%AF", "/a%F8%80%80%80%AFb", "/a%fc%80%80%80%80%af", "/a%u002Fb", "/a%U005c"]) {
       const c = canonicalPath(p);
       expect(c.ok, p).toBe(false);
       if (!c.ok) expect(c.refused, p).toMatch(/^an ambiguous escape/);
     }
     expect(canonicalPath("/caf%C3%A9/%E2%82%AC/%F0%9F%98%80").ok).toBe(true); // valid UTF-8 passes
+    expect(canonicalPath("/m%FCnchen/%F8l").ok).toBe(true); // and Latin-1 ü and ø
   });
 
   it("writes a % that starts no escape as %25, so what is decoded after it cannot make a new escape", () => {
