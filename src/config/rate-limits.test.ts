@@ -77,6 +77,23 @@ describe("parseRateLimits", () => {
     expect(performance.now() - started).toBeLessThan(2000); // linear: a few ms
   });
 
+  it("a rule on a file covers the paths beneath it, which servers that pass PATH_INFO run as that file", () => {
+    // Apache and IIS run /xmlrpc.php/x as /xmlrpc.php (PATH_INFO /x), ASP.NET /default.aspx/x too
+    const rules = parseRateLimits({
+      rules: [
+        { name: "php", limit: 1, window: "1s", path: "/*.php" },
+        { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php" },
+        { name: "version", limit: 1, window: "1s", path: "/api/v1.0" },
+      ],
+    });
+    const [php, rpc, version] = rules.ok ? rules.config.tiers.get("default")! : [];
+    for (const p of ["/wp-login.php/x", "/a/index.php/x/y.css"]) expect(php?.path?.test(p), p).toBe(true);
+    for (const p of ["/xmlrpc.php/x", "/XMLRPC.PHP/", "/xmlrpc.php/x.php"]) expect(rpc?.path?.test(p), p).toBe(true);
+    expect(php?.path?.test("/index/x")).toBe(false);
+    expect(rpc?.path?.test("/xmlrpc/x")).toBe(false); // the file's name without its suffix names no file
+    expect(version?.path?.test("/api/v1.0/users")).toBe(false); // a version, not a file
+  });
+
   it("compiles path globs and upper-cases methods", () => {
     const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path: "/v1/*.json", methods: ["post"] }] });
     const rule = r.ok ? r.config.tiers.get("default")![0]! : undefined;

@@ -352,6 +352,9 @@ function foldedPattern(glob: string, flags = "isu"): PathPattern {
  * a glob without a suffix, `;` parameter or escape that is the glob alone, one pattern.
  * A suffix after a wildcard (`/*.css`) names a kind of file, not a handler: cut, it would be
  * `/*`, every path, so such a glob keeps its suffix in every form.
+ * A glob that names a file (`/xmlrpc.php`, `/*.php`: a suffix that starts with a letter, so
+ * not `/api/v1.0`) covers the paths beneath it as well: servers that pass PATH_INFO (Apache and
+ * IIS with PHP, CGI, ASP.NET) run `/xmlrpc.php/x` as `/xmlrpc.php`.
  */
 function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const own = canonicalPath(glob) as { matchOn: readonly string[] };
@@ -359,7 +362,10 @@ function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const dot = last.indexOf(".");
   const suffix = dot > 0 && last.slice(0, dot).includes("*") ? last.slice(dot) : undefined;
   const forms = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/") && (suffix === undefined || form.replace(/\/$/, "").endsWith(suffix)));
-  const patterns = forms.map((form) => pathPattern(form, caseSensitive));
+  // the forms that still name the file, with its suffix: the paths beneath them
+  const file = dot > 0 && /^\.[A-Za-z]/.test(last.slice(dot)) ? last.slice(dot) : undefined;
+  const beneath = file === undefined ? [] : forms.filter((form) => form.endsWith(file)).map((form) => `${form}/*`);
+  const patterns = [...forms, ...beneath].map((form) => pathPattern(form, caseSensitive));
   if (patterns.length === 1) return patterns[0]!;
   return { source: patterns.map((p) => p.source).join("|"), test: (path) => patterns.some((p) => p.test(path)) };
 }

@@ -98,6 +98,21 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     });
   });
 
+  it("a rule on a script covers the paths beneath it, which Apache and IIS run as that script with PATH_INFO", async () => {
+    const php = await gate({
+      rules: [
+        { name: "php", limit: 1, window: "10m", path: "/*.php" },
+        { name: "rpc", limit: 1, window: "10m", path: "/xmlrpc.php" },
+      ],
+    });
+    const ip = freshIpv4();
+    expect((await via(php, "/wp-login.php", ip)).status).toBe(200);
+    for (const spelling of ["/wp-login.php/x", "/wp-login.php/", "/wp-login.php./x"]) expect((await via(php, spelling, ip)).status, spelling).toBe(429);
+    const other = freshIpv4();
+    expect((await via(php, "/xmlrpc.php/a", other)).status).toBe(200);
+    expect((await via(php, "/xmlrpc.php/b", other)).status).toBe(429);
+  });
+
   it("refuses an encoded slash, backslash or NUL (or an overlong or %u escape) with 400 problem+json, before any quota or origin", async () => {
     for (const target of [
       "/v1%2Fusers",
