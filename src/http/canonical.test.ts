@@ -68,6 +68,16 @@ describe("canonicalPath", () => {
     expect(path("/v1/%20/users").matchOn).toContain("/v1/users");
   });
 
+  it("matches without a script's segment that more path follows, as a front controller routes its PATH_INFO", () => {
+    // Symfony and Laravel route /index.php/api/login as /api/login, CodeIgniter and CGI apps alike
+    expect(path("/index.php/api/login").matchOn).toContain("/api/login");
+    expect(path("/app/index.php/api/login").matchOn).toContain("/app/api/login");
+    expect(path("/index.php;x/api/login").matchOn).toContain("/api/login");
+    expect(path("/index.php%20/api/login").matchOn).toContain("/api/login");
+    expect(path("/api/v1.2/users").matchOn).not.toContain("/api/users"); // a version, not a file
+    expect(path("/api/login.json").matchOn).not.toContain("/api"); // the last segment is the file itself
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

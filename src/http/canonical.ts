@@ -14,6 +14,8 @@ import { memo } from "../memo.ts";
  *   origin receives has nothing left for it to normalise differently.
  * - the match forms: the forwarded path as it is, fully decoded (once, and twice), decoded and
  *   cut at a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
+ *   each without a script's segment that more path follows (`/index.php/v1` is `/v1` to a
+ *   front controller),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), and each of those
@@ -121,6 +123,22 @@ function untilQuery(path: string): string {
   return end < 0 ? path : normaliseSegments(path.slice(0, end));
 }
 
+/** A segment that names a file: a name, then a suffix that starts with a letter (`index.php`; not `v1.2`, `.well-known`). */
+const FILE = /^[^.;]+\.[A-Za-z]/;
+
+/**
+ * The path without the first segment that names a file when more path follows it: a front
+ * controller routes what follows its script (PATH_INFO), so Symfony and Laravel route
+ * `/index.php/api/login` as `/api/login`, as CodeIgniter and CGI applications do.
+ */
+function withoutScript(path: string): string {
+  const segments = path.split("/");
+  const script = segments.findIndex((segment, i) => i < segments.length - 1 && FILE.test(segment));
+  if (script < 0) return path;
+  segments.splice(script, 1);
+  return normaliseSegments(segments.join("/"));
+}
+
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
@@ -177,7 +195,8 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   // decoded twice too, for a stack where a proxy and the application each decode once
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
   // the forwarded path holds no "?" or "#" (escaped, they stay escaped): only decoded forms are cut
-  for (const form of [path, decoded, twice, untilQuery(decoded), untilQuery(twice)]) {
+  const bases = [path, decoded, twice, untilQuery(decoded), untilQuery(twice)];
+  for (const form of bases.flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;
     seen.add(form);
     const unparameterised = form === path && !form.includes(";") ? form : normaliseSegments(withoutParams(form));

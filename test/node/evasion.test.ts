@@ -85,6 +85,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       expect(origin().hits("users") + origin().hits("echo") - before).toBe(1);
     };
 
+    it("the path behind a front controller counts against its rule: Symfony and Laravel route /index.php/v1/users as /v1/users", async () => {
+      await spentThenRefused("/v1/users", ["/index.php/v1/users", "/app.php/v1/users/", "/index.php;x/v1/users"]);
+    });
+
     it("an escaped ? or # after the path counts against its rule: a rewrite into a new URL (Apache mod_rewrite, nginx proxy_pass with a variable) ends the path there", async () => {
       await spentThenRefused("/v1/users", ["/v1/users%3F", "/v1/users%3Fx=1", "/v1/users%23", "/v1/users%3F/x", "/v1/users%253F"]);
     });
