@@ -37,7 +37,8 @@ const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-authenticate", "p
  * Headers a client can write to tell an origin who and where it is: dropped unless the
  * operator passes them on. The client address header is always the gate's own. The names
  * frameworks read a client address from (Rails and PHP read `Client-IP`, others
- * `X-Cluster-Client-IP`…) are here as well as the standard ones.
+ * `X-Cluster-Client-IP`; the common PHP client-address function `X-Forwarded` and
+ * `Forwarded-For` too) are here as well as the standard ones.
  */
 const FORWARDING_HEADERS = [
   "x-forwarded-for",
@@ -52,6 +53,8 @@ const FORWARDING_HEADERS = [
   "x-cluster-client-ip",
   "fastly-client-ip",
   "x-original-forwarded-for",
+  "x-forwarded",
+  "forwarded-for",
   // where a proxy in front says the request went: the base path applications build URLs from
   "x-original-path",
   "x-forwarded-uri",

@@ -208,6 +208,9 @@ describe("the origin learns the client", () => {
     ["client-ip", "10.4.4.4"],
     ["x-cluster-client-ip", "10.5.5.5"],
     ["X_Real_IP", "10.6.6.6"],
+    // read by the common PHP client-address function (HTTP_X_FORWARDED, HTTP_FORWARDED_FOR)
+    ["x-forwarded", "for=10.7.7.7"],
+    ["forwarded-for", "10.8.8.8"],
   ];
 
   it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
@@ -215,7 +218,18 @@ describe("the origin learns the client", () => {
     const res = await rawRequest(base, { target: "/v1/users", headers: [["cf-connecting-ip", "2001:0DB8:0000:0000:0000:0000:0000:0042"], ...forged] });
     const echo = JSON.parse(res.body) as Echo;
     expect(echo.headers["x-forwarded-for"]).toBe("2001:db8::42");
-    for (const name of ["x-forwarded-host", "x-forwarded-proto", "x-real-ip", "forwarded", "x_forwarded_for", "client-ip", "x-cluster-client-ip", "x_real_ip"])
+    for (const name of [
+      "x-forwarded-host",
+      "x-forwarded-proto",
+      "x-real-ip",
+      "forwarded",
+      "x_forwarded_for",
+      "client-ip",
+      "x-cluster-client-ip",
+      "x_real_ip",
+      "x-forwarded",
+      "forwarded-for",
+    ])
       expect(echo.headers[name], name).toBeUndefined();
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
   });
