@@ -144,21 +144,27 @@ describe("methodsOf", () => {
     expect(methods("POST", {}, "https://x/?_method=head")).toEqual(["POST", "HEAD", "GET"]);
   });
 
+  it("counts PUT as PATCH and PATCH as PUT: Rails' and Laravel's resource routes send both to one update action", () => {
+    expect(methods("PUT")).toEqual(["PUT", "PATCH"]);
+    expect(methods("PATCH")).toEqual(["PATCH", "PUT"]);
+    expect(methods("POST", { "x-http-method-override": "PUT" })).toEqual(["POST", "PUT", "PATCH"]);
+  });
+
   it("counts a request whose body may name a method as any method: a POST with a body, a form with any method but GET or HEAD", () => {
     const withBody = (method: string, headers: Record<string, string> = {}) =>
       methodsOf(new Request("https://x/", { method, headers, body: "_method=DELETE" }), new URL("https://x/"));
     expect(withBody("POST", { "content-type": "application/json" })).toEqual(["POST", ANY_METHOD]);
     expect(withBody("POST")).toEqual(["POST", ANY_METHOD]);
     expect(methods("POST")).toEqual(["POST"]); // no body: nothing to name a method in
-    expect(methods("PUT", { "content-type": " Multipart/Mixed; boundary=x" })).toEqual(["PUT", ANY_METHOD]);
-    expect(methods("PATCH", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["PATCH", ANY_METHOD]);
-    expect(withBody("PUT", { "content-type": "application/json" })).toEqual(["PUT"]);
+    expect(methods("PUT", { "content-type": " Multipart/Mixed; boundary=x" })).toEqual(["PUT", "PATCH", ANY_METHOD]);
+    expect(methods("PATCH", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["PATCH", "PUT", ANY_METHOD]);
+    expect(withBody("PUT", { "content-type": "application/json" })).toEqual(["PUT", "PATCH"]);
   });
 
   it("reads _method in the query as PHP names parameters too", () => {
     expect(methods("POST", {}, "https://x/?.method=delete")).toEqual(["POST", "DELETE"]);
-    expect(methods("POST", {}, "https://x/?%20_method=put&x=1")).toEqual(["POST", "PUT"]);
-    expect(methods("POST", {}, "https://x/?%5Fmethod=patch")).toEqual(["POST", "PATCH"]);
+    expect(methods("POST", {}, "https://x/?%20_method=put&x=1")).toEqual(["POST", "PUT", "PATCH"]);
+    expect(methods("POST", {}, "https://x/?%5Fmethod=patch")).toEqual(["POST", "PATCH", "PUT"]);
     // a name with escaped letters is the same name to every framework that reads the query
     expect(methods("POST", {}, "https://x/?_%6Dethod=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?%5F%6D%65%74%68%6F%64=delete")).toEqual(["POST", "DELETE"]);

@@ -229,7 +229,8 @@ const phpName = (name: string) => name.trimStart().replace(/[ .[]/g, "_");
 
 /**
  * The methods a request may be handled as: its own, GET for HEAD (frameworks serve HEAD with
- * the GET handler), any method-override header or `_method` query parameter (as PHP spells
+ * the GET handler), PATCH for PUT and PUT for PATCH (Rails' and Laravel's resource routes send
+ * both to one update action), any method-override header or `_method` query parameter (as PHP spells
  * parameter names, too), which frameworks with an override middleware obey, and any method at
  * all (`ANY_METHOD`) for a request whose body may name one: a POST with a body (Rails reads
  * `_method` from any form or multipart body, Laravel from a JSON one too) and a form sent with
@@ -250,6 +251,9 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
     for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
   }
   if (methods.has("HEAD")) methods.add("GET");
+  // Rails' and Laravel's resource routes send PUT and PATCH to one update action
+  if (methods.has("PUT")) methods.add("PATCH");
+  else if (methods.has("PATCH")) methods.add("PUT");
   // the runtime gives every POST a body stream: one declared empty (Content-Length: 0, not chunked) names nothing
   const declaredEmpty = request.headers.get("content-length")?.trim() === "0" && !request.headers.has("transfer-encoding");
   const bodyMayNameOne =

@@ -22,6 +22,7 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
  *   are trailing dots on any segment (IIS)
  * - HEAD served by the GET handler (Hono itself, like most frameworks)
+ * - PUT and PATCH of a resource sent to one update handler (Rails' and Laravel's resource routes)
  * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body or the query,
  *   its name decoded (Hono's methodOverride middleware, as Rails, Laravel and Spring do)
  *
@@ -89,6 +90,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
   app.get("/v1", handler("v1"));
   app.get("/v1/users", handler("users"));
   app.delete("/v1/users/:id", handler("delete-user"));
+  app.on(["PUT", "PATCH"], "/v1/users/:id", handler("update-user"));
   app.get("/v1/socket", handler("socket-without-upgrade"));
   // an answer with many headers the gate must drop (its own names), two cookies and a body
   app.get("/v1/many-headers", () => {

@@ -258,6 +258,17 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect(origin().hits("delete-user") - before).toBe(0);
   });
 
+  it("a PATCH rule limits PUT, which the origin sends to the same update handler (Rails' and Laravel's resources)", async () => {
+    const updates = await gate({ rules: [{ name: "updates", limit: 1, window: "10m", path: "/v1/users/*", methods: ["PATCH"] }] });
+    expect(await handlerFor("/v1/users/7", { method: "PUT" })).toBe("update-user");
+    expect(await handlerFor("/v1/users/7", { method: "PATCH" })).toBe("update-user");
+    const ip = freshIpv4();
+    const before = origin().hits("update-user");
+    expect((await via(updates, "/v1/users/1", ip, { method: "PATCH" })).status).toBe(200);
+    expect((await via(updates, "/v1/users/2", ip, { method: "PUT" })).status).toBe(429);
+    expect(origin().hits("update-user") - before).toBe(1);
+  });
+
   it("a POST declared empty names no method: it does not count against the GET rule of its path", async () => {
     const ip = freshIpv4();
     for (let i = 0; i < 3; i++) await via(base, "/v1/users", ip, { method: "POST", headers: [["content-length", "0"]] });
