@@ -92,6 +92,11 @@ describe("parseRateLimits", () => {
     expect(php?.path?.test("/index/x")).toBe(false);
     expect(rpc?.path?.test("/xmlrpc/x")).toBe(false); // the file's name without its suffix names no file
     expect(version?.path?.test("/api/v1.0/users")).toBe(false); // a version, not a file
+    // a glob's file of any name is no front controller: what follows it is not every path
+    const beneath = parseRateLimits({ rules: [{ name: "info", limit: 1, window: "1s", path: "/*.php/*" }] });
+    const info = beneath.ok ? beneath.config.tiers.get("default")![0] : undefined;
+    expect(info?.path?.test("/index.php/x")).toBe(true);
+    expect(info?.path?.test("/v1/users")).toBe(false);
   });
 
   it("compiles path globs and upper-cases methods", () => {

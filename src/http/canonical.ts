@@ -123,8 +123,11 @@ function untilQuery(path: string): string {
   return end < 0 ? path : normaliseSegments(path.slice(0, end));
 }
 
-/** A segment that names a file: a name, then a suffix that starts with a letter (`index.php`; not `v1.2`, `.well-known`). */
-const FILE = /^[^.;]+\.[A-Za-z]/;
+/**
+ * A segment that names a file: a name, then a suffix that starts with a letter (`index.php`; not
+ * `v1.2`, `.well-known`, nor a rule glob's `*.php`, which names every script, not one).
+ */
+const FILE = /^[^.;*]+\.[A-Za-z]/;
 
 /**
  * The path without the first segment that names a file when more path follows it: a front
