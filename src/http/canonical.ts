@@ -148,9 +148,10 @@ const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith
 /**
  * `segment` without the spaces and control characters around it and the dots it ends in:
  * Windows drops trailing dots and spaces from a name (IIS serves `/index.php. ` as
- * `/index.php`), and Spring's `trimTokens` trims each segment as Java's `String.trim` does,
- * every character up to U+0020 at either end. In time linear in its length (a regex like
- * /\.+$/ is quadratic on a long run of dots).
+ * `/index.php`), Spring's `trimTokens` trims each segment as Java's `String.trim` does,
+ * every character up to U+0020 at either end, and a regex router's `$` matches before a final
+ * newline (PCRE, Python, Ruby: `^/v1/users$` routes `/v1/users%0A`). In time linear in its
+ * length (a regex like /\.+$/ is quadratic on a long run of dots).
  */
 function trimSegment(segment: string): string {
   let start = 0;

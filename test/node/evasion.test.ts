@@ -94,7 +94,8 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     });
 
     it("spaces and control characters around a segment, or trailing dots and spaces, count against its rule: Windows and Spring's trimTokens drop them", async () => {
-      await spentThenRefused("/v1/users", ["/v1/users%20", "/v1/users.%20", "/v1/%20users", "/v1%09/users", "/v1/users%20./"]);
+      // and a final newline, before which a regex router's `$` matches (PCRE, Python, Ruby)
+      await spentThenRefused("/v1/users", ["/v1/users%20", "/v1/users.%20", "/v1/%20users", "/v1%09/users", "/v1/users%20./", "/v1/users%0A", "/v1/users%0D%0A"]);
     });
 
     it("İ or ı for i counts against a case-insensitive rule: Java's caseless comparison reads both as i", async () => {
