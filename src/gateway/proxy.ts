@@ -55,6 +55,9 @@ const FORWARDING_HEADERS = [
   "x-original-forwarded-for",
   "x-forwarded",
   "forwarded-for",
+  // the scheme as Rack reads it besides X-Forwarded-Proto
+  "x-forwarded-scheme",
+  "x-forwarded-ssl",
   // where a proxy in front says the request went: the base path applications build URLs from
   "x-original-path",
   "x-forwarded-uri",

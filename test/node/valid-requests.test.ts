@@ -211,6 +211,9 @@ describe("the origin learns the client", () => {
     // read by the common PHP client-address function (HTTP_X_FORWARDED, HTTP_FORWARDED_FOR)
     ["x-forwarded", "for=10.7.7.7"],
     ["forwarded-for", "10.8.8.8"],
+    // the scheme as Rack reads it besides X-Forwarded-Proto (HTTP_X_FORWARDED_SCHEME, HTTP_X_FORWARDED_SSL)
+    ["x-forwarded-scheme", "http"],
+    ["x-forwarded-ssl", "off"],
   ];
 
   it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
@@ -229,6 +232,8 @@ describe("the origin learns the client", () => {
       "x_real_ip",
       "x-forwarded",
       "forwarded-for",
+      "x-forwarded-scheme",
+      "x-forwarded-ssl",
     ])
       expect(echo.headers[name], name).toBeUndefined();
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
