@@ -78,6 +78,17 @@ describe("canonicalPath", () => {
     expect(path("/api/login.json").matchOn).not.toContain("/api"); // the last segment is the file itself
   });
 
+  it("matches without ASP.NET's cookieless session data, which the .NET Framework strips with the slash before it", () => {
+    // /(S(x))/v1/users and /v1/us/(S(x))ers are /v1/users to ASP.NET: a name split by one is whole again
+    expect(path("/(S(abc))/v1/users").matchOn).toContain("/v1/users");
+    expect(path("/(A(a)S(b)F(c))/v1/users").matchOn).toContain("/v1/users");
+    expect(path("/ad/(S(x))min/x").matchOn).toContain("/admin/x");
+    expect(path("/%28S%28x%29%29/v1/users").matchOn).toContain("/v1/users");
+    expect(path("/(S(x))/index.php/v1/users").matchOn).toContain("/v1/users");
+    expect(path("/v1/(users)").matchOn).not.toContain("/v1"); // parentheses alone are a name
+    expect(path("/(S(x))/v1").matchOn[0]).toBe("/(S(x))/v1"); // the path as forwarded first, as ever
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

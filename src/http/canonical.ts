@@ -14,8 +14,9 @@ import { memo } from "../memo.ts";
  *   origin receives has nothing left for it to normalise differently.
  * - the match forms: the forwarded path as it is, fully decoded (once, and twice), decoded and
  *   cut at a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
- *   each without a script's segment that more path follows (`/index.php/v1` is `/v1` to a
- *   front controller),
+ *   each without ASP.NET's cookieless session data (`/(S(x))/v1` is `/v1` to the .NET
+ *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
+ *   to a front controller),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), and each of those
@@ -142,6 +143,13 @@ function withoutScript(path: string): string {
   return normaliseSegments(segments.join("/"));
 }
 
+/**
+ * The path without ASP.NET's cookieless session data (`/(S(…))`, `/(A(…)S(…)F(…))`), which the
+ * .NET Framework strips with the slash before it, wherever it stands: `/(S(x))/v1/users` is
+ * `/v1/users` to it, and `/ad/(S(x))min` is `/admin`, a name split by one made whole again.
+ */
+const withoutCookieless = (path: string) => (path.includes("/(") ? normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, "")) : path);
+
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
@@ -199,7 +207,7 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   // decoded twice too, for a stack where a proxy and the application each decode once
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
   // the forwarded path holds no "?" or "#" (escaped, they stay escaped): only decoded forms are cut
-  const bases = [path, decoded, twice, untilQuery(decoded), untilQuery(twice)];
+  const bases = [path, decoded, twice, untilQuery(decoded), untilQuery(twice)].flatMap((base) => [base, withoutCookieless(base)]);
   for (const form of bases.flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;
     seen.add(form);

@@ -89,6 +89,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       await spentThenRefused("/v1/users", ["/index.php/v1/users", "/app.php/v1/users/", "/index.php;x/v1/users"]);
     });
 
+    it("ASP.NET's cookieless session data in the path counts against the rule of the path without it, which the .NET Framework routes", async () => {
+      await spentThenRefused("/v1/users", ["/(S(x))/v1/users", "/v1/us/(S(x))ers", "/v1/(A(y)S(z))/users"]);
+    });
+
     it("an escaped ? or # after the path counts against its rule: a rewrite into a new URL (Apache mod_rewrite, nginx proxy_pass with a variable) ends the path there", async () => {
       await spentThenRefused("/v1/users", ["/v1/users%3F", "/v1/users%3Fx=1", "/v1/users%23", "/v1/users%3F/x", "/v1/users%253F"]);
     });
