@@ -12,8 +12,8 @@ import { memo } from "../memo.ts";
  *   escapes upper-cased (RFC 3986 §6.2.2) and a `%` that starts no escape written `%25`, runs
  *   of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
- * - the match forms: the forwarded path as it is, fully decoded (once, and twice), decoded and
- *   cut at a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice), cut at a
+ *   `;` or a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
  *   each without ASP.NET's cookieless session data (`/(S(x))/v1` is `/v1` to the .NET
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
  *   to a front controller),
@@ -115,12 +115,14 @@ function decodeAll(path: string): string {
 }
 
 /**
- * A decoded path up to its first `?` or `#`: a rewrite that puts the decoded path back into a
+ * A path up to its first `?`, `#` or `;`: a rewrite that puts the decoded path back into a
  * URL (Apache's mod_rewrite `RewriteRule ^(.*)$ index.php/$1`, nginx's `proxy_pass` with a
- * variable) ends the path there, so `/v1/users%3Fx` reaches the handler of `/v1/users`.
+ * variable) ends the path at a decoded `?` or `#`, so `/v1/users%3Fx` reaches the handler of
+ * `/v1/users`; Fastify 4 starts the query at a `;` (`useSemicolonDelimiter`), so
+ * `/v1/users;x/y` does too.
  */
 function untilQuery(path: string): string {
-  const end = path.search(/[?#]/);
+  const end = path.search(/[?#;]/);
   return end < 0 ? path : normaliseSegments(path.slice(0, end));
 }
 
@@ -206,8 +208,7 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const seen = new Set<string>();
   // decoded twice too, for a stack where a proxy and the application each decode once
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
-  // the forwarded path holds no "?" or "#" (escaped, they stay escaped): only decoded forms are cut
-  const bases = [path, decoded, twice, untilQuery(decoded), untilQuery(twice)].flatMap((base) => [base, withoutCookieless(base)]);
+  const bases = [path, decoded, twice, untilQuery(path), untilQuery(decoded), untilQuery(twice)].flatMap((base) => [base, withoutCookieless(base)]);
   for (const form of bases.flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;
     seen.add(form);

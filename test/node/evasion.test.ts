@@ -97,6 +97,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       await spentThenRefused("/v1/users", ["/v1/users%3F", "/v1/users%3Fx=1", "/v1/users%23", "/v1/users%3F/x", "/v1/users%253F"]);
     });
 
+    it("a ; and the path after it count against the rule of the path before it: Fastify 4 starts the query there", async () => {
+      await spentThenRefused("/v1/users", ["/v1/users;x/y", "/v1/users;/a/b"]);
+    });
+
     it("spaces and control characters around a segment, or trailing dots and spaces, count against its rule: Windows and Spring's trimTokens drop them", async () => {
       // and a final newline, before which a regex router's `$` matches (PCRE, Python, Ruby)
       await spentThenRefused("/v1/users", ["/v1/users%20", "/v1/users.%20", "/v1/%20users", "/v1%09/users", "/v1/users%20./", "/v1/users%0A", "/v1/users%0D%0A"]);
