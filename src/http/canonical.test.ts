@@ -77,6 +77,8 @@ describe("canonicalPath", () => {
     expect(path("/index.php;x/api/login").matchOn).toContain("/api/login");
     expect(path("/index.php%20/api/login").matchOn).toContain("/api/login");
     expect(path("/api/v1.2/users").matchOn).not.toContain("/api/users"); // a version, not a file
+    expect(path("/users/john.doe/profile").matchOn).not.toContain("/users/profile"); // a name with a dot, not a script
+    expect(path("/INDEX.PHP./api/login").matchOn).toContain("/api/login"); // IIS: any case, trailing dots
     expect(path("/api/login.json").matchOn).not.toContain("/api"); // the last segment is the file itself
   });
 

@@ -127,19 +127,20 @@ function untilQuery(path: string): string {
 }
 
 /**
- * A segment that names a file: a name, then a suffix that starts with a letter (`index.php`; not
- * `v1.2`, `.well-known`, nor a rule glob's `*.php`, which names every script, not one).
+ * A segment that names a script, in any case (`index.php`, `app.cgi`, `Default.aspx`): not a
+ * name with a dot (`john.doe`, `v1.2`), nor a rule glob's `*.php`, which names every script.
  */
-const FILE = /^[^.;*]+\.[A-Za-z]/;
+const SCRIPT = /^[^.*][^*]*\.(?:php\d?|phtml|cgi|fcgi|pl|py|asp|aspx|ashx|asmx|jsp|cfm|dll|exe)$/i;
 
 /**
- * The path without the first segment that names a file when more path follows it: a front
- * controller routes what follows its script (PATH_INFO), so Symfony and Laravel route
- * `/index.php/api/login` as `/api/login`, as CodeIgniter and CGI applications do.
+ * The path without the first segment that names a script when more path follows it (its `;`
+ * parameters, spaces and trailing dots aside, as elsewhere): a front controller routes what
+ * follows its script (PATH_INFO), so Symfony and Laravel route `/index.php/api/login` as
+ * `/api/login`, as CodeIgniter and CGI applications do.
  */
 function withoutScript(path: string): string {
   const segments = path.split("/");
-  const script = segments.findIndex((segment, i) => i < segments.length - 1 && FILE.test(segment));
+  const script = segments.findIndex((segment, i) => i < segments.length - 1 && SCRIPT.test(trimSegment(segment.replace(/;.*/, ""))));
   if (script < 0) return path;
   segments.splice(script, 1);
   return normaliseSegments(segments.join("/"));
