@@ -77,21 +77,23 @@ describe("parseRateLimits", () => {
     expect(performance.now() - started).toBeLessThan(2000); // linear: a few ms
   });
 
-  it("a rule on a file covers the paths beneath it, which servers that pass PATH_INFO run as that file", () => {
+  it("a rule on a script covers the paths beneath it, which servers that pass PATH_INFO run as that script", () => {
     // Apache and IIS run /xmlrpc.php/x as /xmlrpc.php (PATH_INFO /x), ASP.NET /default.aspx/x too
     const rules = parseRateLimits({
       rules: [
         { name: "php", limit: 1, window: "1s", path: "/*.php" },
         { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php" },
         { name: "version", limit: 1, window: "1s", path: "/api/v1.0" },
+        { name: "pdf", limit: 1, window: "1s", path: "/files/report.pdf" },
       ],
     });
-    const [php, rpc, version] = rules.ok ? rules.config.tiers.get("default")! : [];
+    const [php, rpc, version, pdf] = rules.ok ? rules.config.tiers.get("default")! : [];
     for (const p of ["/wp-login.php/x", "/a/index.php/x/y.css"]) expect(php?.path?.test(p), p).toBe(true);
     for (const p of ["/xmlrpc.php/x", "/XMLRPC.PHP/", "/xmlrpc.php/x.php"]) expect(rpc?.path?.test(p), p).toBe(true);
     expect(php?.path?.test("/index/x")).toBe(false);
     expect(rpc?.path?.test("/xmlrpc/x")).toBe(false); // the file's name without its suffix names no file
     expect(version?.path?.test("/api/v1.0/users")).toBe(false); // a version, not a file
+    expect(pdf?.path?.test("/files/report.pdf/x")).toBe(false); // a document, which no server runs
     // a glob's file of any name is no front controller: what follows it is not every path
     const beneath = parseRateLimits({ rules: [{ name: "info", limit: 1, window: "1s", path: "/*.php/*" }] });
     const info = beneath.ok ? beneath.config.tiers.get("default")![0] : undefined;

@@ -1,7 +1,7 @@
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
 import { ambiguousAddress } from "../decision/identity.ts";
-import { canonicalPath } from "../http/canonical.ts";
+import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT } from "../script/limiter.ts";
 
 /**
@@ -352,9 +352,9 @@ function foldedPattern(glob: string, flags = "isu"): PathPattern {
  * a glob without a suffix, `;` parameter or escape that is the glob alone, one pattern.
  * A suffix after a wildcard (`/*.css`) names a kind of file, not a handler: cut, it would be
  * `/*`, every path, so such a glob keeps its suffix in every form.
- * A glob that names a file (`/xmlrpc.php`, `/*.php`: a suffix that starts with a letter, so
- * not `/api/v1.0`) covers the paths beneath it as well: servers that pass PATH_INFO (Apache and
- * IIS with PHP, CGI, ASP.NET) run `/xmlrpc.php/x` as `/xmlrpc.php`.
+ * A glob that names a script (`/xmlrpc.php`, `/*.php`; see `SCRIPT_SUFFIX`) covers the paths
+ * beneath it as well: servers that pass PATH_INFO (Apache and IIS with PHP, CGI, ASP.NET) run
+ * `/xmlrpc.php/x` as `/xmlrpc.php`.
  */
 function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const own = canonicalPath(glob) as { matchOn: readonly string[] };
@@ -362,9 +362,9 @@ function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const dot = last.indexOf(".");
   const suffix = dot > 0 && last.slice(0, dot).includes("*") ? last.slice(dot) : undefined;
   const forms = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/") && (suffix === undefined || form.replace(/\/$/, "").endsWith(suffix)));
-  // the forms that still name the file, with its suffix: the paths beneath them
-  const file = dot > 0 && /^\.[A-Za-z]/.test(last.slice(dot)) ? last.slice(dot) : undefined;
-  const beneath = file === undefined ? [] : forms.filter((form) => form.endsWith(file)).map((form) => `${form}/*`);
+  // the forms that still name the script, with its suffix: the paths beneath them
+  const script = dot > 0 && SCRIPT_SUFFIX.test(last) ? last.slice(last.lastIndexOf(".")) : undefined;
+  const beneath = script === undefined ? [] : forms.filter((form) => form.endsWith(script)).map((form) => `${form}/*`);
   const patterns = [...forms, ...beneath].map((form) => pathPattern(form, caseSensitive));
   if (patterns.length === 1) return patterns[0]!;
   return { source: patterns.map((p) => p.source).join("|"), test: (path) => patterns.some((p) => p.test(path)) };

@@ -126,11 +126,11 @@ function untilQuery(path: string): string {
   return end < 0 ? path : normaliseSegments(path.slice(0, end));
 }
 
-/**
- * A segment that names a script, in any case (`index.php`, `app.cgi`, `Default.aspx`): not a
- * name with a dot (`john.doe`, `v1.2`), nor a rule glob's `*.php`, which names every script.
- */
-const SCRIPT = /^[^.*][^*]*\.(?:php\d?|phtml|cgi|fcgi|pl|py|asp|aspx|ashx|asmx|jsp|cfm|dll|exe)$/i;
+/** The suffix of a script's name, in any case (`index.php`, `app.cgi`, `Default.aspx`): servers run it for the paths beneath it too. */
+export const SCRIPT_SUFFIX = /\.(?:php\d?|phtml|cgi|fcgi|pl|py|asp|aspx|ashx|asmx|jsp|cfm|dll|exe)$/i;
+
+/** A segment that names a script: not a name with a dot (`john.doe`, `v1.2`), nor a rule glob's `*.php`, which names every script. */
+const namesScript = (segment: string) => segment[0] !== "." && !segment.includes("*") && SCRIPT_SUFFIX.test(segment);
 
 /**
  * The path without the first segment that names a script when more path follows it (its `;`
@@ -140,7 +140,7 @@ const SCRIPT = /^[^.*][^*]*\.(?:php\d?|phtml|cgi|fcgi|pl|py|asp|aspx|ashx|asmx|j
  */
 function withoutScript(path: string): string {
   const segments = path.split("/");
-  const script = segments.findIndex((segment, i) => i < segments.length - 1 && SCRIPT.test(trimSegment(segment.replace(/;.*/, ""))));
+  const script = segments.findIndex((segment, i) => i < segments.length - 1 && namesScript(trimSegment(segment.replace(/;.*/, ""))));
   if (script < 0) return path;
   segments.splice(script, 1);
   return normaliseSegments(segments.join("/"));
