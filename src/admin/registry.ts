@@ -128,13 +128,20 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       return errors.length ? { ok: false, errors: named(errors) } : { ok: true, entry };
     },
 
-    /** Creates or replaces the entry of a key. */
+    /**
+     * Creates or replaces the entry of a key. The entry is replaced in one transaction: in a
+     * pipeline, a decision could read it between the DEL and the HSET (a disabled key let
+     * through), and a store that fills up between them refuses the HSET after the DEL has run
+     * (the entry lost). A full store refuses the whole transaction instead. The index comes
+     * first (another slot of a cluster, so not in the transaction): an entry is never
+     * written that the list cannot find.
+     */
     async put(identity: Identity, entry: Entry): Promise<void> {
-      const p = redis.pipeline();
-      p.del(entryKey(identity));
-      p.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
-      p.zadd(index, { score: 0, member: identity.keyHash! });
-      await p.exec();
+      await redis.zadd(index, { score: 0, member: identity.keyHash! });
+      const t = redis.multi();
+      t.del(entryKey(identity));
+      t.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
+      await t.exec();
     },
 
     async get(identity: Identity): Promise<Entry | undefined> {
@@ -212,7 +219,14 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           );
         }
       }
-      const p = redis.pipeline();
+      // Writes first, removals only once every write has landed: a store that fills up during
+      // the import refuses the writes (HSET needs memory) but not the removals (HDEL frees it),
+      // so in one pipeline a refused import would still drop overrides and re-enable keys.
+      // Stopped before the removals, it leaves new values beside old ones, never an entry
+      // with less than it had; sent again, it completes.
+      const writes = redis.pipeline();
+      const removals = redis.pipeline();
+      let removing = false;
       for (const { identity, entry, given } of items) {
         const key = entryKey(identity);
         const fields: Record<string, string> = { hash: identity.keyHash! };
@@ -223,15 +237,20 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
         }
         if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
-        // the overrides given replace the key's
-        const stale = held.get(identity) ?? [];
-        if (stale.length) p.hdel(key, ...(stale as [string, ...string[]]));
-        p.hset(key, fields);
-        if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
-        if (given.disabled && !entry.disabled) p.hdel(key, FIELD.disabled);
+        // a new entry gets its tier before anything else of it, so none is ever read without one
+        if (!given.tier) writes.hsetnx(key, FIELD.tier, entry.tier);
+        writes.hset(key, fields);
+        // the overrides given replace the key's: the ones it held and the import does not set go
+        const stale = (held.get(identity) ?? []).filter((f) => !(f in fields));
+        if (given.disabled && !entry.disabled) stale.push(FIELD.disabled);
+        if (stale.length) {
+          removals.hdel(key, ...(stale as [string, ...string[]]));
+          removing = true;
+        }
       }
-      p.zadd(index, ...(items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]));
-      await p.exec();
+      writes.zadd(index, ...(items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]));
+      await writes.exec();
+      if (removing) await removals.exec();
     },
   };
 }

@@ -1,0 +1,106 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import Redis from "ioredis";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+
+// A Redis of this file's own that fills up (maxmemory under noeviction) just as an operator's
+// registry write reaches it — after the admin call's authentication, which writes too: a
+// write the store refuses must leave every entry as it was, never half of it.
+// Worker → a proxy that fills Redis before the write it is armed for → shim → redis-server.
+const ADMIN = randomBytes(32).toString("hex");
+let redis: LocalRedis;
+let admin: Redis;
+let shim: RunningShim;
+let proxy: Server;
+let gate: Miniflare;
+/** set: the next store call whose body holds this command fills Redis before it is passed on */
+let fillBefore: string | undefined;
+
+async function startFillingProxy(target: string): Promise<string> {
+  proxy = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const body = Buffer.concat(chunks);
+    if (fillBefore && body.toString().toLowerCase().includes(`["${fillBefore}"`)) {
+      fillBefore = undefined;
+      await admin.config("SET", "maxmemory", "1");
+    }
+    const upstream = await fetch(target + (req.url ?? "/"), {
+      method: req.method,
+      headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>,
+      body,
+    });
+    res.writeHead(upstream.status, Object.fromEntries(upstream.headers)).end(Buffer.from(await upstream.arrayBuffer()));
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
+  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+}
+
+beforeAll(async () => {
+  const token = randomBytes(16).toString("hex");
+  redis = await startRedis();
+  admin = new Redis(redis.url);
+  shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
+  const proxyUrl = await startFillingProxy(shim.url);
+  const RATE_LIMITS = rateLimits({
+    identity: { header: "x-api-key", unknownKeys: "defaultTier" },
+    defaultTier: "free",
+    tiers: { free: { rules: [{ name: "minute", limit: 5, window: "1m" }] }, paid: { rules: [{ name: "minute", limit: 50, window: "1m" }] } },
+  });
+  gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxyUrl, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN: ADMIN });
+}, 60_000);
+
+afterAll(async () => {
+  await gate?.dispose();
+  admin?.disconnect();
+  proxy?.closeAllConnections();
+  await new Promise((resolve) => proxy?.close(resolve));
+  await shim?.close();
+  await redis?.stop();
+});
+
+const call = async (route: string, body: unknown) => {
+  const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": "198.51.100.1" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+};
+
+/** Runs `write`, Redis filling up just before its call with `command` arrives. */
+async function fullAt(command: string, write: () => Promise<{ status: number }>) {
+  fillBefore = command;
+  try {
+    expect((await write()).status).toBe(503);
+  } finally {
+    fillBefore = undefined;
+    await admin.config("SET", "maxmemory", "0");
+  }
+}
+
+describe("the registry on a full store (noeviction)", () => {
+  it("a keys/set the store refuses leaves the entry it would have replaced: a disabled key stays disabled", async () => {
+    const key = `full-set-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "free", disabled: true, overrides: { minute: { limit: 1 } } })).status).toBe(200);
+    const before = (await call("keys/get", { key })).body;
+    await fullAt("del", () => call("keys/set", { key, tier: "paid", label: "renewed" }));
+    expect((await call("keys/get", { key })).body).toEqual(before);
+    const res = await gate.dispatchFetch("http://gate.example/", { headers: { "x-api-key": key, "cf-connecting-ip": "198.51.100.2" } });
+    await res.arrayBuffer();
+    expect(res.status).toBe(403);
+  });
+
+  it("an import the store refuses leaves every entry as it was: no override dropped, no disabled key enabled", async () => {
+    const key = `full-import-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "free", disabled: true, overrides: { minute: { limit: 1 } } })).status).toBe(200);
+    const before = (await call("keys/get", { key })).body;
+    await fullAt("hset", () => call("keys/import", { entries: [{ key, disabled: false, label: "renewed", overrides: { minute: { limit: 2 } } }] }));
+    expect((await call("keys/get", { key })).body).toEqual(before);
+  });
+});
