@@ -269,9 +269,7 @@ async function main(): Promise<unknown> {
     case "tier": {
       const { target, rest } = who(args);
       if (!rest[0]) throw new UsageError("name the tier: tier <key> <tier>");
-      // an existing entry only, as disable and enable: a mistyped key must not become a registered one (set creates)
-      const { hash: _h, ...entry } = await call("keys/get", target);
-      return call("keys/set", { ...target, ...entry, tier: rest[0], overrides: toWire(entry.overrides) });
+      return changeField(target, { tier: rest[0] });
     }
     case "override": {
       const { target, rest } = who(args);
@@ -287,11 +285,8 @@ async function main(): Promise<unknown> {
       return call("keys/override", { ...target, rule, limit, window: values.window });
     }
     case "disable":
-    case "enable": {
-      const { target } = who(args);
-      const { hash: _h, ...entry } = await call("keys/get", target);
-      return call("keys/set", { ...target, ...entry, disabled: verb === "disable", overrides: toWire(entry.overrides) });
-    }
+    case "enable":
+      return changeField(who(args).target, { disabled: verb === "disable" });
     case "delete":
       return call("keys/delete", who(args).target);
     case "list": {
@@ -358,13 +353,17 @@ async function importFile(path: string | undefined): Promise<unknown> {
   return { imported };
 }
 
-/** Overrides as read (windowMs) back into what the admin API takes (window). */
-function toWire(overrides: unknown): Record<string, { limit?: number; window?: number }> {
-  const out: Record<string, { limit?: number; window?: number }> = {};
-  for (const [rule, o] of Object.entries((overrides ?? {}) as Record<string, { limit?: number; windowMs?: number }>)) {
-    out[rule] = { limit: o.limit, window: o.windowMs };
-  }
-  return out;
+/**
+ * Changes one field of an existing entry and answers the entry. An existing one only: a
+ * mistyped key must not become a registered one (set creates). The field goes as a one-entry
+ * import, which sets what it names and keeps the rest as the gate holds it: writing back the
+ * whole entry read a moment before (keys/set) would undo another operator's change made in
+ * between — a key disabled meanwhile enabled again by a change of its tier.
+ */
+async function changeField(target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
+  await call("keys/get", target);
+  await call("keys/import", { entries: [{ ...target, ...field }] });
+  return call("keys/get", target);
 }
 
 try {

@@ -164,6 +164,50 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
   });
 
+  it("changes only its own field with tier, disable and enable: another operator's change between its read and its write stays", async () => {
+    const { createServer } = await import("node:http");
+    const adminCall = async (route: string, body: unknown) =>
+      (await gate.dispatchFetch(`${url}/__slidegate/${route}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) })).json();
+    /** run once, just after the CLI has read the entry and before it writes: another operator's change */
+    let meanwhile: (() => Promise<unknown>) | undefined;
+    const between = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", async () => {
+        const upstream = await fetch(url + (req.url ?? "/"), { method: "POST", headers: { authorization: String(req.headers.authorization) }, body: Buffer.concat(chunks) });
+        const answer = await upstream.text();
+        const change = req.url?.endsWith("/keys/get") ? meanwhile : undefined;
+        meanwhile = undefined;
+        await change?.();
+        res.writeHead(upstream.status, { "content-type": "application/json" }).end(answer);
+      });
+    });
+    await new Promise<void>((resolve) => between.listen(0, "127.0.0.1", resolve));
+    const cli = (args: string[]) =>
+      new Promise<number | null>((resolve) =>
+        spawn(process.execPath, ["scripts/keys.ts", ...args], {
+          env: { ...process.env, SLIDEGATE_URL: `http://127.0.0.1:${(between.address() as { port: number }).port}`, ADMIN_TOKEN },
+        }).on("exit", resolve),
+      );
+    try {
+      await adminCall("keys/set", { key: "sk-twice", tier: "free" });
+      // a key disabled while its tier changes stays disabled
+      meanwhile = () => adminCall("keys/set", { key: "sk-twice", tier: "free", disabled: true });
+      expect(await cli(["tier", "sk-twice", "paid"])).toBe(0);
+      expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "paid", disabled: true });
+      // an override set while the key is enabled stays
+      meanwhile = () => adminCall("keys/override", { key: "sk-twice", rule: "minute", limit: 3 });
+      expect(await cli(["enable", "sk-twice"])).toBe(0);
+      expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "paid", disabled: false, overrides: { minute: { limit: 3 } } });
+      // a tier moved while the key is disabled stays
+      meanwhile = () => adminCall("keys/set", { key: "sk-twice", tier: "free", overrides: { minute: { limit: 3 } } });
+      expect(await cli(["disable", "sk-twice"])).toBe(0);
+      expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "free", disabled: true, overrides: { minute: { limit: 3 } } });
+    } finally {
+      between.close();
+    }
+  });
+
   it("gives up on a gate that does not answer, saying so, within SLIDEGATE_TIMEOUT_MS", async () => {
     const { createServer } = await import("node:net");
     const silent = createServer(() => {}); // accepts, never answers
