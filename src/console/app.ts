@@ -326,10 +326,9 @@ export const CONSOLE_JS = String.raw`
       var tiers = el("select", { id: "tier-select", "aria-label": "Tier" }, Object.keys(cfg.tiers).map(function (t) { return el("option", { value: t, text: t, selected: t === usage.tier }); }));
       controls.push(el("form", { id: "tier-form", onsubmit: function (e) {
         e.preventDefault();
-        var next = { tier: tiers.value, disabled: entry ? entry.disabled : false, overrides: {} };
-        if (entry && entry.label !== undefined) next.label = entry.label;
-        for (var r in overrides) next.overrides[r] = { limit: overrides[r].limit, window: overrides[r].windowMs };
-        act("Move this key to tier \"" + tiers.value + "\"?", "keys/set", next);
+        // the tier alone, as a one-entry import (it merges): writing back the entry as this page
+        // read it would undo what changed since, a key disabled meanwhile enabled again
+        act("Move this key to tier \"" + tiers.value + "\"?", "keys/import", { entries: [Object.assign({}, who, { tier: tiers.value })] });
       } }, [el("button", { "data-action": "tier", text: "Set tier" }), tiers]));
       var ruleNames = [];
       Object.keys(cfg.tiers).forEach(function (t) { cfg.tiers[t].forEach(function (r) { if (ruleNames.indexOf(r.name) < 0) ruleNames.push(r.name); }); });

@@ -207,9 +207,14 @@ describe("the console in a browser", () => {
     expect(await text("[data-fact=block]")).toBe("not blocked");
     expect([await withKey(), await withKey(), await withKey()]).toEqual([200, 200, 200]);
 
+    // another operator disables the key while this page shows it enabled: a tier set from the
+    // page changes the tier, and the key stays disabled
+    expect((await adminCall("keys/import", { entries: [{ key: KEY, disabled: true }] })).status).toBe(200);
     await page.locator("#tier-select").selectOption("free");
-    expect(await act("[data-action=tier]")).toMatch(/^keys\/set: done/);
+    expect(await act("[data-action=tier]")).toMatch(/^keys\/import: done/);
     expect(await text("[data-fact=tier]")).toBe("free");
+    expect((await adminCall("keys/get", { key: KEY })).body).toMatchObject({ tier: "free", disabled: true });
+    expect((await adminCall("keys/import", { entries: [{ key: KEY, disabled: false }] })).status).toBe(200);
 
     await page.locator("#override-rule").selectOption("hour");
     await page.locator("#override-limit").fill("20");
