@@ -59,6 +59,11 @@ const entrySchema = v.object({
 
 const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule: string) => `limit:${rule}`, window: (rule: string) => `window:${rule}` };
 
+/** HSET of ARGV's field-value pairs into an entry that exists: 1, or 0 when there is none. */
+const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HSET', KEYS[1], unpack(ARGV)) return 1";
+/** HDEL of ARGV's fields from an entry that exists: 1, or 0 when there is none. */
+const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HDEL', KEYS[1], unpack(ARGV)) return 1";
+
 /** HGETALL's answer as fields, whether the client hands it over as pairs or as an object. */
 function fieldsFrom(raw: unknown): Record<string, string> {
   if (Array.isArray(raw)) {
@@ -171,16 +176,16 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
 
     /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */
     async override(identity: Identity, rule: string, o: Override | "clear"): Promise<boolean> {
-      const key = entryKey(identity);
-      if (!(await redis.exists(key))) return false;
-      if (o === "clear") await redis.hdel(key, FIELD.limit(rule), FIELD.window(rule));
+      // the check and the change in one script: an EXISTS, then an HSET, let a delete between
+      // them leave an entry of overrides alone — unlisted, and holding its limits for the
+      // deleted key (an unknown key in the default tier gets them)
+      const fields: string[] = [];
+      if (o === "clear") fields.push(FIELD.limit(rule), FIELD.window(rule));
       else {
-        const fields: Record<string, string> = {};
-        if (o.limit !== undefined) fields[FIELD.limit(rule)] = String(o.limit);
-        if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
-        await redis.hset(key, fields);
+        if (o.limit !== undefined) fields.push(FIELD.limit(rule), String(o.limit));
+        if (o.windowMs !== undefined) fields.push(FIELD.window(rule), String(o.windowMs));
       }
-      return true;
+      return (await redis.eval(o === "clear" ? CLEAR_IF_HELD : SET_IF_HELD, [entryKey(identity)], fields)) === 1;
     },
 
     /** A page of entries in the order of their hashes, after `cursor` (the last hash of the page before). */

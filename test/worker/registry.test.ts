@@ -412,6 +412,37 @@ describe("key registry", () => {
     expect((await admin(a, "keys/delete", { hash })).body).toEqual({ deleted: true });
     expect((await admin(a, "keys/get", { hash })).status).toBe(404);
   });
+
+  it("an override racing a delete of its key leaves no entry behind: none the list cannot find, none holding the override", async () => {
+    const { a, prefix } = fleet({ identity: { header: "x-api-key", unknownKeys: "defaultTier" } });
+    expect((await admin(a, "keys/set", { key: "raced", tier: "free" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "raced" })).body.identity as { tag: string }).tag;
+    const entry = `${prefix}:{${tag}}:key`;
+    // another operator deletes the key as soon as the override's first store call about it has been answered
+    const real = globalThis.fetch;
+    let raced = false;
+    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const res = await real(input as RequestInfo, init);
+      const sent = typeof init?.body === "string" ? init.body : "";
+      if (!raced && sent.includes(entry)) {
+        raced = true;
+        expect((await admin(a, "keys/delete", { key: "raced" })).body).toEqual({ deleted: true });
+      }
+      return res;
+    }) as typeof fetch;
+    let overridden: Awaited<ReturnType<typeof admin>>;
+    try {
+      overridden = await admin(a, "keys/override", { key: "raced", rule: "minute", limit: 500 });
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(raced).toBe(true);
+    // either order is a right answer: overridden, then deleted; or deleted first, then 404
+    expect([200, 404]).toContain(overridden.status);
+    expect((await admin(a, "keys/get", { key: "raced" })).status).toBe(404);
+    // the deleted key is an unknown one again: the default tier's limit, not the override's
+    expect((await a(request("/", { key: "raced" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
+  });
 });
 
 describe("key registry at scale", () => {
