@@ -196,7 +196,13 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       for (const hash of hashes) p.hgetall(entryKey(tagOf(hash)));
       const found = (await p.exec()) as unknown[];
       return {
-        entries: hashes.map((hash, i) => ({ hash, ...entryOf(fieldsFrom(found[i])) })),
+        // a hash whose entry is gone (deleted between the two reads, or an index write that
+        // outlived its entry's) is no entry: listed, it would read as a key with no tier. The
+        // cursor still follows the index, so the next page starts after it all the same.
+        entries: hashes.flatMap((hash, i) => {
+          const fields = fieldsFrom(found[i]);
+          return Object.keys(fields).length ? [{ hash, ...entryOf(fields) }] : [];
+        }),
         cursor: hashes.length === limit ? hashes.at(-1)! : null,
       };
     },

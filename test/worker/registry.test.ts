@@ -443,6 +443,36 @@ describe("key registry", () => {
     // the deleted key is an unknown one again: the default tier's limit, not the override's
     expect((await a(request("/", { key: "raced" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   });
+
+  it("lists no entry deleted while the page is read: never a key with an empty tier, and the next page still follows", async () => {
+    const { a } = fleet();
+    for (const key of ["paged-1", "paged-2", "paged-3"]) expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
+    const hashes = (await Promise.all(["paged-1", "paged-2", "paged-3"].map(hashOf))).sort();
+    const doomed = (await admin(a, "keys/get", { hash: hashes[0] })).body.hash as string;
+    // another operator deletes the page's first key once the page's hashes are read, before its entries are
+    const real = globalThis.fetch;
+    let deleted = false;
+    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const res = await real(input as RequestInfo, init);
+      const sent = typeof init?.body === "string" ? init.body : "";
+      if (!deleted && /^\["zrange"/i.test(sent)) {
+        deleted = true;
+        expect((await admin(a, "keys/delete", { hash: doomed })).body).toEqual({ deleted: true });
+      }
+      return res;
+    }) as typeof fetch;
+    let page: { entries: { hash: string; tier: string }[]; cursor: string | null };
+    try {
+      page = (await admin(a, "keys/list", { limit: 2 })).body as typeof page;
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(deleted).toBe(true);
+    expect(page.entries).toEqual([expect.objectContaining({ hash: hashes[1], tier: "paid" })]);
+    expect(page.cursor).toBe(hashes[1]);
+    const next = (await admin(a, "keys/list", { cursor: page.cursor, limit: 2 })).body as typeof page;
+    expect(next.entries.map((e) => e.hash)).toEqual([hashes[2]]);
+  });
 });
 
 describe("key registry at scale", () => {
