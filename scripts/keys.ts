@@ -216,7 +216,13 @@ function fromCsv(path: string, text: string): FileEntry[] {
     records = parseCsv(text.replace(/\r\n?/g, "\n"), { skip_empty_lines: true, relax_column_count: true, info: true }) as unknown as typeof records;
   } catch (e) {
     const line = (e as { lines?: number }).lines;
-    throw new UsageError(`${path}${line ? ` line ${line}` : ""}: ${(e as Error).message.replace(/ at line \d+/, "")}; nothing was imported`);
+    // the parser's words quote the cell (`value is "sk-live-…"`) or a character of it: a cell may
+    // be a raw key, so neither is echoed, as a JSON file's parse error quotes nothing of it
+    const why = (e as Error).message
+      .replace(/ at line \d+/, "")
+      .replace(/, value is [\s\S]*$/, "")
+      .replace(/got "[\s\S]"/, "got a character");
+    throw new UsageError(`${path}${line ? ` line ${line}` : ""}: ${why}; nothing was imported`);
   }
   const [header, ...rows] = records;
   const columns = (header?.record ?? []).map((c) => c.trim().toLowerCase());

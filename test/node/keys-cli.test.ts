@@ -106,6 +106,9 @@ describe("npm run keys, as the README shows it", () => {
       ["key,tier\nsk-csv-5,paid\n\nsk-csv-5,free\n", /line 4 names the same key as line 2/],
       ['key,tier\nsk-csv-5,paid\n"sk-csv-5 ",free\n', /line 3 names the same key as line 2/],
       ['key,label\nsk-csv-6,"Acme\n', /Quote Not Closed|quote/i],
+      // the parser's own words quote the cell, which may be a raw key: never echoed
+      ['key,tier\nsk-csv-10"x,paid\n', /line 2: Invalid Opening Quote/],
+      ['key,tier\n"sk-csv-11"x,paid\n', /line 2: Invalid Closing Quote/],
     ];
     for (const [text, message] of refused) {
       const r = file("refused.csv", text);
