@@ -342,9 +342,11 @@ export const CONSOLE_JS = String.raw`
         if (windowText.value.trim() !== "") o.window = /^\d+$/.test(windowText.value.trim()) ? Number(windowText.value.trim()) : windowText.value.trim();
         var rule = ruleSelect.value;
         if (entry) return act("Set rule \"" + rule + "\" of this key to " + JSON.stringify(o) + "?", "keys/override", Object.assign({ rule: rule }, o));
-        var created = { tier: usage.tier, overrides: {} };
+        // registered as an import, which merges: an entry another operator made since this page
+        // was drawn keeps its label and its disabled flag (keys/set would replace it whole)
+        var created = Object.assign({}, who, { tier: usage.tier, overrides: {} });
         created.overrides[rule] = o;
-        act("Register this key in tier \"" + usage.tier + "\" with rule \"" + rule + "\" set to " + JSON.stringify(o) + "?", "keys/set", created);
+        act("Register this key in tier \"" + usage.tier + "\" with rule \"" + rule + "\" set to " + JSON.stringify(o) + "?", "keys/import", { entries: [created] });
       } }, [el("button", { "data-action": "override", text: "Override" }), ruleSelect, limit, windowText]));
     }
     view.replaceChildren(

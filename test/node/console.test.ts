@@ -229,6 +229,21 @@ describe("the console in a browser", () => {
     expect(await withKey()).toBe(200);
   }, 60_000);
 
+  it("registers a key it showed as unregistered without replacing an entry another operator made meanwhile", async () => {
+    const key = "sk-registered-behind-the-page";
+    await page.locator("#lookup-kind").selectOption("key");
+    await page.locator("#lookup-value").fill(key);
+    await page.locator("#lookup button").click();
+    await page.waitForURL(/#\/identity\/hash\/[0-9a-f]{64}$/);
+    await expect.poll(() => text("[data-fact=registry]")).toBe("not registered");
+    // another operator registers the key, disabled, while this page says it is not registered
+    expect((await adminCall("keys/set", { key, tier: "paid", label: "Held", disabled: true })).status).toBe(200);
+    await page.locator("#override-rule").selectOption("hour");
+    await page.locator("#override-limit").fill("3");
+    expect(await act("[data-action=override]")).toMatch(/: done/);
+    expect((await adminCall("keys/get", { key })).body).toMatchObject({ label: "Held", disabled: true, overrides: { hour: { limit: 3 } } });
+  }, 60_000);
+
   it("looks an address up and acts on it by its tag, the raw address going only into the usage call", async () => {
     await page.locator("#lookup-kind").selectOption("ip");
     await page.locator("#lookup-value").fill(IP);
