@@ -283,7 +283,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     "keys/import": {
       who: "none",
       run: async (body) => {
-        const { entries } = body;
+        const { entries, check } = body;
+        // a dry run asked for in the wrong type ("true", 1) must not be taken for an import
+        if (check !== undefined && typeof check !== "boolean") return badRequest('"check" must be true or false (true: check the entries, write nothing)');
         if (!Array.isArray(entries) || entries.length === 0 || entries.length > IMPORT_BATCH) {
           return badRequest(`"entries" must be an array of 1 to ${IMPORT_BATCH} entries like {"hash":"…","tier":"…"} (send more in several calls)`);
         }
@@ -318,7 +320,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           return badRequest(`Nothing was imported: ${errors.slice(0, 20).join("; ")}${errors.length > 20 ? `; and ${errors.length - 20} more` : ""}`);
         }
         // checked only, nothing written: a client checks a whole file, batch by batch, before it imports any of it
-        if (body.check === true) return json({ checked: items.length });
+        if (check) return json({ checked: items.length });
         await registry.mergeMany(items);
         for (const { identity } of items) options.forget?.(identity.tag);
         return json({ imported: items.length });

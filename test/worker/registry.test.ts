@@ -573,6 +573,15 @@ describe("key registry at scale", () => {
     expect((await admin(a, "keys/import", { entries: [{ key: "sk-bad", tier: "platinum" }], check: true })).status).toBe(400);
   });
 
+  it('refuses a "check" that is not true or false, naming it, and writes nothing: a dry run asked for wrongly must not import', async () => {
+    const { a, prefix } = fleet();
+    for (const check of ["true", 1, "yes", null]) {
+      const answer = await admin(a, "keys/import", { entries: [{ key: "sk-dry-run", tier: "paid" }], check });
+      expect([answer.status, answer.body.detail], JSON.stringify(check)).toEqual([400, expect.stringMatching(/"check" must be true or false/)]);
+    }
+    expect((await store.keys(`${prefix}:*`)).filter((k) => !k.includes(":@admin:"))).toEqual([]);
+  });
+
   it("refuses a whole import that holds a bad entry, naming it, and writes none of it", async () => {
     const { a, prefix } = fleet();
     const res = await admin(a, "keys/import", { entries: [{ key: "fine", tier: "paid" }, { key: "bad", tier: "platinum" }, { tier: "free" }] });
