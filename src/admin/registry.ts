@@ -50,12 +50,17 @@ const LABEL = v.pipe(v.string("must be text"), v.maxLength(200, "must be at most
 const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window) }, (issue) =>
   issue.expected === "never" ? "unknown field (allowed: limit, window)" : `must be an object, not ${issue.received}`,
 );
-const entrySchema = v.object({
-  tier: v.optional(valueSchemas.name),
-  label: v.optional(LABEL),
-  disabled: v.optional(v.boolean("must be true or false")),
-  overrides: v.optional(v.record(valueSchemas.name, overrideSchema, "must be an object of rule names")),
-});
+// strict, as RATE_LIMITS is: a misspelt field ("disable") dropped in silence would write an
+// entry without it, and keys/set replaces the whole entry (a disabled key enabled again)
+const entrySchema = v.strictObject(
+  {
+    tier: v.optional(valueSchemas.name),
+    label: v.optional(LABEL),
+    disabled: v.optional(v.boolean("must be true or false")),
+    overrides: v.optional(v.record(valueSchemas.name, overrideSchema, "must be an object of rule names")),
+  },
+  (issue) => (issue.expected === "never" ? "unknown field (allowed: tier, label, disabled, overrides)" : `must be an object, not ${issue.received}`),
+);
 
 const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule: string) => `limit:${rule}`, window: (rule: string) => `window:${rule}` };
 

@@ -573,6 +573,18 @@ describe("key registry at scale", () => {
     expect((await admin(a, "keys/import", { entries: [{ key: "sk-bad", tier: "platinum" }], check: true })).status).toBe(400);
   });
 
+  it("refuses an entry with a field it does not know, naming it, rather than writing the entry without it", async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "sk-typo", tier: "paid", disabled: true })).status).toBe(200);
+    // "disable" for "disabled": keys/set replaces the entry, so the key would come back enabled
+    const set = await admin(a, "keys/set", { key: "sk-typo", tier: "paid", disable: true });
+    expect([set.status, set.body.detail]).toEqual([400, expect.stringMatching(/^disable: unknown field \(allowed: tier, label, disabled, overrides\)/)]);
+    expect((await admin(a, "keys/get", { key: "sk-typo" })).body).toMatchObject({ disabled: true });
+    const imported = await admin(a, "keys/import", { entries: [{ key: "sk-typo-2", tier: "paid", lable: "Acme" }] });
+    expect([imported.status, imported.body.detail]).toEqual([400, expect.stringMatching(/entries\[0\]\.lable: unknown field/)]);
+    expect((await admin(a, "keys/get", { key: "sk-typo-2" })).status).toBe(404);
+  });
+
   it('refuses a "check" that is not true or false, naming it, and writes nothing: a dry run asked for wrongly must not import', async () => {
     const { a, prefix } = fleet();
     for (const check of ["true", 1, "yes", null]) {
