@@ -106,6 +106,38 @@ function fieldsOf(hash: string, entry: Entry): Record<string, string> {
   return fields;
 }
 
+/**
+ * Most bytes of commands one store request carries: a quarter of the shim's default body limit
+ * and of Upstash's smallest request size limit (1 MB). A batch of the largest entries an import
+ * takes (labels of 200 characters of 3 bytes, overrides of many rules) is several times that:
+ * in one pipeline the store refused it whole, a valid import answered as a store failure.
+ */
+const REQUEST_BYTES = 256 * 1024;
+const utf8 = new TextEncoder();
+
+type Pipeline = ReturnType<Redis["pipeline"]>;
+
+/** Commands in pipelines of at most REQUEST_BYTES each (about: their arguments' JSON), sent in order, one after another. */
+function inRequests(redis: Redis) {
+  const pipelines: Pipeline[] = [];
+  let bytes = Number.POSITIVE_INFINITY;
+  return {
+    /** `commands` adds an item's commands to the pipeline with room for `args` (what they carry). */
+    add(args: unknown, commands: (p: Pipeline) => void) {
+      const size = utf8.encode(JSON.stringify(args)).length + 128;
+      if (bytes + size > REQUEST_BYTES) {
+        pipelines.push(redis.pipeline());
+        bytes = 0;
+      }
+      bytes += size;
+      commands(pipelines.at(-1)!);
+    },
+    async exec() {
+      for (const p of pipelines) await p.exec();
+    },
+  };
+}
+
 export function createRegistry({ config, redis }: { config: GateConfig; redis: Redis }) {
   const index = `${config.prefix}:keys`;
   const entryKey = (identity: Identity) => redisKeys.entry(config.prefix, identity.tag);
@@ -240,9 +272,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       // so in one pipeline a refused import would still drop overrides and re-enable keys.
       // Stopped before the removals, it leaves new values beside old ones, never an entry
       // with less than it had; sent again, it completes.
-      const writes = redis.pipeline();
-      const removals = redis.pipeline();
-      let removing = false;
+      const writes = inRequests(redis);
+      const removals = inRequests(redis);
       for (const { identity, entry, given } of items) {
         const key = entryKey(identity);
         const fields: Record<string, string> = { hash: identity.keyHash! };
@@ -253,20 +284,19 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
         }
         if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
-        // a new entry gets its tier before anything else of it, so none is ever read without one
-        if (!given.tier) writes.hsetnx(key, FIELD.tier, entry.tier);
-        writes.hset(key, fields);
+        writes.add([key, fields], (p) => {
+          // a new entry gets its tier before anything else of it, so none is ever read without one
+          if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
+          p.hset(key, fields);
+          p.zadd(index, { score: 0, member: identity.keyHash! });
+        });
         // the overrides given replace the key's: the ones it held and the import does not set go
         const stale = (held.get(identity) ?? []).filter((f) => !(f in fields));
         if (given.disabled && !entry.disabled) stale.push(FIELD.disabled);
-        if (stale.length) {
-          removals.hdel(key, ...(stale as [string, ...string[]]));
-          removing = true;
-        }
+        if (stale.length) removals.add([key, stale], (p) => p.hdel(key, ...(stale as [string, ...string[]])));
       }
-      writes.zadd(index, ...(items.map(({ identity }) => ({ score: 0, member: identity.keyHash! })) as [{ score: number; member: string }]));
       await writes.exec();
-      if (removing) await removals.exec();
+      await removals.exec();
     },
   };
 }

@@ -504,6 +504,18 @@ describe("key registry at scale", () => {
     expect(free.headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   }, 120_000);
 
+  it("imports a full batch of the largest entries it accepts, which the store's request size limit does not refuse", async () => {
+    const rules = ["r1", "r2", "r3", "r4", "r5"].map((name) => ({ name, limit: 10, window: "1m" }));
+    const { a } = fleet({ tiers: { free: { rules }, paid: { rules } } });
+    const overrides = Object.fromEntries(rules.map((r) => [r.name, { limit: 1_000_000, window: "366d" }]));
+    const entries = [];
+    // 200 characters of three bytes each: the longest label, as UTF-8
+    for (let i = 0; i < 1000; i++) entries.push({ hash: await hashOf(`big-${i}`), label: "漢".repeat(200), overrides });
+    expect((await admin(a, "keys/import", { entries, check: true })).body).toEqual({ checked: 1000 });
+    expect((await admin(a, "keys/import", { entries })).body).toEqual({ imported: 1000 });
+    expect((await admin(a, "keys/get", { key: "big-999" })).body).toMatchObject({ tier: "free", label: "漢".repeat(200), overrides: { r5: { limit: 1_000_000 } } });
+  }, 60_000);
+
   it("merges an import into existing entries: a re-import keeps a key disabled and its overrides unless the file says otherwise", async () => {
     const { a, b } = fleet();
     expect((await admin(a, "keys/set", { key: "sk-acme", tier: "paid", label: "Acme", disabled: true, overrides: { minute: { limit: 50 } } })).status).toBe(200);
