@@ -129,6 +129,9 @@ function createLeases(max: number, queue: number, waitMs: number) {
   };
 }
 
+/** ioredis's refusal of a cluster pipeline (or transaction) whose keys are in more than one slot. */
+const SPANS_SLOTS = /should belong to the same slots? allocation group/;
+
 /** ioredis's error for a command past `commandTimeout`. */
 const TIMED_OUT = /Command timed out/;
 
@@ -279,7 +282,17 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
     },
     // MULTI … EXEC goes out as one write on the owning node's connection, which it never
     // holds past that: no connection of its own, so nothing to cap.
-    transaction: (commands) => pipelined(cluster, [["MULTI"], ...commands, ["EXEC"]]),
+    async transaction(commands) {
+      try {
+        return await pipelined(cluster, [["MULTI"], ...commands, ["EXEC"]]);
+      } catch (e) {
+        // ioredis refuses, before sending anything, a transaction whose keys span slots: the
+        // caller's mistake, answered in Redis Cluster's own words (a 400), never as Redis being away
+        if (!(e instanceof RedisUnavailable && SPANS_SLOTS.test(e.message))) throw e;
+        const crossSlot = Object.assign(new Error("CROSSSLOT Keys in request don't hash to the same slot"), { name: "ReplyError" });
+        return [[crossSlot, null]];
+      }
+    },
     // Pub/sub messages reach every node of a cluster, so a stream may listen on any of them.
     dedicated: () => {
       const [host, port] = nodes[0]!.split(":");

@@ -84,6 +84,28 @@ describe("Redis Cluster behind the shim", () => {
     expect(await client.eval("return #KEYS", ["{same}one", "{same}two"], [])).toBe(2);
   });
 
+  it("refuses a transaction whose keys span slots with Redis's own error, a 400 that writes nothing, not a 503 as if Redis were down", async () => {
+    const post = async (body: unknown) => {
+      const res = await fetch(`${shim.url}/multi-exec`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: JSON.stringify(body) });
+      return { status: res.status, body: await res.json() };
+    };
+    expect(
+      await post([
+        ["SET", "{tx-a}one", "1"],
+        ["SET", "{tx-b}two", "2"],
+      ]),
+    ).toEqual({ status: 400, body: { error: "CROSSSLOT Keys in request don't hash to the same slot" } });
+    const client = new Upstash({ url: shim.url, token, enableTelemetry: false });
+    expect([await client.get("{tx-a}one"), await client.get("{tx-b}two")]).toEqual([null, null]);
+    // within one slot, a transaction runs
+    expect(
+      await post([
+        ["SET", "{tx-a}one", "1"],
+        ["GET", "{tx-a}one"],
+      ]),
+    ).toEqual({ status: 200, body: [{ result: "OK" }, { result: "1" }] });
+  });
+
   it("carries the console's live figures: flushes under one hash tag, read back with registry entries from several slots", async () => {
     const admin = "cluster-admin-token-0123456789abcdef";
     const consoleFleet = await startGateFleet(2, {
