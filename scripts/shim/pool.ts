@@ -261,6 +261,15 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
     },
   );
   cluster.on("error", (e: Error) => options.onStatus?.("lost", e.message));
+  // ioredis reads the slot map (CLUSTER SLOTS) on a duplicate of a node's connection, with its
+  // options. With stringNumbers the ranges come as text, and a range such as "5461"–"10922" is
+  // never filled ("5461" <= "10922" is false as text): a third of the slots went to a node at
+  // random, each command of theirs redirected (MOVED), and a transaction there discarded
+  // (EXECABORT) two times in three. The duplicate reads numbers as numbers.
+  cluster.on("+node", (node: Redis) => {
+    const duplicate = node.duplicate.bind(node);
+    node.duplicate = (override) => duplicate({ ...override, stringNumbers: false });
+  });
   try {
     await cluster.connect();
   } catch (e) {

@@ -106,6 +106,22 @@ describe("Redis Cluster behind the shim", () => {
     ).toEqual({ status: 200, body: [{ result: "OK" }, { result: "1" }] });
   });
 
+  it("runs a one-slot transaction on every master: 300 keys, every slot range, none discarded", async () => {
+    const client = new Upstash({ url: shim.url, token, enableTelemetry: false });
+    const discarded: string[] = [];
+    for (let i = 0; i < 300; i++) {
+      const t = client.multi();
+      t.set(`{tx-${i}}a`, "1");
+      t.incr(`{tx-${i}}b`);
+      try {
+        expect(await t.exec()).toEqual(["OK", 1]);
+      } catch (e) {
+        discarded.push(`{tx-${i}}: ${(e as Error).message.slice(0, 80)}`);
+      }
+    }
+    expect(discarded).toEqual([]);
+  });
+
   it("carries the console's live figures: flushes under one hash tag, read back with registry entries from several slots", async () => {
     const admin = "cluster-admin-token-0123456789abcdef";
     const consoleFleet = await startGateFleet(2, {
