@@ -93,8 +93,16 @@ const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request"
 const NAME_ONE =
   'Give exactly one of "key" (the raw API key), "hash" (its SHA-256), "ip" (the client IP), "user" (an identity your application gave the library or the Hono middleware) or "tag" (an address\'s or a user\'s tag, as the figures list it), as a non-empty string.';
 
-/** A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua). */
-const memberCost = (member: string) => Number(/^\d+:(\d+)$/.exec(member)?.[1] ?? 1);
+/**
+ * A log member is "<total before>" or "<total before>:<cost>" (see sliding-window.lua): the
+ * running totals before and after it, or undefined for a member the script did not write.
+ */
+const totals = (member: unknown): { before: number; after: number } | undefined => {
+  const m = /^(\d+)(?::(\d+))?$/.exec(String(member));
+  if (!m) return undefined;
+  const before = Number(m[1]);
+  return { before, after: before + Number(m[2] ?? 1) };
+};
 
 /**
  * The operator's API: read an identity's usage per rule, reset it, block and unblock it. The
@@ -160,18 +168,22 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const p = redis.pipeline();
     p.get(block);
     p.pttl(block);
-    for (const r of [...rules, ...addressRules]) p.zrange(redisKeys.log(config.prefix, identity.tag, r.scope, r.log), 0, -1, { withScores: true });
+    // Per rule, two entries of its log, as the script reads it: the oldest still in the window and
+    // the newest; their running totals give the weight between them. Reading the whole log
+    // instead cost memory and time in proportion to it (a day's log of a million requests is
+    // tens of MB), on the caller an operator most wants to look at.
+    for (const r of [...rules, ...addressRules]) {
+      const log = redisKeys.log(config.prefix, identity.tag, r.scope, r.log);
+      p.zrange(log, `(${now - r.windowMs * 1000}` as `(${number}`, "+inf", { byScore: true, offset: 0, count: 1, withScores: true });
+      p.zrange(log, -1, -1, { withScores: true });
+    }
     const [blockValue, blockTtl, ...logs] = (await p.exec()) as [string | null, number, ...string[][]];
-    const windowOf = (r: (typeof rules)[number], entries: string[]) => {
-      let used = 0;
-      let oldest = Number.POSITIVE_INFINITY;
-      for (let j = 0; j < entries.length; j += 2) {
-        const at = Number(entries[j + 1]);
-        if (at <= now - r.windowMs * 1000) continue; // left the window, not yet evicted
-        used += memberCost(entries[j]!);
-        oldest = Math.min(oldest, at);
-      }
-      const inWindow = Number.isFinite(oldest);
+    const windowOf = (r: (typeof rules)[number], first: string[], last: string[]) => {
+      const oldest = first.length ? Number(first[1]) : Number.POSITIVE_INFINITY;
+      const [from, to] = [totals(first[0]), totals(last[0])];
+      // a log the script cannot read, it reads as empty (and starts afresh)
+      const inWindow = Number.isFinite(oldest) && from !== undefined && to !== undefined && to.after > from.before;
+      const used = inWindow ? to.after - from.before : 0;
       return {
         name: r.name,
         limit: r.limit,
@@ -188,8 +200,10 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       tier,
       ...(entry && { registry: entry }),
       blockedForMs: blockLeft(blockValue, blockTtl, now),
-      rules: rules.map((r, i) => windowOf(r, logs[i] ?? [])),
-      ...(addressRules.length && { addressRules: addressRules.map((r, i) => windowOf(r, logs[rules.length + i] ?? [])) }),
+      rules: rules.map((r, i) => windowOf(r, logs[2 * i] ?? [], logs[2 * i + 1] ?? [])),
+      ...(addressRules.length && {
+        addressRules: addressRules.map((r, i) => windowOf(r, logs[2 * (rules.length + i)] ?? [], logs[2 * (rules.length + i) + 1] ?? [])),
+      }),
     };
   }
 

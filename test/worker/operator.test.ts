@@ -1,3 +1,4 @@
+import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
 import type { GateOptions } from "../../src/gateway/gateway.ts";
 import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
@@ -165,6 +166,35 @@ describe("admin API", () => {
     const after = (await (await admin(gate, "usage", { key: "customer-7" })).json()) as { rules: { used: number }[] };
     expect(after.rules.map((r) => r.used)).toEqual([0, 0]);
     expect(await statuses(gate, 4, "/", { key: "customer-7" })).toEqual([200, 200, 200, 429]);
+  });
+
+  it("reads usage with a bounded read of the store, however many entries the window holds", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const gate = makeGate({ prefix, identity: { header: "x-api-key" }, rules: [{ name: "day", limit: 1_000_000, window: "1d" }] }, { adminToken: ADMIN });
+    const { tag } = ((await (await admin(gate, "usage", { key: "heavy" })).json()) as { identity: { tag: string } }).identity;
+    // a day's log of 50,000 requests, as the script writes it: each entry the running total before it
+    const store = new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false });
+    const [seconds] = (await store.time()) as [number, number];
+    const start = (seconds - 3600) * 1_000_000;
+    for (let i = 0; i < 50_000; i += 5000) {
+      const members = Array.from({ length: 5000 }, (_, j) => ({ score: start + (i + j) * 1000, member: String(i + j) }));
+      await store.zadd(`${prefix}:{${tag}}:default:day`, members[0]!, ...members.slice(1));
+    }
+    const real = globalThis.fetch;
+    let read = 0;
+    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const res = await real(input as RequestInfo, init);
+      read += (await res.clone().arrayBuffer()).byteLength;
+      return res;
+    }) as typeof fetch;
+    let usage: { rules: { used: number; remaining: number; oldestEntryAt: string }[] };
+    try {
+      usage = (await (await admin(gate, "usage", { key: "heavy" })).json()) as typeof usage;
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(usage.rules[0]).toMatchObject({ used: 50_000, remaining: 950_000, oldestEntryAt: new Date(start / 1000).toISOString() });
+    expect(read).toBeLessThan(16 * 1024);
   });
 
   it("a dynamic block takes effect on the next request, shows in usage, and ends on time", async () => {
