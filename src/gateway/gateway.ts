@@ -6,6 +6,7 @@ import { answer, badGateway, internalError, invalidPath } from "../http/answers.
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog, type TurnedAway } from "./denial-log.ts";
+import { createFailureLog } from "./failure-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
 import { createForwarder, OriginError } from "./proxy.ts";
@@ -115,6 +116,8 @@ export function createGate(options: GateOptions): Gate {
       }
     },
   });
+  // a store outage fails every request alike: a full line per interval, the rest counted
+  const failures = createFailureLog({ now: options.now, write: (line) => safeLog("error", line) });
   // the console's figures: counted in memory, flushed after responses (src/gateway/live-figures.ts)
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
@@ -142,6 +145,7 @@ export function createGate(options: GateOptions): Gate {
       }
     }
     if (pending.body) await discard(pending.body);
+    if (failures.due()) failures.flush();
     if (denials.due()) {
       if (ctx) ctx.waitUntil(denials.flush());
       else await denials.flush();
@@ -181,7 +185,7 @@ export function createGate(options: GateOptions): Gate {
     switch (verdict.kind) {
       case "failed": {
         const fail = verdict.closed ? "closed" : "open";
-        safeLog("error", { event: "slidegate.store_failure", fail, tier, rules: names(rules), method: request.method, path, error: verdict.error.message });
+        failures.record({ event: "slidegate.store_failure", fail, tier, rules: names(rules), method: request.method, path, error: verdict.error.message });
         return point(`failed-${fail}`, names(rules));
       }
       case "blocked":

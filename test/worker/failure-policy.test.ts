@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { FAIL_OPEN_HEADER } from "../../src/http/answers.ts";
-import { makeGate, request, services } from "./helpers.ts";
+import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
 
 const control = (action: "stop" | "start") => fetch(`${services.controlUrl}/redis/${action}`, { method: "POST" });
 const viaFaultShim = { redisUrl: services.faultShimUrl };
@@ -32,6 +32,35 @@ describe("gate when Redis is stopped", () => {
     expect(res.headers.get("Retry-After")).toBe("1");
     expect(res.headers.get("Content-Type")).toBe("application/problem+json");
     expect(await res.json()).toMatchObject({ type: "urn:slidegate:store-unavailable", status: 503 });
+  });
+
+  it("an outage under a flood writes a line per second, not per request, and counts every failure", async () => {
+    const clock = testClock();
+    const gate = makeGate({ fail: "open", timeout: 1000, rules: [{ name: "a", limit: 1, window: "1m" }] }, { ...viaFaultShim, now: clock.now });
+    await control("stop");
+    expect(new Set(await statuses(gate, 60))).toEqual(new Set([200]));
+    clock.advance(1000);
+    expect(new Set(await statuses(gate, 60))).toEqual(new Set([200]));
+    // the store is back: requests a second on carry the last count out (the first few may
+    // still fail open while the shim reconnects; each of those is counted too)
+    await control("start");
+    clock.advance(1000);
+    let more = 0;
+    for (let i = 0; i < 40; i++) {
+      const res = await gate(request());
+      await res.body?.cancel();
+      if (!res.headers.has(FAIL_OPEN_HEADER)) break;
+      more++;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    clock.advance(1000);
+    await (await gate(request())).body?.cancel();
+    const lines = gate.logs.map((l) => l.line).filter((l) => String(l.event).startsWith("slidegate.store_failure"));
+    const full = lines.filter((l) => l.event === "slidegate.store_failure");
+    const counted = lines.filter((l) => l.event === "slidegate.store_failure_summary").reduce((n, l) => n + Number(l.failures), 0);
+    expect(full.length).toBeLessThanOrEqual(3);
+    expect(lines.length).toBeLessThanOrEqual(6);
+    expect(full.length + counted).toBe(120 + more);
   });
 
   it("a rule that fails closed wins over one that fails open", async () => {

@@ -1,0 +1,55 @@
+import { describe, expect, it } from "vitest";
+import { createFailureLog } from "./failure-log.ts";
+
+function harness(intervalMs = 1000) {
+  let t = 0;
+  const lines: Record<string, unknown>[] = [];
+  const log = createFailureLog({ write: (l) => lines.push(l), now: () => t, intervalMs, maxErrorLength: 10 });
+  const fail = (error = "down") => log.record({ event: "slidegate.store_failure", error });
+  const total = () => lines.reduce((n, l) => n + (l.event === "slidegate.store_failure" ? 1 : Number(l.failures)), 0);
+  return { log, lines, fail, total, advance: (ms: number) => (t += ms) };
+}
+
+describe("store failure log", () => {
+  it("writes the first failure of an interval in full and only counts the rest", () => {
+    const h = harness();
+    for (let i = 0; i < 5000; i++) h.fail();
+    expect(h.lines).toEqual([{ event: "slidegate.store_failure", error: "down" }]);
+    expect(h.log.due()).toBe(false);
+  });
+
+  it("accounts for every failure exactly once across full lines and summaries", () => {
+    const h = harness();
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 100; i++) h.fail();
+      h.advance(1000);
+    }
+    expect(h.log.due()).toBe(true);
+    h.log.flush();
+    expect(h.log.due()).toBe(false);
+    expect(h.lines.map((l) => l.event)).toEqual([
+      "slidegate.store_failure",
+      "slidegate.store_failure_summary",
+      "slidegate.store_failure",
+      "slidegate.store_failure_summary",
+      "slidegate.store_failure",
+      "slidegate.store_failure_summary",
+    ]);
+    expect(h.total()).toBe(300);
+  });
+
+  it("cuts a long error text", () => {
+    const h = harness();
+    h.fail("x".repeat(10_000));
+    expect(h.lines[0]!.error).toBe(`${"x".repeat(10)}…`);
+  });
+
+  it("has nothing to flush when every failure was written in full", () => {
+    const h = harness();
+    h.fail();
+    h.advance(5000);
+    expect(h.log.due()).toBe(false);
+    h.log.flush();
+    expect(h.lines).toHaveLength(1);
+  });
+});

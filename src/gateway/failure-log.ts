@@ -1,0 +1,70 @@
+/**
+ * Store failures logged at a bounded rate, not one line per request: while the store is down,
+ * slow or full, every request fails alike, and a line each would turn an outage into a log
+ * flood (and each line could carry the client's whole error text).
+ *
+ * - The first failure of each interval is written in full, its error cut to `maxErrorLength`.
+ * - Later failures in that interval are only counted. The count goes out as one
+ *   `slidegate.store_failure_summary` line with `failures`: before the next full line, or when
+ *   the caller asks (`due()`, then `flush()`) once the interval is over. Every failure is in
+ *   exactly one place: the full lines plus the summaries' `failures` add up to every request
+ *   the store failed.
+ *
+ * @example
+ * const failures = createFailureLog({ write: (line) => console.error(JSON.stringify(line)) });
+ * failures.record({ event: "slidegate.store_failure", fail: "open", error: e.message });
+ * // after each request:
+ * if (failures.due()) failures.flush();
+ */
+
+export interface FailureLogOptions {
+  /** where lines go, one object per line */
+  write: (line: Record<string, unknown>) => void;
+  /** the clock, in ms (default Date.now) */
+  now?: () => number;
+  /** at most one full line per interval, in ms (default 1 s) */
+  intervalMs?: number;
+  /** the longest error text a line carries (default 300 characters) */
+  maxErrorLength?: number;
+}
+
+export interface FailureLog {
+  /** one failed request: written in full when it is its interval's first, counted otherwise */
+  record(line: Record<string, unknown> & { error: string }): void;
+  /** whether counted failures wait for a summary whose interval is over */
+  due(): boolean;
+  /** writes the summary of the failures counted since the last line, if any */
+  flush(): void;
+}
+
+export function createFailureLog(options: FailureLogOptions): FailureLog {
+  const { write, now = Date.now, intervalMs = 1000, maxErrorLength = 300 } = options;
+  let lastFull = Number.NEGATIVE_INFINITY;
+  let counted = 0;
+  let from = 0;
+  let to = 0;
+
+  function flush() {
+    if (counted === 0) return;
+    write({ event: "slidegate.store_failure_summary", failures: counted, from: new Date(from).toISOString(), to: new Date(to).toISOString() });
+    counted = 0;
+  }
+
+  return {
+    record(line) {
+      const t = now();
+      if (t - lastFull < intervalMs) {
+        if (counted === 0) from = t;
+        counted++;
+        to = t;
+        return;
+      }
+      flush();
+      lastFull = t;
+      const error = line.error.length > maxErrorLength ? `${line.error.slice(0, maxErrorLength)}…` : line.error;
+      write({ ...line, error });
+    },
+    due: () => counted > 0 && now() - lastFull >= intervalMs,
+    flush,
+  };
+}
