@@ -2,10 +2,13 @@
  * Refusals logged per identity, not per request: under a flood of callers who are over their
  * limit (denied), blocked by the operator, or turned away before any rule (the deny list, an
  * API key missing, repeated, unknown or disabled), the log grows with the number of
- * identities, not with the number of requests.
+ * identities, not with the number of requests. So do shadow denials (requests admitted that a
+ * shadow rule would have denied): rolling a limit out in shadow on a busy API would otherwise
+ * log every request it would refuse.
  *
- * - The first denial of an identity by a rule is written in full; further denials of that
- *   identity by that rule are only counted until the rule's window has passed since that line.
+ * - The first denial (or shadow denial) of an identity by a rule is written in full; further
+ *   ones of that identity by that rule are only counted until the rule's window has passed
+ *   since that line.
  *   A blocked identity is written in full once per interval. A request turned away before any
  *   rule is only counted: its answer (400, 401 or 403) says all there is to say.
  * - Every `intervalMs` (when the caller asks: `due()`, then `flush()`), one summary line per
@@ -25,8 +28,10 @@
  * Lines:
  *   { event: "slidegate.denied", tag, tier, rules: [names], ...detail }
  *   { event: "slidegate.blocked", tag, tier, ...detail }
+ *   { event: "slidegate.shadow_denied", tag, tier, rules: [names] }
  *   { event: "slidegate.denied_summary", tag, tier, denied, rules: { name: count }, from, to }
  *   { event: "slidegate.blocked_summary", tag, tier, blocked, blockedForMs, from, to }
+ *   { event: "slidegate.shadow_denied_summary", tag, tier, shadowDenied, rules: { name: count }, from, to }
  *   { event: "slidegate.refused_summary", reason, tag, tier, refused, from, to }
  *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, denied | blocked, from, to }
  *   { event: "slidegate.refused_summary", other: true, reason, refused, from, to }
@@ -49,7 +54,8 @@ export interface DeniedRule {
 /** Turned away before any rule: the deny list, or the API key (none where one is required, sent twice, unknown, disabled). */
 export type TurnedAway = "denylisted" | "ambiguous-key" | "key-required" | "unknown-key" | "disabled-key";
 
-export type Refusal = "denied" | "blocked" | TurnedAway;
+/** What the log counts: refusals, and shadow denials (admitted, but a shadow rule would have denied them). */
+export type Refusal = "denied" | "blocked" | "shadow-denied" | TurnedAway;
 
 export interface Denial {
   /** "denied" (by rules: the default), "blocked" (by the operator), or turned away before any rule */
@@ -105,6 +111,7 @@ interface Count {
 function summary(outcome: Refusal, requests: number, fields: Record<string, unknown>): Record<string, unknown> {
   if (outcome === "denied") return { event: "slidegate.denied_summary", ...fields, denied: requests };
   if (outcome === "blocked") return { event: "slidegate.blocked_summary", ...fields, blocked: requests };
+  if (outcome === "shadow-denied") return { event: "slidegate.shadow_denied_summary", ...fields, shadowDenied: requests };
   return { event: "slidegate.refused_summary", reason: outcome, ...fields, refused: requests };
 }
 
@@ -165,13 +172,13 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
         if (writeInFull(key, intervalMs, at)) write({ ...detail, event: "slidegate.blocked", tag, tier });
         return;
       }
-      if (outcome !== "denied") return;
+      if (outcome !== "denied" && outcome !== "shadow-denied") return;
       let full = false;
       // a denial that names no rule is still written, under the rule ""
       for (const { name, windowMs } of rules.length ? rules : [{ name: "", windowMs: 0 }]) {
         if (writeInFull(`${key}|${name}`, windowMs, at)) full = true;
       }
-      if (full) write({ ...detail, event: "slidegate.denied", tag, tier, rules: rules.map((r) => r.name) });
+      if (full) write({ ...detail, event: outcome === "denied" ? "slidegate.denied" : "slidegate.shadow_denied", tag, tier, rules: rules.map((r) => r.name) });
     },
 
     due() {
@@ -184,7 +191,8 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       const ranked = [...counts.values()].sort((a, b) => b.requests - a.requests);
       for (const [i, c] of ranked.entries()) {
         if (i >= maxSummaries) countOther(c.outcome, c.requests);
-        else if (c.outcome === "denied") write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, rules: Object.fromEntries(c.rules), ...span }));
+        else if (c.outcome === "denied" || c.outcome === "shadow-denied")
+          write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, rules: Object.fromEntries(c.rules), ...span }));
         else if (c.outcome === "blocked") write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, blockedForMs: c.blockedForMs ?? null, ...span }));
         else write(summary(c.outcome, c.requests, { tag: c.tag, tier: c.tier, ...span }));
       }

@@ -201,7 +201,8 @@ export function createGate(options: GateOptions): Gate {
       case "admitted": {
         const { decision, redisMs } = verdict;
         if (decision.wouldDeny.length === 0) return point("admitted", names(rules), { redisMs });
-        safeLog("warn", { event: "slidegate.shadow_denied", tier, tag, rules: decision.wouldDeny });
+        // like denials: a line per identity, rule and window, counted summaries (the data point stays per request)
+        denials.record({ outcome: "shadow-denied", tag, tier, rules: decision.limits.filter((l) => l.shadow && l.retryMs !== 0) });
         return point("shadow-denied", decision.wouldDeny, { redisMs });
       }
     }

@@ -26,7 +26,22 @@ describe("shadow mode", () => {
     }
     expect(marked).toEqual([false, false, false, true, true, true, true, true, true, true]);
     expect(outcomes(points)).toEqual([...Array(3).fill("admitted"), ...Array(7).fill("shadow-denied")]);
-    expect(gate.logs.filter((l) => l.line.event === "slidegate.shadow_denied")).toHaveLength(7);
+    // the first in full; the other six are counted for the summary
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.shadow_denied")).toHaveLength(1);
+  });
+
+  it("a flood of shadow denials writes a line per identity, rule and window, and counts every one", async () => {
+    const clock = testClock();
+    const gate = makeGate({ rules: [{ name: "trial", limit: 3, window: "1m", shadow: true }] }, { now: clock.now });
+    expect(new Set(await statuses(gate, 203))).toEqual(new Set([200]));
+    const shadowLines = () => gate.logs.map((l) => l.line).filter((l) => String(l.event).startsWith("slidegate.shadow_denied"));
+    expect(shadowLines()).toEqual([expect.objectContaining({ event: "slidegate.shadow_denied", rules: ["trial"] })]);
+    // a minute on, the next request (another caller, admitted) carries the summary out
+    clock.advance(60_000);
+    await (await gate(request("/", { ip: "198.51.100.20" }))).body?.cancel();
+    const [full, summary] = shadowLines();
+    expect(summary).toMatchObject({ event: "slidegate.shadow_denied_summary", tag: full!.tag, shadowDenied: 200, rules: { trial: 200 } });
+    expect(shadowLines()).toHaveLength(2);
   });
 
   it("global shadow turns every rule into a report; enforced rules beside a shadow one still hold", async () => {
