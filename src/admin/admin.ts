@@ -90,6 +90,19 @@ const tooManyAttempts = (ms: number) =>
 const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
 /** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
+/** The fields that name whom a route is about, per kind of route. */
+const NAMED_BY = { any: ["key", "hash", "ip", "user", "tag"], key: ["key", "hash"], none: [] } as const;
+/** At most this much of a field's name is echoed: a name sent by mistake may be anything, a raw key too. */
+const echo = (name: string) => JSON.stringify(name.slice(0, 64));
+/**
+ * What a body holds beyond the fields a route takes. A field misspelt ("windw", "curser") was
+ * ignored: the route ran as if it were left out, and a dry run asked for by another name imported.
+ */
+const unknownFields = (body: Record<string, unknown>, allowed: readonly string[]) => {
+  const unknown = Object.keys(body).filter((field) => !allowed.includes(field));
+  if (unknown.length === 0) return undefined;
+  return `${unknown.map(echo).join(", ")}: unknown field${unknown.length > 1 ? "s" : ""} (allowed: ${allowed.join(", ")})`;
+};
 const NAME_ONE =
   'Give exactly one of "key" (the raw API key), "hash" (its SHA-256), "ip" (the client IP), "user" (an identity your application gave the library or the Hono middleware) or "tag" (an address\'s or a user\'s tag, as the figures list it), as a non-empty string.';
 
@@ -209,14 +222,19 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
 
   /**
    * Each route: whom it is about ("any": a key, its hash, an IP, a user or a tag; "key": a key or its hash;
-   * "none"), what it does, and whether this isolate forgets what it cached of that identity.
+   * "none"), the other fields its body takes (unset: it checks them itself), what it does, and
+   * whether this isolate forgets what it cached of that identity.
    */
   type Body = Record<string, unknown>;
-  type Route = { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> } | { who: "none"; run: (body: Body) => Promise<Response> };
+  type Route = { takes?: readonly string[] } & (
+    | { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> }
+    | { who: "none"; run: (body: Body) => Promise<Response> }
+  );
   const routes: Record<string, Route> = {
-    usage: { who: "any", run: async (identity) => json(await usage(identity)) },
+    usage: { who: "any", takes: [], run: async (identity) => json(await usage(identity)) },
     reset: {
       who: "any",
+      takes: [],
       forgets: true,
       run: async (identity) => {
         const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
@@ -225,6 +243,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     },
     block: {
       who: "any",
+      takes: ["seconds"],
       // a cached 429 would otherwise answer for the block on this isolate until it lapses
       forgets: true,
       run: async (identity, body) => {
@@ -238,7 +257,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         return json({ blocked: true, seconds });
       },
     },
-    unblock: { who: "any", forgets: true, run: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }) },
+    unblock: { who: "any", takes: [], forgets: true, run: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }) },
+    // its fields are an entry's, which the registry's check names when it does not know one
     "keys/set": {
       who: "key",
       forgets: true,
@@ -252,14 +272,16 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     },
     "keys/get": {
       who: "key",
+      takes: [],
       run: async (identity) => {
         const entry = await registry.get(identity);
         return entry ? json({ hash: identity.keyHash, ...entry }) : noEntry();
       },
     },
-    "keys/delete": { who: "key", forgets: true, run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
+    "keys/delete": { who: "key", takes: [], forgets: true, run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
     "keys/override": {
       who: "key",
+      takes: ["rule", "limit", "window", "clear"],
       forgets: true,
       run: async (identity, body) => {
         const { rule, limit, window, clear } = body;
@@ -283,6 +305,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     },
     "keys/list": {
       who: "none",
+      takes: ["cursor", "limit"],
       run: async (body) => {
         const { cursor, limit = LIST_PAGE.default } = body;
         if (cursor !== undefined && cursor !== null && (typeof cursor !== "string" || !KEY_HASH.test(cursor))) {
@@ -296,6 +319,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     },
     "keys/import": {
       who: "none",
+      takes: ["entries", "check"],
       run: async (body) => {
         const { entries, check } = body;
         // a dry run asked for in the wrong type ("true", 1) must not be taken for an import
@@ -341,7 +365,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       },
     },
   };
-  // the console's reads: figures and configuration
+  // the console's reads, figures and configuration, each checking its own fields
   for (const [name, run] of Object.entries(consoleRoutes({ config, redis, registry, now: isolateNow }))) routes[name] = { who: "none", run };
   // looked up in a Map: a path like /__slidegate/constructor must not find Object.prototype
   const routeTable = new Map(Object.entries(routes));
@@ -430,6 +454,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const route = routeTable.get(name);
     if (!route) return notFound();
     if (request.method !== "POST") return problem(405, "method-not-allowed", "Method Not Allowed", "Admin routes take POST with a JSON body.");
+    // no route reads the query: a field sent there (?cursor=…) would be ignored as if left out
+    const [parameter] = new URL(request.url).searchParams.keys();
+    if (parameter !== undefined) return badRequest(`query parameter ${echo(parameter)}: admin routes take their fields in the JSON body, not in the query.`);
     let body: Record<string, unknown>;
     try {
       body = await request.json();
@@ -437,6 +464,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return badRequest('The body must be JSON like {"key":"…"} or {"ip":"…"}.');
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
+    const unknown = route.takes && unknownFields(body, [...NAMED_BY[route.who], ...route.takes]);
+    if (unknown) return badRequest(unknown);
     // Without identity.header the gate reads no API key from any request: a key named here would
     // be blocked, reset or registered for no request at all, and its usage would show rules it never meets.
     if (!config.keyHeader) {

@@ -276,7 +276,9 @@ export const CONSOLE_JS = String.raw`
     async function act(question, route, body) {
       if (!confirm(question)) return;
       var r;
-      try { r = await call(route, Object.assign({}, who, body || {})); } catch (e) { return; }
+      // an import names its key in its entries, and its body takes no other field: the route refuses one
+      var sent = route === "keys/import" ? body : Object.assign({}, who, body || {});
+      try { r = await call(route, sent); } catch (e) { return; }
       await showIdentity(view, who);
       var shown = $("result");
       shown.textContent = route + ": " + (r.ok ? "done — " + JSON.stringify(r.data) : "refused — " + problemText(r));

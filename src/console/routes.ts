@@ -27,6 +27,11 @@ export function consoleRoutes(options: { config: GateConfig; redis: Redis; regis
       }
       return json(await readFigures({ redis: options.redis, registry: options.registry, config, now: options.now() }, minutes));
     },
-    configuration: async (): Promise<Response> => json(describeConfiguration(config)),
+    configuration: async (body: Record<string, unknown>): Promise<Response> => {
+      // it takes nothing: a field sent (a section asked for) would be ignored, the whole answered
+      const [unknown] = Object.keys(body);
+      if (unknown !== undefined) return problem(400, "bad-request", "Bad Request", `${JSON.stringify(unknown.slice(0, 64))}: unknown field (allowed: none; send {})`);
+      return json(describeConfiguration(config));
+    },
   };
 }

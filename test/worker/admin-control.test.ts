@@ -274,3 +274,48 @@ describe("cached denials", () => {
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]); // the cap ran out: Redis says go
   });
 });
+
+describe("a field or query parameter a route does not take", () => {
+  it("is refused with 400 naming it, and the route does nothing: a typo never runs the route as if the field were left out", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 2, window: "1m" }] }, { adminToken: ADMIN });
+    const ip = freshIp();
+    expect(await statuses(gate, 3, "/", { ip })).toEqual([200, 200, 429]);
+    expect((await call(gate, "keys/set", { ip: freshIp(), body: { key: "sk-typed", tier: "default" } })).status).toBe(200);
+    const refused: [string, Record<string, unknown>, string][] = [
+      ["usage", { ip, rule: "m" }, "rule"],
+      // meant for one rule, it reset every window of the address
+      ["reset", { ip, rule: "m" }, "rule"],
+      ["block", { ip, seconds: 60, reason: "abuse" }, "reason"],
+      ["unblock", { ip, seconds: 60 }, "seconds"],
+      ["keys/get", { key: "sk-typed", tier: "default" }, "tier"],
+      ["keys/delete", { key: "sk-typed", everything: true }, "everything"],
+      // the limit alone was set, the window the operator typed dropped
+      ["keys/override", { key: "sk-typed", rule: "m", limit: 9, windw: "10s" }, "windw"],
+      // the first page again, as if no cursor were given
+      ["keys/list", { curser: "ab".repeat(32) }, "curser"],
+      // a dry run asked for by another name imported the entries
+      ["keys/import", { entries: [{ key: "sk-typed", disabled: true }], dryRun: true }, "dryRun"],
+      ["configuration", { section: "rules" }, "section"],
+    ];
+    for (const [route, body, field] of refused) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(res.headers.get("Content-Type"), route).toBe("application/problem+json");
+      expect(((await res.json()) as { detail: string }).detail, route).toMatch(new RegExp(`^"${field}": unknown field \\(allowed: `));
+    }
+    // parameters in the query rather than the body: every admin route takes its fields in the body
+    for (const [route, body, field] of [
+      ["reset?rule=m", { ip }, "rule"],
+      ["keys/list?cursor=abc", {}, "cursor"],
+      ["figures?minutes=5", {}, "minutes"],
+    ] as const) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(((await res.json()) as { detail: string }).detail, route).toMatch(new RegExp(`^query parameter "${field}": `));
+    }
+    // nothing was reset, blocked, overridden, disabled or deleted
+    expect(await statuses(gate, 1, "/", { ip })).toEqual([429]);
+    const entry = await call(gate, "keys/get", { ip: freshIp(), body: { key: "sk-typed" } });
+    expect(await entry.json()).toMatchObject({ tier: "default", disabled: false, overrides: {} });
+  });
+});
