@@ -17,7 +17,8 @@
  * <key> "-" reads the raw key from standard input, so it stays out of the command line (shell
  * history, `ps`, npm's own log). A CSV has a header line naming its columns: `hash` (or
  * `key`), `tier`, `label`, `disabled` (true/false/1/0), each at most once and no other; a
- * JSON file is an array of entries as the admin API takes them. A file is checked whole
+ * JSON file is an array of entries as the admin API takes them, or what `list --all` prints
+ * (so `list --all > backup.json` restores with `import backup.json`). A file is checked whole
  * before anything is imported (here, then by the gate, batch by batch, writing nothing): a bad
  * line is named, and nothing is imported.
  * Output is JSON on stdout; progress and errors go to stderr. Exit codes: 0 done; 2 a wrong
@@ -203,11 +204,31 @@ function fromJson(path: string, text: string): FileEntry[] {
     const where = /at position \d+(?: \(line \d+ column \d+\))?/.exec((e as Error).message)?.[0];
     throw new UsageError(`${path}: not valid JSON${where ? ` (${where})` : ""}; nothing was imported`);
   }
-  if (!Array.isArray(parsed)) throw new UsageError(`${path}: must hold a JSON array of entries`);
-  return parsed.map((entry, i) => {
+  return entriesOf(path, parsed).map((entry, i) => {
     if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new UsageError(`${path}: entry [${i}] is not an object; nothing was imported`);
     return { entry: entry as Record<string, unknown>, at: `entry [${i}]` };
   });
+}
+
+/**
+ * A JSON file's entries: an array of them, or what `list` prints (`{"entries":[…],"count":N}`
+ * from `list --all`, `{"entries":[…],"cursor":null}` from a last page), so a backup taken with
+ * `list --all > backup.json` restores with `import backup.json` as it stands.
+ */
+function entriesOf(path: string, parsed: unknown): unknown[] {
+  if (Array.isArray(parsed)) return parsed;
+  const shape = 'must hold a JSON array of entries, or what "list --all" prints ({"entries":[…]})';
+  if (typeof parsed !== "object" || parsed === null) throw new UsageError(`${path}: ${shape}`);
+  const { entries, count, cursor, ...rest } = parsed as Record<string, unknown>;
+  const unknown = Object.keys(rest);
+  if (!Array.isArray(entries) || unknown.length) {
+    throw new UsageError(`${path}: ${shape}${unknown.length ? `, not a field ${JSON.stringify(unknown[0]!.slice(0, 64))}` : ""}; nothing was imported`);
+  }
+  // a page with a cursor has entries after it that the file lacks: restored, the backup would be a part of the registry
+  if (cursor !== undefined && cursor !== null) {
+    throw new UsageError(`${path}: holds one page of a list (its "cursor" is not null), not every entry: back up with "list --all"; nothing was imported`);
+  }
+  return entries;
 }
 
 function fromCsv(path: string, text: string): FileEntry[] {

@@ -281,14 +281,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     "keys/delete": { who: "key", takes: [], forgets: true, run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
     "keys/override": {
       who: "key",
-      takes: ["rule", "limit", "window", "clear"],
+      takes: ["rule", "limit", "window", "windowMs", "clear"],
       forgets: true,
       run: async (identity, body) => {
-        const { rule, limit, window, clear } = body;
+        const { rule, limit, window, windowMs, clear } = body;
         if (typeof rule !== "string") return badRequest('"rule" must name a rule');
         if (clear === true) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
-        const checked = registry.check({ overrides: { [rule]: { limit, window } } });
-        // checked as an entry's overrides, but the caller sent "rule", "limit" and "window": named as sent
+        const checked = registry.check({ overrides: { [rule]: { limit, window, windowMs } } });
+        // checked as an entry's overrides, but the caller sent "rule", "limit" and "window" (or "windowMs"): named as sent
         const at = `overrides.${rule}`;
         const asSent = (e: string) =>
           e.startsWith(`${at}.`)

@@ -47,8 +47,10 @@ export const IMPORT_BATCH = 1000;
 export const LIST_PAGE = { max: 1000, default: 100 } as const;
 
 const LABEL = v.pipe(v.string("must be text"), v.maxLength(200, "must be at most 200 characters"));
-const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window) }, (issue) =>
-  issue.expected === "never" ? "unknown field (allowed: limit, window)" : `must be an object, not ${issue.received}`,
+// "windowMs" beside "window": every answer (keys/get, keys/list) spells an override's window so,
+// and what keys/list answers must import as it stands, or a backup restored would be refused
+const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window), windowMs: v.optional(valueSchemas.windowMs) }, (issue) =>
+  issue.expected === "never" ? "unknown field (allowed: limit, window, windowMs)" : `must be an object, not ${issue.received}`,
 );
 // strict, as RATE_LIMITS is: a misspelt field ("disable") dropped in silence would write an
 // entry without it, and keys/set replaces the whole entry (a disabled key enabled again)
@@ -162,10 +164,14 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const entry: Entry = { tier: tier ?? config.defaultTier, label, disabled: disabled ?? false, overrides: {} };
       for (const [rule, o] of Object.entries(overrides)) {
         if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})`);
-        if (o.limit === undefined && o.window === undefined) errors.push(`${root}.overrides.${rule}: give "limit", "window" or both`);
+        if (o.window !== undefined && o.windowMs !== undefined) {
+          errors.push(`${root}.overrides.${rule}.windowMs: is "window" in milliseconds: give one of them, not both`);
+        }
+        const window = o.window ?? o.windowMs;
+        if (o.limit === undefined && window === undefined) errors.push(`${root}.overrides.${rule}: give "limit", "window" or both`);
         const cost = costs.get(rule) ?? 1;
         if (o.limit !== undefined && o.limit < cost) errors.push(`${root}.overrides.${rule}.limit: ${o.limit} is below the rule's cost (${cost}): no request would ever fit`);
-        entry.overrides[rule] = { limit: o.limit, windowMs: o.window };
+        entry.overrides[rule] = { limit: o.limit, windowMs: window };
       }
       return errors.length ? { ok: false, errors: named(errors) } : { ok: true, entry };
     },

@@ -216,8 +216,16 @@ const schema = fields({
 
 type Raw = v.InferOutput<typeof schema>;
 
+/** A window as a number of milliseconds only, as every answer spells it (`windowMs`). */
+const windowMs = v.pipe(
+  v.number("must be a whole number of milliseconds"),
+  v.integer("must be a whole number of milliseconds"),
+  v.minValue(1, "must be at least 1 ms"),
+  v.maxValue(MAX_WINDOW, "must be at most 366d"),
+);
+
 /** The shapes of single values, for what validates them elsewhere (a registry entry's overrides). */
-export const valueSchemas = { name: NAME, limit: int(1, MAX_LIMIT), window } as const;
+export const valueSchemas = { name: NAME, limit: int(1, MAX_LIMIT), window, windowMs } as const;
 
 /** RATE_LIMITS as written: the shape `parseRateLimits` validates (also the library's options). */
 export type RateLimits = v.InferInput<typeof schema>;

@@ -16,6 +16,11 @@ const commands = /```sh\n([\s\S]*?)```/
   .trim()
   .split("\n");
 
+const TIERS = {
+  identity: { header: "x-api-key" },
+  defaultTier: "free",
+  tiers: { free: { rules: [{ name: "minute", limit: 10, window: "60s" }] }, paid: { rules: [{ name: "minute", limit: 100, window: "60s" }] } },
+};
 let gate: Miniflare;
 let url: string;
 let dir: string;
@@ -23,11 +28,7 @@ let dir: string;
 beforeAll(async () => {
   gate = await startGateIsolate({
     ADMIN_TOKEN,
-    RATE_LIMITS: rateLimits({
-      identity: { header: "x-api-key" },
-      defaultTier: "free",
-      tiers: { free: { rules: [{ name: "minute", limit: 10, window: "60s" }] }, paid: { rules: [{ name: "minute", limit: 100, window: "60s" }] } },
-    }),
+    RATE_LIMITS: rateLimits(TIERS),
   });
   url = (await gate.ready).href.replace(/\/$/, "");
   dir = mkdtempSync(join(tmpdir(), "slidegate-keys-"));
@@ -44,7 +45,7 @@ afterAll(async () => {
 
 /** A command line as a user types it in a checkout, with SLIDEGATE_URL and ADMIN_TOKEN exported. */
 function run(line: string, env: Record<string, string | undefined> = {}) {
-  const r = spawnSync("bash", ["-c", line.replaceAll("customers.csv", join(dir, "customers.csv"))], {
+  const r = spawnSync("bash", ["-c", line.replaceAll("customers.csv", join(dir, "customers.csv")).replaceAll("backup.json", join(dir, "backup.json"))], {
     cwd: new URL("../..", import.meta.url).pathname,
     encoding: "utf8",
     env: { ...process.env, SLIDEGATE_URL: url, ADMIN_TOKEN, API_KEY: "sk-live-acme", ...env },
@@ -62,7 +63,7 @@ const policyOf = async (key: string) => (await gate.dispatchFetch(`${url}/`, { h
 
 describe("npm run keys, as the README shows it", () => {
   it("runs every command of the README, each changing what the gate decides", async () => {
-    expect(commands).toHaveLength(11);
+    expect(commands).toHaveLength(13);
     const results = [];
     for (const line of commands) {
       const r = run(line);
@@ -88,9 +89,13 @@ describe("npm run keys, as the README shows it", () => {
     expect(await policyOf("customer-7")).toBe('"minute";q=100;w=60');
     // the key from standard input: the same entry as by name
     expect(results[9]!.json).toMatchObject({ hash: shown.hash, tier: "free" });
-    expect(results[10]!.json).toEqual({ deleted: true });
-    // --silent: stdout is the JSON alone, every time
-    for (const r of results) expect(r.json, r.stdout).toBeDefined();
+    // the backup holds what the list printed; restored, the deleted key is back as it was
+    expect(JSON.parse(readFileSync(join(dir, "backup.json"), "utf8"))).toMatchObject({ count: 2501 });
+    expect(results[11]!.json).toEqual({ deleted: true });
+    expect(results[12]!.json).toEqual({ imported: 2501 });
+    expect(run("npm run --silent keys -- show sk-live-acme").json).toEqual(results[9]!.json);
+    // --silent: stdout is the JSON alone, every time it is not sent to a file
+    for (const r of results.filter((_, i) => i !== 10)) expect(r.json, r.stdout).toBeDefined();
   }, 120_000);
 
   it("checks a CSV whole before sending any of it, naming the bad line, and reads quoted cells and any case of the column names", async () => {
@@ -135,6 +140,40 @@ describe("npm run keys, as the README shows it", () => {
     expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/late-bad\.csv \(line 1002\): 400 .*"platinum" is not a tier/)]);
     expect(r.stderr).not.toMatch(/^imported/m);
     expect(run("node scripts/keys.ts show sk-checked-0").code).toBe(1);
+  }, 60_000);
+
+  it("restores what list --all printed with import, losing nothing: tier, label, disabled and overrides", async () => {
+    // a gate of its own, and another to restore into: each registry holds these entries alone
+    const source = await startGateIsolate({ ADMIN_TOKEN, RATE_LIMITS: rateLimits(TIERS) });
+    const target = await startGateIsolate({ ADMIN_TOKEN, RATE_LIMITS: rateLimits(TIERS) });
+    try {
+      const at = { SLIDEGATE_URL: (await source.ready).href.replace(/\/$/, "") };
+      const into = { SLIDEGATE_URL: (await target.ready).href.replace(/\/$/, "") };
+      for (const line of [
+        'set sk-backup-1 --tier paid --label "Acme Corp"',
+        "override sk-backup-1 minute --limit 500 --window 90s",
+        "set sk-backup-2 --disabled",
+        "override sk-backup-2 minute --window 2m",
+        "set sk-backup-3",
+      ]) {
+        expect(run(`node scripts/keys.ts ${line}`, at).code, line).toBe(0);
+      }
+      const backup = join(dir, "saved.json");
+      const listed = run(`node scripts/keys.ts list --all > ${backup}`, at);
+      expect(listed.code, listed.stderr).toBe(0);
+      const restored = run(`node scripts/keys.ts import ${backup}`, into);
+      expect([restored.code, restored.stderr, restored.json]).toEqual([0, expect.any(String), { imported: 3 }]);
+      expect(run("node scripts/keys.ts list --all", into).json).toEqual(JSON.parse(readFileSync(backup, "utf8")));
+      expect(run("node scripts/keys.ts show sk-backup-1", into).json).toMatchObject({ tier: "paid", label: "Acme Corp", overrides: { minute: { limit: 500, windowMs: 90_000 } } });
+      // one page of a longer list is not the whole registry: refused, naming why, rather than restored in part
+      const page = join(dir, "page.json");
+      expect(run(`node scripts/keys.ts list --limit 2 > ${page}`, at).code).toBe(0);
+      const partial = run(`node scripts/keys.ts import ${page}`, into);
+      expect([partial.code, partial.stderr]).toEqual([2, expect.stringMatching(/page\.json: holds one page of a list .*list --all.*nothing was imported/)]);
+    } finally {
+      await source.dispose();
+      await target.dispose();
+    }
   }, 60_000);
 
   it("names a JSON file it cannot read or parse without quoting it (it may hold raw keys)", () => {

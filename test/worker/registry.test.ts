@@ -597,6 +597,28 @@ describe("key registry at scale", () => {
     expect((await admin(a, "keys/get", { key: "sk-typo-2" })).status).toBe(404);
   });
 
+  it("imports what keys/list answers as it stands: a backup restored loses nothing, overrides' windowMs included", async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "sk-kept-1", tier: "paid", label: "Acme", disabled: true, overrides: { minute: { limit: 7, window: "90s" } } })).status).toBe(200);
+    expect((await admin(a, "keys/set", { key: "sk-kept-2", overrides: { minute: { window: "2m" } } })).status).toBe(200);
+    expect((await admin(a, "keys/set", { key: "sk-kept-3", tier: "paid", label: "" })).status).toBe(200);
+    const backup = (await admin(a, "keys/list", {})).body;
+    expect(backup.entries).toHaveLength(3);
+    const { a: restored } = fleet();
+    const imported = await admin(restored, "keys/import", { entries: backup.entries });
+    expect([imported.status, imported.body]).toEqual([200, { imported: 3 }]);
+    expect((await admin(restored, "keys/list", {})).body).toEqual(backup);
+    expect((await restored(request("/", { key: "sk-kept-2" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=120');
+    // as keys/set and keys/override take it too, one spelling or the other, never both
+    expect((await admin(a, "keys/set", { key: "sk-kept-2", overrides: { minute: { windowMs: 30_000 } } })).body).toMatchObject({ overrides: { minute: { windowMs: 30_000 } } });
+    expect((await admin(a, "keys/override", { key: "sk-kept-2", rule: "minute", windowMs: 45_000 })).body).toEqual({ rule: "minute", windowMs: 45_000 });
+    const both = await admin(a, "keys/override", { key: "sk-kept-2", rule: "minute", window: "1m", windowMs: 60_000 });
+    expect([both.status, both.body.detail]).toEqual([400, expect.stringMatching(/^windowMs: is "window" in milliseconds: give one of them, not both/)]);
+    const text = await admin(a, "keys/import", { entries: [{ key: "sk-kept-2", overrides: { minute: { windowMs: "1m" } } }] });
+    expect([text.status, text.body.detail]).toEqual([400, expect.stringMatching(/^Nothing was imported: entries\[0\]\.overrides\.minute\.windowMs: must be a whole number/)]);
+    expect((await admin(a, "keys/get", { key: "sk-kept-2" })).body).toMatchObject({ overrides: { minute: { windowMs: 45_000 } } });
+  });
+
   it('refuses a "check" that is not true or false, naming it, and writes nothing: a dry run asked for wrongly must not import', async () => {
     const { a, prefix } = fleet();
     for (const check of ["true", 1, "yes", null]) {
