@@ -296,7 +296,7 @@ async function main(): Promise<unknown> {
     case "tier": {
       const { target, rest } = who(args);
       if (!rest[0]) throw new UsageError("name the tier: tier <key> <tier>");
-      return changeField(target, { tier: rest[0] });
+      return changeField(`tier ${JSON.stringify(rest[0])}`, target, { tier: rest[0] });
     }
     case "override": {
       const { target, rest } = who(args);
@@ -313,7 +313,7 @@ async function main(): Promise<unknown> {
     }
     case "disable":
     case "enable":
-      return changeField(who(args).target, { disabled: verb === "disable" });
+      return changeField(verb, who(args).target, { disabled: verb === "disable" });
     case "delete":
       return call("keys/delete", who(args).target);
     case "list": {
@@ -385,11 +385,18 @@ async function importFile(path: string | undefined): Promise<unknown> {
  * mistyped key must not become a registered one (set creates). The field goes as a one-entry
  * import, which sets what it names and keeps the rest as the gate holds it: writing back the
  * whole entry read a moment before (keys/set) would undo another operator's change made in
- * between — a key disabled meanwhile enabled again by a change of its tier.
+ * between — a key disabled meanwhile enabled again by a change of its tier. A refusal is told
+ * as of `what` the operator ran (`tier "gold"`), not as the import's ("Nothing was imported:
+ * entries[0].tier: …"), which they never sent.
  */
-async function changeField(target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
+async function changeField(what: string, target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
   await call("keys/get", target);
-  await call("keys/import", { entries: [{ ...target, ...field }] });
+  try {
+    await call("keys/import", { entries: [{ ...target, ...field }] });
+  } catch (e) {
+    if (!(e instanceof RefusedError)) throw e;
+    throw new RefusedError(`${what}: ${e.message.replace("Nothing was imported: ", "").replace(/entries\[0\](?:\.\w+)?: /g, "")}`);
+  }
   return call("keys/get", target);
 }
 

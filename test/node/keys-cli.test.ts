@@ -331,6 +331,19 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("npm run keys -- set sk-exit-1 --tier platinum").code).toBe(1);
   }, 60_000);
 
+  it("tells a tier the gate refuses in the words of the tier verb, not of the import it is sent as, and exits 1", () => {
+    expect(run("node scripts/keys.ts set sk-tier-typo --tier paid").code).toBe(0);
+    for (const [tier, detail] of [
+      ["platinum", /"platinum" is not a tier \(tiers: free, paid\)/],
+      ["no spaces", /must be 1-32 characters/],
+    ] as const) {
+      const r = run(`npm run --silent keys -- tier sk-tier-typo "${tier}"`);
+      expect([r.code, r.stderr], tier).toEqual([1, expect.stringMatching(new RegExp(`^slidegate keys: tier "${tier}": 400 Bad Request: ${detail.source}`))]);
+      expect(r.stderr, tier).not.toMatch(/entries\[0\]|imported/i);
+    }
+    expect(run("node scripts/keys.ts show sk-tier-typo").json).toMatchObject({ tier: "paid" });
+  });
+
   it("exits 1 when an import's batch fails after the gate checked it, saying nothing after it was sent", async () => {
     const { createServer } = await import("node:http");
     // a gate that passes the check, then fails the write
