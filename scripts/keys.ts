@@ -31,6 +31,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
+import { trimKey } from "../src/decision/api-key.ts";
 
 const IMPORT_BATCH = 1000;
 /** How long one call to the gate may take before the CLI gives up on it (SLIDEGATE_TIMEOUT_MS). */
@@ -180,13 +181,13 @@ function readEntries(path: string): FileEntry[] {
     throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
-  // one key twice (as itself, trimmed or not — the gate trims keys — or as its hash): which of
-  // the two lines wins would be an accident of batching
+  // one key twice (as itself, trimmed or not — the gate trims keys, with the same trimKey — or as
+  // its hash): which of the two lines wins would be an accident of batching
   const seen = new Map<string, string>();
   for (const { entry, at } of entries) {
     // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
     if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
-    const id = typeof entry.hash === "string" ? entry.hash : typeof entry.key === "string" ? createHash("sha256").update(entry.key.trim()).digest("hex") : undefined;
+    const id = typeof entry.hash === "string" ? entry.hash : typeof entry.key === "string" ? createHash("sha256").update(trimKey(entry.key)).digest("hex") : undefined;
     if (id === undefined) continue;
     const first = seen.get(id);
     if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);

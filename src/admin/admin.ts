@@ -2,6 +2,7 @@ import { errors } from "@upstash/redis/cloudflare";
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
+import { readKey } from "../decision/api-key.ts";
 import { createDenialCache } from "../decision/denial-cache.ts";
 import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
@@ -376,10 +377,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return 'give exactly one of "key" (the raw API key) or "hash" (its SHA-256, 64 hex digits)';
     }
     if (typeof key === "string") {
-      // as the gate reads a key header: trimmed, and never one with a comma (a header sent twice arrives so)
-      if (key.trim() === "") return '"key" is blank: give the raw API key';
-      if (key.includes(",")) return '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used';
-      return identify("k", key.trim());
+      // read as the gate reads the key header (one reading, src/decision/api-key.ts): trimmed as
+      // origins trim, and never one with a comma (a header sent twice arrives so)
+      const read = readKey(key);
+      if (read.kind === "absent") return '"key" is blank: give the raw API key';
+      if (read.kind === "ambiguous") return '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used';
+      return identify("k", read.key);
     }
     if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 hex digits';
     return keyIdentity((hash as string).toLowerCase());

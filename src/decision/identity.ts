@@ -1,5 +1,6 @@
 import ipaddr from "ipaddr.js";
 import { memo } from "../memo.ts";
+import { type KeyHeader, readKey } from "./api-key.ts";
 
 /**
  * Who is calling. The API key (when configured) or the client IP from CF-Connecting-IP,
@@ -166,20 +167,12 @@ const recentAddresses = memo((prefixAndHeader: string) => {
   return readAddress(prefixAndHeader.slice(bar + 1), Number(prefixAndHeader.slice(0, bar)));
 }, 4096);
 
-export type KeyHeader = { kind: "absent" } | { kind: "key"; key: string } | { kind: "ambiguous" };
-
 /**
- * The API key from `header`, refusing ambiguity: a header sent twice reaches the Worker joined
- * as "K, K", and an origin that reads the first line would see K — so a comma is never part of
- * a new identity, it is a request the gate refuses.
+ * The API key from `header` of `request` (see `readKey`): one key, absent, or ambiguous.
  *
  * @example
  * readApiKey(new Request("https://x/", { headers: [["x-api-key", "K"], ["x-api-key", "K"]] }), "x-api-key"); // { kind: "ambiguous" }
  */
 export function readApiKey(request: Request, header: string): KeyHeader {
-  const value = request.headers.get(header);
-  if (value === null) return { kind: "absent" };
-  if (value.includes(",")) return { kind: "ambiguous" };
-  const key = value.trim();
-  return key ? { kind: "key", key } : { kind: "absent" };
+  return readKey(request.headers.get(header));
 }

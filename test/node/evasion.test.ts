@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { connect } from "node:net";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
@@ -437,6 +438,70 @@ describe("an API key header sent twice: refused, never a new identity", () => {
       { numRuns: 60 },
     );
   }, 60_000);
+});
+
+describe("one key at the origin is one key at the gate, however the origin trims it", () => {
+  // Node sends a header value's characters as bytes (latin1): "\u0085" goes out as the byte 0x85,
+  // which an origin reading headers as latin1 (WSGI, servlets, Node) gets as U+0085 — trimmed by
+  // Python's str.strip() and .NET's Trim(), kept by JavaScript's trim(). workerd hands the Worker
+  // that byte as U+FFFD (it decodes UTF-8); UTF-8's C2 85 reaches it as U+0085.
+  const utf8 = (text: string) => Buffer.from(text, "utf8").toString("latin1");
+  const ADMIN = "evasion-admin-token-0123456789abcdef";
+  const denied = `trim-denied-${crypto.randomUUID()}`;
+  const padded = (key: string) => [`${key}\u0085`, `\u0085${key}`, `${key}\u00a0`, `${key}\u0085\u0085`, utf8(`${key}\u0085`), utf8(`\u0085${key}`)];
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ identity: { header: "x-api-key" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 3, window: "10m" }] }, { ADMIN_TOKEN: ADMIN });
+  });
+  const originHits = () => origin().hits("echo");
+
+  it("a deny-listed key padded with what an origin trims never reaches the origin", async () => {
+    const before = originHits();
+    for (const value of padded(denied)) expect((await via(base, "/anything", freshIpv4(), { headers: [["x-api-key", value]] })).status, JSON.stringify(value)).toBe(403);
+    expect(originHits()).toBe(before);
+  });
+
+  it("a key that spent its quota gets no fresh quota padded, and a block on it holds however it is padded or named", async () => {
+    const key = `trim-spent-${crypto.randomUUID()}`;
+    const ip = freshIpv4();
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await via(base, "/anything", ip, { headers: [["x-api-key", key]] })).status);
+    expect(codes).toEqual([200, 200, 200, 429]);
+    for (const value of padded(key)) expect((await via(base, "/anything", ip, { headers: [["x-api-key", value]] })).status, JSON.stringify(value)).toBe(429);
+
+    // the admin API names a key as the gate reads it: padded there too, it is the same key
+    const blocked = `trim-blocked-${crypto.randomUUID()}`;
+    const block = await fetch(`${base}__slidegate/block`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}` },
+      body: JSON.stringify({ key: `${blocked}\u0085\u001f`, seconds: 600 }),
+    });
+    expect(block.status).toBe(200);
+    for (const value of [blocked, ...padded(blocked)])
+      expect((await via(base, "/anything", freshIpv4(), { headers: [["x-api-key", value]] })).status, JSON.stringify(value)).toBe(403);
+  });
+
+  it("a deny-listed key padded with a C0 control, which a Java origin trims, never reaches the origin: workerd lets them through", async () => {
+    // Node's client refuses to send them: one request, byte for byte
+    const url = new URL(base);
+    const send = (value: Buffer) =>
+      new Promise<string>((resolve, reject) => {
+        const head = `GET /anything HTTP/1.1\r\nHost: ${url.host}\r\nConnection: close\r\ncf-connecting-ip: ${freshIpv4()}\r\nx-api-key: `;
+        const socket = connect(Number(url.port), url.hostname, () => socket.end(Buffer.concat([Buffer.from(head), value, Buffer.from("\r\n\r\n")])));
+        const chunks: Buffer[] = [];
+        socket.on("data", (c: Buffer) => chunks.push(c));
+        socket.on("end", () => resolve(Buffer.concat(chunks).toString("latin1").split("\r\n")[0]!));
+        socket.on("error", reject);
+      });
+    const before = originHits();
+    for (const byte of [0x01, 0x0b, 0x1c, 0x1f]) {
+      expect(await send(Buffer.from([...Buffer.from(denied), byte])), `0x${byte.toString(16)} after`).toBe("HTTP/1.1 403 Forbidden");
+      expect(await send(Buffer.from([byte, ...Buffer.from(denied)])), `0x${byte.toString(16)} before`).toBe("HTTP/1.1 403 Forbidden");
+    }
+    // NUL alone workerd refuses itself
+    expect(await send(Buffer.from([...Buffer.from(denied), 0x00]))).toBe("HTTP/1.1 400 Bad Request");
+    expect(originHits()).toBe(before);
+  });
 });
 
 describe("IP addresses: one caller, one bucket", () => {

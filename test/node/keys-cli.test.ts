@@ -110,6 +110,8 @@ describe("npm run keys, as the README shows it", () => {
       ["key,plan\nsk-csv-4,paid\n", /unknown column "plan"/],
       ["key,tier\nsk-csv-5,paid\n\nsk-csv-5,free\n", /line 4 names the same key as line 2/],
       ['key,tier\nsk-csv-5,paid\n"sk-csv-5 ",free\n', /line 3 names the same key as line 2/],
+      // padded as an origin trims it (src/decision/api-key.ts): the gate reads it as the same key
+      ['key,tier\nsk-csv-5,paid\n"sk-csv-5\u0085\u001f",free\n', /line 3 names the same key as line 2/],
       ['key,label\nsk-csv-6,"Acme\n', /Quote Not Closed|quote/i],
       // the parser's own words quote the cell, which may be a raw key: never echoed
       ['key,tier\nsk-csv-10"x,paid\n', /line 2: Invalid Opening Quote/],

@@ -560,12 +560,16 @@ describe("key registry at scale", () => {
     expect((await after(request("/", { key: "sk-old-override" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60, "burst";q=3;w=10');
   });
 
-  it("refuses an import that names one key twice, trimmed or as its hash, and writes none of it", async () => {
+  it("refuses an import that names one key twice, trimmed (as any origin trims) or as its hash, and writes none of it", async () => {
     const { a, prefix } = fleet();
     for (const entries of [
       [
         { key: "sk-twice", tier: "paid" },
         { key: "sk-twice ", tier: "free" },
+      ],
+      [
+        { key: "sk-twice", tier: "paid" },
+        { key: "\u001fsk-twice\u0085", tier: "free" },
       ],
       [
         { key: "sk-twice", tier: "paid" },

@@ -1,0 +1,38 @@
+import { describe, expect, it } from "vitest";
+import { readKey, trimKey } from "./api-key.ts";
+
+describe("trimKey", () => {
+  it("drops from either end whatever an origin trims: JavaScript's whitespace, every C0 control, NEL, and what workerd reads an undecodable byte as", () => {
+    const pads = [" ", "\t", "\u000b", "\u000c", "\u00a0", "\u2028", "\u3000", "\ufeff", "\u0000", "\u0001", "\u001c", "\u001f", "\u0085", "\ufffd"];
+    for (const pad of pads) {
+      const name = `U+${pad.charCodeAt(0).toString(16).padStart(4, "0")}`;
+      expect(trimKey(`${pad}K${pad}`), name).toBe("K");
+      expect(trimKey(`K${pad}${pad}${pad}`), name).toBe("K");
+      // inside a key it is the key's own
+      expect(trimKey(`K${pad}K`), name).toBe(`K${pad}K`);
+    }
+    expect(trimKey(pads.join(""))).toBe("");
+  });
+
+  it("keeps what no common origin trims, so a key without it hashes as before", () => {
+    for (const kept of ["\u007f", "\u0080", "\u00ad", "\u200b", "é", "😀"]) expect(trimKey(`K${kept}`)).toBe(`K${kept}`);
+    expect(trimKey("sk-live-abc123")).toBe("sk-live-abc123");
+  });
+
+  it("takes time in proportion to the key, however its spaces lie", () => {
+    const key = `K${" ".repeat(60_000)}K`;
+    const started = performance.now();
+    expect(trimKey(key)).toBe(key);
+    expect(performance.now() - started).toBeLessThan(200);
+  });
+});
+
+describe("readKey", () => {
+  it("is one key, absent, or ambiguous — never a new identity made of two, nor of one padded", () => {
+    expect(readKey(null)).toEqual({ kind: "absent" });
+    expect(readKey(" \u0085 ")).toEqual({ kind: "absent" });
+    expect(readKey("K\u0085")).toEqual({ kind: "key", key: "K" });
+    expect(readKey("\u001fK\ufffd")).toEqual({ kind: "key", key: "K" });
+    expect(readKey("K, K")).toEqual({ kind: "ambiguous" });
+  });
+});
