@@ -378,10 +378,15 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     }
     if (typeof key === "string") {
       // read as the gate reads the key header (one reading, src/decision/api-key.ts): trimmed as
-      // origins trim, and never one with a comma (a header sent twice arrives so)
-      const read = readKey(key);
+      // origins trim, never one with a comma (a header sent twice arrives so), and from
+      // Authorization the token, given bare or with its scheme
+      const read = readKey(config.keyHeader ?? "", key);
       if (read.kind === "absent") return '"key" is blank: give the raw API key';
-      if (read.kind === "ambiguous") return '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used';
+      if (read.kind === "ambiguous") {
+        return key.includes(",")
+          ? '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used'
+          : '"key" holds more than a scheme and a token: the gate refuses such an Authorization header, so it could never be used; give the token';
+      }
       return identify("k", read.key);
     }
     if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 hex digits';

@@ -29,10 +29,20 @@ describe("trimKey", () => {
 
 describe("readKey", () => {
   it("is one key, absent, or ambiguous — never a new identity made of two, nor of one padded", () => {
-    expect(readKey(null)).toEqual({ kind: "absent" });
-    expect(readKey(" \u0085 ")).toEqual({ kind: "absent" });
-    expect(readKey("K\u0085")).toEqual({ kind: "key", key: "K" });
-    expect(readKey("\u001fK\ufffd")).toEqual({ kind: "key", key: "K" });
-    expect(readKey("K, K")).toEqual({ kind: "ambiguous" });
+    expect(readKey("x-api-key", null)).toEqual({ kind: "absent" });
+    expect(readKey("x-api-key", " \u0085 ")).toEqual({ kind: "absent" });
+    expect(readKey("x-api-key", "K\u0085")).toEqual({ kind: "key", key: "K" });
+    expect(readKey("x-api-key", "\u001fK\ufffd")).toEqual({ kind: "key", key: "K" });
+    expect(readKey("x-api-key", "K, K")).toEqual({ kind: "ambiguous" });
+  });
+
+  it("in Authorization is the token, whatever the scheme's case or the spaces around it; more words are ambiguous", () => {
+    for (const value of ["Bearer K", "bearer K", "BEARER K", "Bearer  K", "Bearer\tK", " Bearer K\u0085", "Bearer\u0085K", "Basic K", "K"]) {
+      expect(readKey("authorization", value), JSON.stringify(value)).toEqual({ kind: "key", key: "K" });
+    }
+    for (const value of ["Bearer K x", "Bearer K  K", "x Bearer K", "Bearer K, Bearer K"]) expect(readKey("authorization", value), value).toEqual({ kind: "ambiguous" });
+    expect(readKey("authorization", " \t ")).toEqual({ kind: "absent" });
+    // any other header's value is the key, spaces and all
+    expect(readKey("x-api-key", "Bearer K")).toEqual({ kind: "key", key: "Bearer K" });
   });
 });

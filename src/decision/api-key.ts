@@ -44,19 +44,46 @@ export type KeyHeader = { kind: "absent" } | { kind: "key"; key: string } | { ki
 const ABSENT: KeyHeader = Object.freeze({ kind: "absent" });
 const AMBIGUOUS: KeyHeader = Object.freeze({ kind: "ambiguous" });
 
+/** At most `max` words of `text`, split at runs of what `trimKey` drops. */
+function words(text: string, max: number): string[] {
+  const found: string[] = [];
+  let start = -1;
+  for (let i = 0; i <= text.length && found.length < max; i++) {
+    const gap = i === text.length || trimmed(text[i]!);
+    if (!gap && start < 0) start = i;
+    else if (gap && start >= 0) {
+      found.push(text.slice(start, i));
+      start = -1;
+    }
+  }
+  return found;
+}
+
 /**
- * The API key a value of the key header carries (null: the header is absent), refusing
- * ambiguity: a header sent twice reaches the Worker joined as "K, K", and an origin that reads
- * the first line would see K — so a comma is never part of a new identity, it is a request the
- * gate refuses.
+ * The API key a value of the key header `header` (lower case) carries (null: the header is
+ * absent), refusing ambiguity: a header sent twice reaches the Worker joined as "K, K", and an
+ * origin that reads the first line would see K — so a comma is never part of a new identity, it
+ * is a request the gate refuses.
+ *
+ * In `Authorization` the key is the token after the scheme. Origins read the scheme in any case
+ * (RFC 9110 §11.1) and after any run of spaces, so `Bearer K`, `bearer K` and `Bearer  K` are
+ * all K, and the scheme is no part of the key (`Basic K` is K too: one caller at worst counted
+ * as one). A token alone is the key itself, as an origin that drops an optional `Bearer ` reads
+ * it. More words are refused: an origin may take the first after the scheme
+ * (`value.split(" ")[1]`), and the rest must not make a new identity.
  *
  * @example
- * readKey(" K\u0085"); // { kind: "key", key: "K" }
- * readKey("K, K");     // { kind: "ambiguous" }
+ * readKey("x-api-key", " K\u0085");          // { kind: "key", key: "K" }
+ * readKey("x-api-key", "K, K");              // { kind: "ambiguous" }
+ * readKey("authorization", "bearer   K");    // { kind: "key", key: "K" }
+ * readKey("authorization", "Bearer K junk"); // { kind: "ambiguous" }
  */
-export function readKey(value: string | null): KeyHeader {
+export function readKey(header: string, value: string | null): KeyHeader {
   if (value === null) return ABSENT;
   if (value.includes(",")) return AMBIGUOUS;
   const key = trimKey(value);
-  return key ? { kind: "key", key } : ABSENT;
+  if (!key) return ABSENT;
+  if (header !== "authorization") return { kind: "key", key };
+  const [first, token, more] = words(key, 3);
+  return more !== undefined ? AMBIGUOUS : { kind: "key", key: token ?? first! };
 }

@@ -174,5 +174,5 @@ const recentAddresses = memo((prefixAndHeader: string) => {
  * readApiKey(new Request("https://x/", { headers: [["x-api-key", "K"], ["x-api-key", "K"]] }), "x-api-key"); // { kind: "ambiguous" }
  */
 export function readApiKey(request: Request, header: string): KeyHeader {
-  return readKey(request.headers.get(header));
+  return readKey(header, request.headers.get(header));
 }

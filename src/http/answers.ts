@@ -14,7 +14,14 @@ const unknownKey = () =>
 const disabledKey = () => problem(403, "api-key-disabled", "API Key Disabled", "This API key is disabled.");
 
 const ambiguousKey = (header: string) =>
-  problem(400, "ambiguous-api-key", "Ambiguous API Key", `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`);
+  problem(
+    400,
+    "ambiguous-api-key",
+    "Ambiguous API Key",
+    header.toLowerCase() === "authorization"
+      ? `Send exactly one API key, once, in the ${header} header, as a scheme and a token (a repeated or comma-separated header, or more words, is refused).`
+      : `Send exactly one API key, once, in the ${header} header (a repeated or comma-separated header is refused).`,
+  );
 
 export const invalidPath = (refused: string) => problem(400, "invalid-path", "Invalid Path", `The path contains ${refused}, which this gateway does not accept.`);
 

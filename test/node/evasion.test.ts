@@ -504,6 +504,61 @@ describe("one key at the origin is one key at the gate, however the origin trims
   });
 });
 
+describe("Authorization as the key header: one token, however its scheme is spelled", () => {
+  const ADMIN = "evasion-admin-token-0123456789abcdef";
+  const denied = `auth-denied-${crypto.randomUUID()}`;
+  // auth schemes are case-insensitive (RFC 9110 §11.1) and lenient parsers take any run of
+  // whitespace after one: an origin reads each of these as the token
+  const spellings = (token: string) => [`Bearer ${token}`, `bearer ${token}`, `BEARER ${token}`, `Bearer  ${token}`, `Bearer\t${token}`, ` Bearer ${token} `, token];
+  let base: string;
+  beforeAll(async () => {
+    base = await gate({ identity: { header: "Authorization" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 3, window: "10m" }] }, { ADMIN_TOKEN: ADMIN });
+  });
+  const originHits = () => origin().hits("echo");
+  const blockKey = (key: string) =>
+    fetch(`${base}__slidegate/block`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ key, seconds: 600 }) });
+
+  it("a deny-listed token never reaches the origin, whatever the scheme's case or the space after it", async () => {
+    const before = originHits();
+    for (const value of spellings(denied)) expect((await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] })).status, JSON.stringify(value)).toBe(403);
+    expect(originHits()).toBe(before);
+  });
+
+  it("a token that spent its quota gets no fresh quota under another spelling, and reaches the origin as sent", async () => {
+    const token = `auth-spent-${crypto.randomUUID()}`;
+    const ip = freshIpv4();
+    const first = await via(base, "/anything", ip, { headers: [["authorization", `bEaReR  ${token}`]] });
+    expect((JSON.parse(first.body) as Echo).headers.authorization).toBe(`bEaReR  ${token}`);
+    const codes = [first.status];
+    for (let i = 0; i < 3; i++) codes.push((await via(base, "/anything", ip, { headers: [["authorization", `Bearer ${token}`]] })).status);
+    expect(codes).toEqual([200, 200, 200, 429]);
+    for (const value of spellings(token)) expect((await via(base, "/anything", ip, { headers: [["authorization", value]] })).status, JSON.stringify(value)).toBe(429);
+  });
+
+  it("more than a scheme and a token is refused, never a new identity: an origin may read the first word after the scheme", async () => {
+    const before = originHits();
+    for (const value of [`Bearer ${denied} x`, `Bearer ${denied}  ${denied}`, `x Bearer ${denied}`]) {
+      const res = await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] });
+      expect(res.status, value).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:ambiguous-api-key" });
+    }
+    expect(originHits()).toBe(before);
+  });
+
+  it("the admin API names the token bare or as the header carries it", async () => {
+    const bare = `auth-bare-${crypto.randomUUID()}`;
+    const whole = `auth-whole-${crypto.randomUUID()}`;
+    expect((await blockKey(bare)).status).toBe(200);
+    expect((await blockKey(`bearer  ${whole}`)).status).toBe(200);
+    for (const token of [bare, whole]) {
+      for (const value of spellings(token)) expect((await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] })).status, JSON.stringify(value)).toBe(403);
+    }
+    const three = await blockKey(`Bearer ${bare} x`);
+    expect(three.status).toBe(400);
+    expect(((await three.json()) as { detail: string }).detail).toMatch(/^"key" /);
+  });
+});
+
 describe("IP addresses: one caller, one bucket", () => {
   let base: string;
   let wide: string;
