@@ -1,3 +1,5 @@
+import { READ_KEY_JS } from "./key-reading.ts";
+
 /**
  * The console's script, as the page inlines it (plain ES2020, no build step, no dependency).
  * Every value from the gate is put in the page as text (textContent, SVG attributes), never
@@ -409,8 +411,20 @@ export const CONSOLE_JS = String.raw`
     if (!value) return;
     $("lookup-value").value = "";
     if ($("lookup-kind").value === "key") {
+      // read as the gate reads its key header (padded, or Bearer <token> from Authorization), and
       // hashed here: the raw key never leaves the browser
-      var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(value)));
+      var header;
+      try {
+        header = (await config()).identity.header || "";
+      } catch (e) {
+        return failed($("view"), e);
+      }
+      var read = readKey(header, value);
+      if (read.kind !== "key") {
+        return $("view").replaceChildren(el("p", { class: "card bad", role: "alert",
+          text: "The gate reads no single key from that: it refuses a key with a comma" + (header === "authorization" ? ", or more words than a scheme and a token." : ".") }));
+      }
+      var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(read.key)));
       location.hash = "#/identity/hash/" + Array.from(digest, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
       return;
     }
@@ -425,6 +439,8 @@ export const CONSOLE_JS = String.raw`
   }
 
   $("login-form").onsubmit = signIn;
+  ${READ_KEY_JS}
+
   $("lookup").onsubmit = lookUp;
   $("sign-out").onclick = function () { signOut("Signed out."); };
   window.addEventListener("hashchange", route);

@@ -1,7 +1,8 @@
 /**
  * An API key as the gate reads it from its header, and as the admin API and the keys CLI name
  * it: one reading, so one raw key hashes to one SHA-256 everywhere, and a deny-list entry, a
- * block or a registry entry on a key holds however the key is padded.
+ * block or a registry entry on a key holds however the key is padded. The console's script,
+ * which cannot import it, has a copy (src/console/key-reading.ts), held to the same answers.
  */
 
 /**

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -242,6 +243,17 @@ describe("the console in a browser", () => {
     await page.locator("#override-limit").fill("3");
     expect(await act("[data-action=override]")).toMatch(/: done/);
     expect((await adminCall("keys/get", { key })).body).toMatchObject({ label: "Held", disabled: true, overrides: { hour: { limit: 3 } } });
+  }, 60_000);
+
+  it("looks a key up as the gate reads it: padded as an origin trims it, the same key; with a comma, none", async () => {
+    const key = "sk-looked-up-padded";
+    await page.locator("#lookup-kind").selectOption("key");
+    await page.locator("#lookup-value").fill(`\u0085${key}\u001f`);
+    await page.locator("#lookup button").click();
+    await page.waitForURL(new RegExp(`#/identity/hash/${createHash("sha256").update(key).digest("hex")}$`));
+    await page.locator("#lookup-value").fill(`${key},${key}`);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("#view [role=alert]")).toMatch(/^The gate reads no single key from that: it refuses a key with a comma/);
   }, 60_000);
 
   it("looks an address up and acts on it by its tag, the raw address going only into the usage call", async () => {

@@ -1,0 +1,27 @@
+/**
+ * `readKey` of src/decision/api-key.ts for the console's script (plain ES2020, no module): the
+ * console hashes a key an operator looks up in the browser, and must hash the key the gate
+ * would count, padded or sent as `Bearer <token>` alike. test/node/console-key.test.ts holds the
+ * two to the same answers.
+ */
+export const READ_KEY_JS = String.raw`
+  function keyTrimmed(c) { return c <= "\u0020" || c === "\u0085" || c === "\uFFFD" || c.trim() === ""; }
+
+  /** The key a value of the key header carries, as the gate reads it: { kind, key }. */
+  function readKey(header, value) {
+    if (value.indexOf(",") >= 0) return { kind: "ambiguous" };
+    var start = 0, end = value.length;
+    while (start < end && keyTrimmed(value[start])) start++;
+    while (end > start && keyTrimmed(value[end - 1])) end--;
+    var key = value.slice(start, end);
+    if (!key) return { kind: "absent" };
+    if (header !== "authorization") return { kind: "key", key: key };
+    var words = [], from = -1;
+    for (var i = 0; i <= key.length && words.length < 3; i++) {
+      var gap = i === key.length || keyTrimmed(key[i]);
+      if (!gap && from < 0) from = i;
+      else if (gap && from >= 0) { words.push(key.slice(from, i)); from = -1; }
+    }
+    return words.length > 2 ? { kind: "ambiguous" } : { kind: "key", key: words[words.length - 1] };
+  }
+`;
