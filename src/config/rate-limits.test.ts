@@ -115,6 +115,20 @@ describe("parseRateLimits", () => {
     const info = beneath.ok ? beneath.config.tiers.get("default")![0] : undefined;
     expect(info?.path?.test("/index.php/x")).toBe(true);
     expect(info?.path?.test("/v1/users")).toBe(false);
+    // nor is a script followed only by wildcards: without the script's segment it is every path
+    // (or every path of its directory), which a rule on the script's PATH_INFO does not mean
+    const named = parseRateLimits({
+      rules: [
+        { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php/*" },
+        { name: "cgi", limit: 1, window: "1s", path: "/cgi-bin/app.cgi/**" },
+        { name: "api", limit: 1, window: "1s", path: "/index.php/api/*" },
+      ],
+    });
+    const [rpcInfo, cgiInfo, api] = named.ok ? named.config.tiers.get("default")! : [];
+    expect(rpcInfo?.path?.test("/xmlrpc.php/x")).toBe(true);
+    expect(rpcInfo?.path?.test("/v1/users")).toBe(false);
+    expect(cgiInfo?.path?.test("/cgi-bin/other.cgi")).toBe(false);
+    expect(api?.path?.test("/api/login")).toBe(true); // a route follows the script: its form without it stays
   });
 
   it("compiles path globs and upper-cases methods", () => {
