@@ -129,6 +129,12 @@ describe("parseRateLimits", () => {
     expect(rpcInfo?.path?.test("/v1/users")).toBe(false);
     expect(cgiInfo?.path?.test("/cgi-bin/other.cgi")).toBe(false);
     expect(api?.path?.test("/api/login")).toBe(true); // a route follows the script: its form without it stays
+    // a glob cut at a ? or # (a query written into a rule's path) or without session data is
+    // not every path either
+    for (const glob of ["/*?debug=*", "/*#x", "/(S(*))/*"]) {
+      const cut = parseRateLimits({ rules: [{ name: "cut", limit: 1, window: "1s", path: glob }] });
+      expect(cut.ok && cut.config.tiers.get("default")![0]!.path!.test("/v1/users"), glob).toBe(false);
+    }
   });
 
   it("compiles path globs and upper-cases methods", () => {

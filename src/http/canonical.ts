@@ -123,8 +123,14 @@ function decodeAll(path: string): string {
  */
 function untilQuery(path: string): string {
   const end = path.search(/[?#;]/);
-  return end < 0 ? path : normaliseSegments(path.slice(0, end));
+  return end < 0 ? path : unlessEveryPath(path, normaliseSegments(path.slice(0, end)));
 }
+
+/**
+ * `cut`, unless it is wildcards alone and `path` is not: a rule's glob cut so (`/*?debug=*`,
+ * `/(S(*))/*`) would be `/*`, every path, which it never meant.
+ */
+const unlessEveryPath = (path: string, cut: string) => (cut.includes("*") && /^[/*]*$/.test(cut) && !/^[/*]*$/.test(path) ? path : cut);
 
 /** The suffix of a script's name, in any case (`index.php`, `app.cgi`, `Default.aspx`): servers run it for the paths beneath it too. */
 export const SCRIPT_SUFFIX = /\.(?:php\d?|phtml|cgi|fcgi|pl|py|asp|aspx|ashx|asmx|jsp|cfm|dll|exe)$/i;
@@ -154,7 +160,7 @@ function withoutScript(path: string): string {
  * .NET Framework strips with the slash before it, wherever it stands: `/(S(x))/v1/users` is
  * `/v1/users` to it, and `/ad/(S(x))min` is `/admin`, a name split by one made whole again.
  */
-const withoutCookieless = (path: string) => (path.includes("/(") ? normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, "")) : path);
+const withoutCookieless = (path: string) => (path.includes("/(") ? unlessEveryPath(path, normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, ""))) : path);
 
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => path.replace(/;[^/]*/g, "");
