@@ -5,17 +5,20 @@
  * inputs costs a fixed amount of memory and no more work than without the memo. Each input is
  * held as a copy of its own: a string cut from a larger one (a trimmed header) can keep the
  * whole of that larger string alive, and the memo's bound is on the inputs' own lengths.
+ * A result `keep` refuses is not held: one that an input of bounded length can make large.
  *
  * @example
  * const canonical = memo(canonicalPath, 1024);
  * canonical("/v1/users"); // worked out once, then remembered
  */
-export function memo<V>(fn: (input: string) => V, size: number): (input: string) => V {
+export function memo<V>(fn: (input: string) => V, size: number, keep: (result: V) => boolean = () => true): (input: string) => V {
   const results = new Map<string, V>();
   return (input) => {
     let result = results.get(input);
     if (result === undefined && !results.has(input)) {
       result = fn(input);
+      // a result too large to hold (see `keep`) is worked out again each time
+      if (!keep(result)) return result;
       if (results.size >= size) results.delete(results.keys().next().value!);
       results.set(Array.from(input).join(""), result);
     }

@@ -202,9 +202,15 @@ export function canonicalPath(pathname: string): CanonicalPath {
   return pathname.length < MEMO_MAX_LENGTH ? recentPaths(pathname) : canonicalPathOf(pathname);
 }
 
-/** A flood repeats its paths: each is worked out once per isolate (memory bounded: 1,024 × 512 characters). */
-const recentPaths = memo(canonicalPathOf, 1024);
+/**
+ * A flood repeats its paths: each is worked out once per isolate (memory bounded: 1,024 paths
+ * of under 512 characters, and of their forms 8,192 characters each). A path of 511 characters
+ * crafted for some two hundred forms holds 100 KB of them, and 1,024 held tens of MB; such a
+ * path is worked out again each time, a few passes over its characters.
+ */
+const recentPaths = memo(canonicalPathOf, 1024, (c) => !c.ok || c.matchOn.reduce((sum, form) => sum + form.length, 0) <= MEMO_MAX_FORMS);
 const MEMO_MAX_LENGTH = 512;
+const MEMO_MAX_FORMS = 8192;
 
 function canonicalPathOf(pathname: string): CanonicalPath {
   const escaped = normaliseEscapes(pathname);
