@@ -119,6 +119,8 @@ describe("canonicalPath", () => {
     }
     expect(canonicalPath("/caf%C3%A9/%E2%82%AC/%F0%9F%98%80").ok).toBe(true); // valid UTF-8 passes
     expect(canonicalPath("/m%FCnchen/%F8l").ok).toBe(true); // and Latin-1 ü and ø
+    // and what starts like a five- or six-byte sequence but is none: cp1252 "ø…", GBK 鴨 and 鼈
+    for (const p of ["/%F8%85", "/%F8%86/x", "/%FC%82%C4%E3", "/%F8%80%80%80"]) expect(canonicalPath(p).ok, p).toBe(true);
   });
 
   it("writes a % that starts no escape as %25, so what is decoded after it cannot make a new escape", () => {

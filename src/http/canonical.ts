@@ -49,10 +49,11 @@ const REFUSED: Record<string, string> = {
  * Escapes that some decoders turn into `/`, `\` or `.` and others do not: overlong UTF-8
  * (`%C0%AF` is `/` to a lenient decoder, invalid to a strict one), in the five- and six-byte
  * sequences of the first UTF-8 too, which old lenient decoders (IIS 5) still read
- * (`%F8%80%80%80%AF`, `%FC%80%80%80%80%AF`: only their overlong starts, as `%F8` and `%FC`
- * alone are `ø` and `ü` in a Latin-1 path), and IIS-style `%u002F`.
+ * (`%F8%80%80%80%AF`, `%FC%80%80%80%80%AF`: only a whole overlong sequence, as `%F8` and `%FC`
+ * start `ø` and `ü` in a Latin-1 path, `ø…` in cp1252, and GBK characters such as `%F8%86`),
+ * and IIS-style `%u002F`.
  */
-const AMBIGUOUS_ESCAPES = /%C[01]|%E0%[89]|%F0%8|%F8%8[0-7]|%FC%8[0-3]|%u[0-9A-F]{4}/i;
+const AMBIGUOUS_ESCAPES = /%C[01]|%E0%[89]|%F0%8|%F8%8[0-7](?:%[89AB][0-9A-F]){3}|%FC%8[0-3](?:%[89AB][0-9A-F]){4}|%u[0-9A-F]{4}/i;
 
 /** Decodes escaped unreserved characters and upper-cases the other escapes, or names what is refused. */
 function normaliseEscapes(path: string): { path: string } | { problem: string } {

@@ -116,8 +116,8 @@ const ruleNow = (glob: string, caseSensitive: boolean) => {
 // Spellings the review's forms and rules act on. Not spaces or control characters at a
 // segment's edge: 0b0e1bb trims them with the dots where 2055dec dropped trailing dots alone,
 // so a glob with a space there (/ .json, or one segment fewer: /*/*admin/* against
-// /. /xadmin./y) can miss a form 2055dec had; nor the overlong starts %F8%8x and %FC%8x,
-// refused since e43b612.
+// /. /xadmin./y) can miss a form 2055dec had; nor the overlong five- and six-byte sequences
+// (%F8%8x and %FC%8x and their continuation bytes), refused since e43b612.
 const atom = fc.constantFrom(
   "a",
   "b",
