@@ -122,9 +122,13 @@ describe("parseRateLimits", () => {
         { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php/*" },
         { name: "cgi", limit: 1, window: "1s", path: "/cgi-bin/app.cgi/**" },
         { name: "api", limit: 1, window: "1s", path: "/index.php/api/*" },
+        { name: "rpcSlash", limit: 1, window: "1s", path: "/xmlrpc.php/" },
       ],
     });
-    const [rpcInfo, cgiInfo, api] = named.ok ? named.config.tiers.get("default")! : [];
+    const [rpcInfo, cgiInfo, api, rpcSlash] = named.ok ? named.config.tiers.get("default")! : [];
+    // nor one followed by a slash alone: without it, the home page
+    expect(rpcSlash?.path?.test("/xmlrpc.php/")).toBe(true);
+    expect(rpcSlash?.path?.test("/")).toBe(false);
     expect(rpcInfo?.path?.test("/xmlrpc.php/x")).toBe(true);
     expect(rpcInfo?.path?.test("/v1/users")).toBe(false);
     expect(cgiInfo?.path?.test("/cgi-bin/other.cgi")).toBe(false);

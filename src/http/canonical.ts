@@ -143,15 +143,17 @@ const namesScript = (segment: string) => segment[0] !== "." && !segment.includes
  * The path without the first segment that names a script when more path follows it (its `;`
  * parameters, spaces and trailing dots aside, as elsewhere): a front controller routes what
  * follows its script (PATH_INFO), so Symfony and Laravel route `/index.php/api/login` as
- * `/api/login`, as CodeIgniter and CGI applications do. Not when only wildcards follow it, as
- * in a rule's glob (`/xmlrpc.php/*`): cut, it would be `/*`, every path.
+ * `/api/login`, as CodeIgniter and CGI applications do. Not when only wildcards or a slash
+ * follow it: a rule's glob (`/xmlrpc.php/*`, `/xmlrpc.php/`) cut so would be `/*` or `/`, every
+ * path or the home page, which it never meant (and `/index.php/` is the script itself, as
+ * `/index.php` is).
  */
 function withoutScript(path: string): string {
   const segments = path.split("/");
   const script = segments.findIndex((segment, i) => i < segments.length - 1 && namesScript(trimSegment(segment.replace(/;.*/, ""))));
   if (script < 0) return path;
   const rest = segments.slice(script + 1);
-  if (rest.some((segment) => segment.includes("*")) && rest.every((segment) => /^\**$/.test(segment))) return path;
+  if (rest.every((segment) => /^\**$/.test(segment))) return path;
   segments.splice(script, 1);
   return normaliseSegments(segments.join("/"));
 }
