@@ -66,14 +66,22 @@ export const CONSOLE_JS = String.raw`
     return String(d.getHours()).padStart(2, "0") + ":" + String(d.getMinutes()).padStart(2, "0");
   }
 
-  /** One admin call. A refused token signs out; any answer is returned with its status. */
+  /**
+   * One admin call. A refused token signs out; any answer is returned with its status. Signed
+   * out, no call is made ("Bearer null" would be a failed sign-in counted against this address),
+   * and an answer that arrives after a sign-out is dropped: the view it was for must not be
+   * drawn (with its figures) under the sign-in form, nor arm its refresh again.
+   */
   async function call(route, body) {
+    var sent = token();
+    if (!sent) throw new Error("signed out");
     var res = await fetch(BASE + route, {
       method: "POST", cache: "no-store", credentials: "omit",
-      headers: { "Authorization": "Bearer " + token(), "Content-Type": "application/json" },
+      headers: { "Authorization": "Bearer " + sent, "Content-Type": "application/json" },
       body: JSON.stringify(body || {}),
     });
     var text = await res.text();
+    if (token() !== sent) throw new Error("signed out");
     var data;
     try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
     if (res.status === 401) {
@@ -134,7 +142,7 @@ export const CONSOLE_JS = String.raw`
   }
 
   function failed(view, e) {
-    if (e && (e.message === "unauthorized" || e.message === "throttled")) return;
+    if (e && (e.message === "unauthorized" || e.message === "throttled" || e.message === "signed out")) return;
     view.replaceChildren(el("p", { class: "card bad", role: "alert", text: "The gate could not be reached: " + (e && e.message) }));
   }
 

@@ -293,4 +293,35 @@ describe("the console in a browser", () => {
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
     await page.locator("#login-form").waitFor();
   }, 60_000);
+
+  it("draws nothing and calls nothing once signed out, though an answer asked for before arrives after", async () => {
+    await page.goto(consoleUrl);
+    await page.locator("#token").fill(ADMIN_TOKEN);
+    await page.locator("#login-form button").click();
+    await page.locator("#refresh").waitFor();
+    // a refresh whose answer is held until the operator has signed out
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    await page.route("**/__slidegate/figures", async (route) => {
+      await held;
+      await route.continue();
+    });
+    const answered = page.waitForResponse("**/__slidegate/figures");
+    await page.locator("#refresh").click();
+    await page.locator("#sign-out").click();
+    const sent: (string | null)[] = [];
+    page.on("request", (r) => void (r.resourceType() === "fetch" && sent.push(r.headers().authorization ?? null)));
+    release();
+    await answered;
+    await page.unroute("**/__slidegate/figures");
+    // a health view drawn after sign-out shows the figures to whoever sits down next
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await page.locator("#view > *").count()).toBe(0);
+    // and its refresh, every 15 s, sent "Bearer null": a failed sign-in counted against the address
+    await new Promise((r) => setTimeout(r, 15_000));
+    expect(sent).toEqual([]);
+    expect(await text("#login-error")).toBe("Signed out.");
+  }, 60_000);
 });
