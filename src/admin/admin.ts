@@ -26,7 +26,7 @@ const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
 
 /**
- * Failed authentications allowed per client IP (IPv6 per prefix) in a sliding window. Past
+ * Failed authentications allowed per client IP (IPv6 per `ipv6Prefix`, a /64 at most) in a sliding window. Past
  * them every admin request from that address answers 429 until the window frees, whatever
  * token it carries. Every attempt is recorded before its token is compared, in the same
  * atomic call that checks the count, on whichever isolate: however many arrive at once, at
@@ -34,6 +34,12 @@ export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).
  * one. A right token's attempt is taken back once it is known to be right.
  */
 const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
+/**
+ * The longest IPv6 prefix failures are counted by: a customer holds a /64 at least, so an
+ * `ipv6Prefix` longer than this, chosen for the limits, would give each of its 2^64 addresses
+ * failures of its own.
+ */
+const AUTH_IPV6_PREFIX = 64;
 /** How long an isolate answers an address over the failure limit without asking the store. */
 const THROTTLE_HELD_MS = 1000;
 /** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
@@ -446,7 +452,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return consolePage(request.method);
     }
     // a tag of its own, apart from the address's rate-limit identity (and any block of it)
-    const caller = (await identify("i", `@admin ${clientAddress(request, config.ipv6Prefix).bucket}`)).tag;
+    const caller = (await identify("i", `@admin ${clientAddress(request, Math.min(config.ipv6Prefix, AUTH_IPV6_PREFIX)).bucket}`)).tag;
     const now = isolateNow();
     const over = throttled.get(caller, now);
     if (over) return tooManyAttempts(over.until - now);

@@ -101,6 +101,16 @@ describe("admin authentication failures", () => {
     for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: `${prefix}::${(i + 1).toString(16)}` })).status);
     expect(codes.at(-1)).toBe(429);
   });
+
+  it("count every address of one IPv6 /64 as one guesser, though the limits count a narrower network (ipv6Prefix 128)", async () => {
+    // a customer holds a /64 at least: per address, its 2^64 addresses would each get their own failures
+    const gate = makeGate({ ipv6Prefix: 128, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const prefix = `2001:db8:ad:${(++next).toString(16)}`;
+    const codes: number[] = [];
+    for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: `${prefix}::${(i + 1).toString(16)}` })).status);
+    expect(codes).toEqual([...Array(n).fill(401), 429]);
+    expect((await call(gate, "usage", { ip: `${prefix}::ffff` })).status).toBe(429);
+  });
 });
 
 describe("admin identities", () => {
