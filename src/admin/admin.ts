@@ -7,6 +7,7 @@ import { createDenialCache } from "../decision/denial-cache.ts";
 import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf, tierRules } from "../decision/rules.ts";
+import { createFailureLog } from "../gateway/failure-log.ts";
 import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
@@ -140,6 +141,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   if (options.refused) return async () => configurationError();
   if (!adminToken) return async () => notFound();
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
+  // a store outage fails every admin call alike, unauthenticated ones included: a full line a
+  // second, the rest counted, so a flood of them cannot flood the log
+  const failures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, write: (line) => log("error", line) });
   const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
@@ -437,11 +441,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       await redis.zremrangebyrank(redisKeys.log(config.prefix, tag, AUTH_SCOPE, ADMIN_AUTH_FAILURES.name), -1, -1);
     } catch (e) {
       if (!isStoreFailure(e)) throw e;
-      log("error", { event: "slidegate.admin_store_failure", error: e instanceof Error ? e.message : String(e) });
+      failures.record({ error: e instanceof Error ? e.message : String(e) });
     }
   }
 
   return async (request, path) => {
+    if (failures.due()) failures.flush();
     // the prefix without its slash is the gate's too: sent on to the console, never to the origin
     if (path.length < ADMIN_PREFIX.length) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
     // the console's page holds no data: every figure it shows is an authenticated call. Served
@@ -461,7 +466,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       if (refused) return refused;
     } catch (e) {
       if (!isStoreFailure(e)) throw e;
-      log("error", { event: "slidegate.admin_store_failure", error: e instanceof Error ? e.message : String(e) });
+      failures.record({ error: e instanceof Error ? e.message : String(e) });
       return storeFailed(); // an unknown count of failures: closed, never an unlimited 401
     }
     const name = path.slice(ADMIN_PREFIX.length).toLowerCase();
@@ -536,7 +541,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     } catch (e) {
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
-      log("error", { event: "slidegate.admin_store_failure", route: name, error: e instanceof Error ? e.message.slice(0, 200) : String(e) });
+      failures.record({ route: name, error: e instanceof Error ? e.message : String(e) });
       return storeFailed();
     }
     if (response.ok && route.who !== "none" && route.forgets) options.forget?.(identity!.tag);

@@ -4,8 +4,8 @@ import { createFailureLog } from "./failure-log.ts";
 function harness(intervalMs = 1000) {
   let t = 0;
   const lines: Record<string, unknown>[] = [];
-  const log = createFailureLog({ write: (l) => lines.push(l), now: () => t, intervalMs, maxErrorLength: 10 });
-  const fail = (error = "down") => log.record({ event: "slidegate.store_failure", error });
+  const log = createFailureLog({ event: "slidegate.store_failure", write: (l) => lines.push(l), now: () => t, intervalMs, maxErrorLength: 10 });
+  const fail = (error = "down") => log.record({ error });
   const total = () => lines.reduce((n, l) => n + (l.event === "slidegate.store_failure" ? 1 : Number(l.failures)), 0);
   return { log, lines, fail, total, advance: (ms: number) => (t += ms) };
 }

@@ -5,19 +5,21 @@
  *
  * - The first failure of each interval is written in full, its error cut to `maxErrorLength`.
  * - Later failures in that interval are only counted. The count goes out as one
- *   `slidegate.store_failure_summary` line with `failures`: before the next full line, or when
+ *   `<event>_summary` line with `failures`: before the next full line, or when
  *   the caller asks (`due()`, then `flush()`) once the interval is over. Every failure is in
  *   exactly one place: the full lines plus the summaries' `failures` add up to every request
  *   the store failed.
  *
  * @example
- * const failures = createFailureLog({ write: (line) => console.error(JSON.stringify(line)) });
- * failures.record({ event: "slidegate.store_failure", fail: "open", error: e.message });
+ * const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)) });
+ * failures.record({ fail: "open", error: e.message });
  * // after each request:
  * if (failures.due()) failures.flush();
  */
 
 export interface FailureLogOptions {
+  /** the full lines' event; summaries are `<event>_summary` */
+  event: string;
   /** where lines go, one object per line */
   write: (line: Record<string, unknown>) => void;
   /** the clock, in ms (default Date.now) */
@@ -30,7 +32,7 @@ export interface FailureLogOptions {
 
 export interface FailureLog {
   /** one failed request: written in full when it is its interval's first, counted otherwise */
-  record(line: Record<string, unknown> & { error: string }): void;
+  record(fields: Record<string, unknown> & { error: string }): void;
   /** whether counted failures wait for a summary whose interval is over */
   due(): boolean;
   /** writes the summary of the failures counted since the last line, if any */
@@ -38,7 +40,7 @@ export interface FailureLog {
 }
 
 export function createFailureLog(options: FailureLogOptions): FailureLog {
-  const { write, now = Date.now, intervalMs = 1000, maxErrorLength = 300 } = options;
+  const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300 } = options;
   let lastFull = Number.NEGATIVE_INFINITY;
   let counted = 0;
   let from = 0;
@@ -46,12 +48,12 @@ export function createFailureLog(options: FailureLogOptions): FailureLog {
 
   function flush() {
     if (counted === 0) return;
-    write({ event: "slidegate.store_failure_summary", failures: counted, from: new Date(from).toISOString(), to: new Date(to).toISOString() });
+    write({ event: `${event}_summary`, failures: counted, from: new Date(from).toISOString(), to: new Date(to).toISOString() });
     counted = 0;
   }
 
   return {
-    record(line) {
+    record(fields) {
       const t = now();
       if (t - lastFull < intervalMs) {
         if (counted === 0) from = t;
@@ -61,8 +63,8 @@ export function createFailureLog(options: FailureLogOptions): FailureLog {
       }
       flush();
       lastFull = t;
-      const error = line.error.length > maxErrorLength ? `${line.error.slice(0, maxErrorLength)}…` : line.error;
-      write({ ...line, error });
+      const error = fields.error.length > maxErrorLength ? `${fields.error.slice(0, maxErrorLength)}…` : fields.error;
+      write({ event, ...fields, error });
     },
     due: () => counted > 0 && now() - lastFull >= intervalMs,
     flush,

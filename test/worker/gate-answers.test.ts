@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isStoreFailure } from "../../src/admin/admin.ts";
-import { makeGate, request } from "./helpers.ts";
+import { makeGate, request, testClock } from "./helpers.ts";
 
 // Each failure gets its own answer: a bug in the gate is a logged 500, never dressed up as the
 // origin (502) or the store (503); and the admin API finds only its own routes.
@@ -80,6 +80,26 @@ describe("admin routes", () => {
     expect(body.type).toBe("urn:slidegate:store-unavailable");
     expect(body.detail).toBe("The rate-limit store failed.");
     expect(gate.logs.some((l) => l.line.event === "slidegate.admin_store_failure")).toBe(true);
+  });
+
+  it("an outage under a flood of admin calls writes a line a second, counting every failure", async () => {
+    const clock = testClock();
+    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN, redisUrl: "http://127.0.0.1:9", now: clock.now });
+    for (let second = 0; second < 2; second++) {
+      // anyone can send these: a wrong token fails on the store as the right one does
+      for (let i = 0; i < 30; i++) {
+        const token = i % 2 ? ADMIN : "wrong-token";
+        const res = await gate(new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { authorization: `Bearer ${token}` } }));
+        expect(res.status).toBe(503);
+      }
+      clock.advance(1000);
+    }
+    expect((await admin(gate, "usage")).status).toBe(503);
+    const lines = gate.logs.map((l) => l.line).filter((l) => String(l.event).startsWith("slidegate.admin_store_failure"));
+    const full = lines.filter((l) => l.event === "slidegate.admin_store_failure");
+    const counted = lines.filter((l) => l.event === "slidegate.admin_store_failure_summary").reduce((n, l) => n + Number(l.failures), 0);
+    expect(full).toHaveLength(3);
+    expect(full.length + counted).toBe(61);
   });
 });
 
