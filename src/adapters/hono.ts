@@ -15,7 +15,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { problem } from "../http/problem.ts";
 import { CostError } from "../script/limiter.ts";
-import { type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
+import { assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -38,6 +38,9 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   const { url, token, identify, cost, ...limits } = options;
   if (identify !== undefined && typeof identify !== "function") throw new TypeError("slidegate: options.identify must be a function");
   if (cost !== undefined && typeof cost !== "function") throw new TypeError("slidegate: options.cost must be a function");
+  // a store given in code is checked now; one from the bindings can be read only per request
+  if (url !== undefined) assertStoreOption("url", url);
+  if (token !== undefined) assertStoreOption("token", token);
   const config = parseLimits(limits);
   // The store may come from the bindings, known only per request: one limiter per store, kept for the isolate.
   let limiter: { url: string; token: string; limiter: RateLimiter } | undefined;

@@ -89,6 +89,30 @@ function assertStore(url: string, token: string): void {
   if (!url || !token) {
     throw new Error("slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)");
   }
+  assertStoreOption("url", url);
+  assertStoreOption("token", token);
+}
+
+/**
+ * One store option as given, checked when the limiter or middleware is built: a URL the REST
+ * client cannot fetch (`localhost:8079`, no scheme) would make every decision a store failure,
+ * so with `fail: "open"` the limit would silently never apply.
+ *
+ * @example
+ * assertStoreOption("url", "localhost:8079"); // throws "slidegate: options.url: must be an http(s) URL …"
+ */
+export function assertStoreOption(name: "url" | "token", value: unknown): void {
+  if (name === "token") {
+    if (typeof value !== "string" || value.trim() === "")
+      throw new TypeError(`slidegate: options.token: must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+    return;
+  }
+  const parsed = typeof value === "string" && URL.canParse(value) ? new URL(value) : undefined;
+  if (parsed?.protocol !== "https:" && parsed?.protocol !== "http:") {
+    throw new TypeError(
+      `slidegate: options.url: must be an http(s) URL, like https://example.upstash.io, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`,
+    );
+  }
 }
 
 const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);

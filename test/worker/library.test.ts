@@ -160,6 +160,16 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10 seconds" }] })).toThrow(/options\.rules\[0\]\.window/);
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }], keyHeader: "x" } as never)).toThrow(/options: .*unknown field|options\.keyHeader/);
   });
+
+  it("refuses a store given in code that no request could use when the middleware is built, not on each request", () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    expect(() => rateLimit({ url: "localhost:8079", rules })).toThrow(/options\.url: must be an http\(s\) URL/);
+    expect(() => rateLimit({ url: 8079 as unknown as string, rules })).toThrow(/options\.url: must be an http\(s\) URL/);
+    expect(() => rateLimit({ token: "", rules })).toThrow(/options\.token: must be a non-empty string/);
+    expect(() => rateLimit({ url: services.shimUrl, token: {} as unknown as string, rules })).toThrow(/options\.token: must be a non-empty string/);
+    // what comes from the bindings is known only per request
+    expect(() => rateLimit({ rules })).not.toThrow();
+  });
 });
 
 describe("createRateLimiter", () => {
@@ -220,5 +230,9 @@ describe("createRateLimiter", () => {
   it("refuses bad options at once, naming the field", () => {
     expect(() => limiter([{ name: "a", limit: 0, window: "1m" }])).toThrow("options.rules[0].limit: must be at least 1");
     expect(() => createRateLimiter({ url: "", token: "", rules: [] })).toThrow(/options.url and options.token are required/);
+    expect(() => createRateLimiter({ url: "localhost:8079", token: "t", rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(/options\.url: must be an http\(s\) URL/);
+    expect(() => createRateLimiter({ url: services.shimUrl, token: 42 as unknown as string, rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(
+      /options\.token: must be a non-empty string/,
+    );
   });
 });
