@@ -29,7 +29,11 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
    * blank string (an anonymous visitor, an empty header): the API key or client IP.
    */
   identify?: (c: Context) => string | null | undefined;
-  /** what a request weighs, a whole number from 1 to the rules' limits (else the request gets 400); default: each rule's own cost */
+  /**
+   * what a request weighs, a whole number from 1 to the rules' limits (else the request gets
+   * 400); default: each rule's own cost. Returned synchronously: anything but a number or
+   * undefined (a Promise, a string) throws a TypeError, the app's mistake, for `app.onError`.
+   */
   cost?: (c: Context) => number | undefined;
 }
 
@@ -52,10 +56,19 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     return limiter.limiter;
   };
 
+  // A cost that is no number at all is the app's mistake, not the request's: an error for
+  // app.onError (a 500), where a 400 would tell every client its request was at fault.
+  const costOf = (c: Context): number | undefined => {
+    const n: unknown = cost?.(c);
+    if (n === undefined || typeof n === "number") return n;
+    const what = typeof (n as PromiseLike<unknown> | null)?.then === "function" ? "a Promise (it is called synchronously)" : typeof n === "string" ? JSON.stringify(n) : String(n);
+    throw new TypeError(`slidegate: options.cost must return a number or undefined, not ${what}`);
+  };
+
   return async (c, next) => {
     let result: LimitResult;
     try {
-      result = await limiterOf(c).limit(c.req.raw, { cost: cost?.(c), identity: identify?.(c) });
+      result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identify?.(c) });
     } catch (e) {
       // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
       if (e instanceof CostError) {

@@ -1,3 +1,4 @@
+import { Redis } from "@upstash/redis/cloudflare";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
@@ -169,6 +170,39 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ url: services.shimUrl, token: {} as unknown as string, rules })).toThrow(/options\.token: must be a non-empty string/);
     // what comes from the bindings is known only per request
     expect(() => rateLimit({ rules })).not.toThrow();
+  });
+
+  it("answers a cost callback that returns no number (a Promise, a string) with the app's error, not a 400 that blames the client, and records nothing", async () => {
+    const p = prefix();
+    const app = new Hono();
+    const seen: unknown[] = [];
+    app.onError((err, c) => {
+      seen.push(err);
+      return c.text("app error", 500);
+    });
+    const costs: Record<string, unknown> = { promise: Promise.resolve(1), string: "1", throws: undefined };
+    app.use(
+      rateLimit({
+        url: services.shimUrl,
+        token: services.shimToken,
+        prefix: p,
+        rules: [{ name: "default", limit: 5, window: "1m" }],
+        cost: (c) => {
+          const kind = c.req.query("kind")!;
+          if (kind === "throws") throw new Error("the app's own bug");
+          return costs[kind] as number;
+        },
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    for (const kind of Object.keys(costs)) expect((await app.fetch(request(`/?kind=${kind}`))).status).toBe(500);
+    expect(seen.map((e) => (e as Error).message)).toEqual([
+      "slidegate: options.cost must return a number or undefined, not a Promise (it is called synchronously)",
+      'slidegate: options.cost must return a number or undefined, not "1"',
+      "the app's own bug",
+    ]);
+    expect(seen.slice(0, 2).every((e) => e instanceof TypeError && !(e instanceof HTTPException))).toBe(true);
+    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
   });
 });
 
