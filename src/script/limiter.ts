@@ -116,8 +116,23 @@ export const redisKeys = {
 export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">): asserts cost is number {
   if (typeof cost !== "number" || !Number.isInteger(cost) || cost < 1 || cost > (limit?.limit ?? MAX_LIMIT)) {
     const range = limit ? `from 1 to ${limit.limit} (the limit of "${limit.name}")` : `from 1 to ${MAX_LIMIT} (the largest limit a rule can have)`;
-    throw new CostError(`slidegate: cost must be a whole number ${range}, not ${String(cost)}`);
+    throw new CostError(`slidegate: cost must be a whole number ${range}, not ${shown(cost)}`);
   }
+}
+
+/**
+ * A refused cost as what it is: the string "3" or a Promise (from a JavaScript caller) must
+ * not read as the number 3 or "[object Promise]".
+ *
+ * @example
+ * shown("3"); // '"3"'
+ */
+function shown(value: unknown): string {
+  if (typeof value === "number") return String(value);
+  if (typeof value === "string") return JSON.stringify(value);
+  if (value !== null && typeof value === "object")
+    return typeof (value as PromiseLike<unknown>).then === "function" ? "a Promise" : `an ${value.constructor?.name ?? "object"}`.replace(/^an ([^AEIOU])/, "a $1");
+  return value === null || value === undefined ? String(value) : `a ${typeof value}`;
 }
 
 /** The largest limit a rule, or an API key's own override of one, can have: no request weighs more. */

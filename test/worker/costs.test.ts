@@ -34,6 +34,10 @@ describe("cost outside 1..limit", () => {
     }
     // not a number at all, as a JavaScript caller may pass it
     await expect(limiter.limit("user-1", { cost: "3" as unknown as number })).rejects.toThrow(CostError);
+    // …and named as what it is: "not 3" would read as a valid cost refused
+    await expect(limiter.limit("user-1", { cost: "3" as unknown as number })).rejects.toThrow(/, not "3"$/);
+    await expect(limiter.limit("user-1", { cost: Promise.resolve(3) as unknown as number })).rejects.toThrow(/, not a Promise$/);
+    await expect(limiter.limit("user-1", { cost: 3n as unknown as number })).rejects.toThrow(/, not a bigint$/);
     expect(await written(p)).toEqual([]);
     // the quota is whole: five units are still there
     expect(await limiter.limit("user-1", { cost: 5 })).toMatchObject({ success: true, reason: "admitted" });
