@@ -22,6 +22,11 @@ function integerEnv(name: string, fallback: number): number {
   return Number(raw);
 }
 
+// The installed package is plain JavaScript, so an older Node runs it: without JSON.rawJSON
+// (Node 22) every integer reply would throw after Redis had run the command, a write the client
+// sees as a failure. Refuse to start instead.
+if (typeof (JSON as { rawJSON?: unknown }).rawJSON !== "function") fail(`needs Node.js 22.12 or later (JSON.rawJSON), not ${process.version}`);
+
 const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(",")
   .map((n) => n.trim())
   .filter(Boolean);

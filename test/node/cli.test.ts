@@ -74,6 +74,18 @@ describe("npm run shim", () => {
     expect(r.stderr).toMatch(/SHIM_TOKEN is not set/);
   });
 
+  it("refuses to start on a Node without JSON.rawJSON (before 22), saying which it needs, instead of failing every reply after running its command", () => {
+    // Node 22 without the V8 feature stands in for Node 20, which the installed package runs on
+    const r = spawnSync(process.execPath, ["--no-harmony-json-parse-with-source", "scripts/shim/main.ts"], {
+      encoding: "utf8",
+      env: { ...process.env, SHIM_TOKEN: "t", REDIS_URL: services().redisUrl, SHIM_PORT: "0" },
+      // a shim that starts anyway serves until killed
+      timeout: 10_000,
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^slidegate shim: needs Node\.js 22\.12 or later \(JSON\.rawJSON\), not v\d+/);
+  });
+
   it("refuses a half-given TLS setup, an unreadable certificate and a zero cap, naming the variable", () => {
     const cases: [Record<string, string>, RegExp][] = [
       [{ SHIM_TLS_CERT: "cert.pem" }, /HTTPS needs both SHIM_TLS_CERT and SHIM_TLS_KEY \(PEM files\); only SHIM_TLS_CERT is set/],
