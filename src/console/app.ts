@@ -335,9 +335,14 @@ export const CONSOLE_JS = String.raw`
       el("button", { type: "button", "data-action": "reset", text: "Reset usage", onclick: function () { act("Clear every window of " + usage.identity.tag + "? Its counts start from zero.", "reset"); } }),
     ];
     if (isKey) {
-      var tiers = el("select", { id: "tier-select", "aria-label": "Tier" }, Object.keys(cfg.tiers).map(function (t) { return el("option", { value: t, text: t, selected: t === usage.tier }); }));
+      var tierOptions = Object.keys(cfg.tiers).map(function (t) { return el("option", { value: t, text: t, selected: t === usage.tier }); });
+      // a tier the configuration no longer has: shown as the key's, not as the first configured
+      // one, which "Set tier" would then move the key to
+      if (Object.keys(cfg.tiers).indexOf(usage.tier) < 0) tierOptions.unshift(el("option", { value: "", text: usage.tier + " (not configured)", selected: true, disabled: true }));
+      var tiers = el("select", { id: "tier-select", "aria-label": "Tier" }, tierOptions);
       controls.push(el("form", { id: "tier-form", onsubmit: function (e) {
         e.preventDefault();
+        if (!tiers.value) return;
         // the tier alone, as a one-entry import (it merges): writing back the entry as this page
         // read it would undo what changed since, a key disabled meanwhile enabled again
         act("Move this key to tier \"" + tiers.value + "\"?", "keys/import", { entries: [Object.assign({}, who, { tier: tiers.value })] });

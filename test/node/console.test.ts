@@ -245,6 +245,27 @@ describe("the console in a browser", () => {
     expect((await adminCall("keys/get", { key })).body).toMatchObject({ label: "Held", disabled: true, overrides: { hour: { limit: 3 } } });
   }, 60_000);
 
+  it("shows a key's tier that the configuration no longer has as its own, and moves it nowhere until one is chosen", async () => {
+    // the registry answers a tier a later configuration dropped (the admin API refuses to write one)
+    await page.route("**/__slidegate/usage", async (route) => {
+      const res = await route.fetch();
+      await route.fulfill({ response: res, json: { ...((await res.json()) as object), tier: "retired" } });
+    });
+    try {
+      await page.locator("#lookup-kind").selectOption("key");
+      await page.locator("#lookup-value").fill(KEY);
+      await page.locator("#lookup button").click();
+      await expect.poll(() => text("[data-fact=tier]")).toBe("retired");
+      expect(await page.evaluate('document.getElementById("tier-select").selectedOptions[0].text')).toBe("retired (not configured)");
+      const before = dialogs.length;
+      await page.locator("[data-action=tier]").click();
+      await new Promise((r) => setTimeout(r, 500));
+      expect(dialogs.length, "no move was offered").toBe(before);
+    } finally {
+      await page.unroute("**/__slidegate/usage");
+    }
+  }, 60_000);
+
   it("looks a key up as the gate reads it: padded as an origin trims it, the same key; with a comma, none", async () => {
     const key = "sk-looked-up-padded";
     await page.locator("#lookup-kind").selectOption("key");
