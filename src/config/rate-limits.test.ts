@@ -1,7 +1,14 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { canonicalPath } from "../http/canonical.ts";
+import { matchCraftedPath } from "../../test/helpers/crafted-paths.ts";
 import { denialCacheFit, parseRateLimits, pathPattern } from "./rate-limits.ts";
+
+/** Rules on these path globs, in order (one rule each, in the default tier), as the gate compiles them. */
+function compiledPaths(...globs: string[]) {
+  const parsed = parseRateLimits({ rules: globs.map((path, i) => ({ name: `p${i}`, limit: 1, window: "1s", path })) });
+  if (!parsed.ok) throw new Error(parsed.errors.join("\n"));
+  return parsed.config.tiers.get("default")!;
+}
 
 const errorsOf = (raw: unknown) => {
   const r = parseRateLimits(raw);
@@ -79,31 +86,14 @@ describe("parseRateLimits", () => {
   });
 
   it("matches a long path of many match forms against a hundred case-insensitive rules in time linear in its length", () => {
-    // encoded twice: ASP.NET session data, a script's segment, a ? and # and ; to cut at, spaces
-    // and dots to trim, a format; a long run of İ, which a case-insensitive rule reads as i
-    const path = `/%2528S%2528x%2529%2529/a.php/x/${"%C4%B0".repeat(10_000)}/y%2520/%2523;p/b.json.`;
-    const many = Array.from({ length: 100 }, (_, i) => ({ name: `r${i}`, limit: 1, window: "1s", path: i % 2 ? `/a/*/b${i}/*/c/*.php` : `/x${i}/*/i/*/y` }));
-    const config = parseRateLimits({ rules: many, denialCacheSize: 1000 });
-    if (!config.ok) throw new Error(config.errors.join("\n"));
-    const rules = config.config.tiers.get("default")!;
-    const started = performance.now();
-    const c = canonicalPath(path);
-    if (!c.ok) throw new Error(c.refused);
-    expect(rules.filter((rule) => c.matchOn.some((form) => rule.path!.test(form)))).toEqual([]);
-    expect(performance.now() - started).toBeLessThan(2000); // linear: tens of ms; İ folded once per rule and form: seconds
+    const { matched, ms } = matchCraftedPath();
+    expect(matched).toEqual([]);
+    expect(ms).toBeLessThan(2000); // linear: tens of ms; İ folded once per rule and form: seconds
   });
 
   it("a rule on a script covers the paths beneath it, which servers that pass PATH_INFO run as that script", () => {
     // Apache and IIS run /xmlrpc.php/x as /xmlrpc.php (PATH_INFO /x), ASP.NET /default.aspx/x too
-    const rules = parseRateLimits({
-      rules: [
-        { name: "php", limit: 1, window: "1s", path: "/*.php" },
-        { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php" },
-        { name: "version", limit: 1, window: "1s", path: "/api/v1.0" },
-        { name: "pdf", limit: 1, window: "1s", path: "/files/report.pdf" },
-      ],
-    });
-    const [php, rpc, version, pdf] = rules.ok ? rules.config.tiers.get("default")! : [];
+    const [php, rpc, version, pdf] = compiledPaths("/*.php", "/xmlrpc.php", "/api/v1.0", "/files/report.pdf");
     for (const p of ["/wp-login.php/x", "/a/index.php/x/y.css"]) expect(php?.path?.test(p), p).toBe(true);
     for (const p of ["/xmlrpc.php/x", "/XMLRPC.PHP/", "/xmlrpc.php/x.php"]) expect(rpc?.path?.test(p), p).toBe(true);
     expect(php?.path?.test("/index/x")).toBe(false);
@@ -111,21 +101,12 @@ describe("parseRateLimits", () => {
     expect(version?.path?.test("/api/v1.0/users")).toBe(false); // a version, not a file
     expect(pdf?.path?.test("/files/report.pdf/x")).toBe(false); // a document, which no server runs
     // a glob's file of any name is no front controller: what follows it is not every path
-    const beneath = parseRateLimits({ rules: [{ name: "info", limit: 1, window: "1s", path: "/*.php/*" }] });
-    const info = beneath.ok ? beneath.config.tiers.get("default")![0] : undefined;
+    const [info] = compiledPaths("/*.php/*");
     expect(info?.path?.test("/index.php/x")).toBe(true);
     expect(info?.path?.test("/v1/users")).toBe(false);
     // nor is a script followed only by wildcards: without the script's segment it is every path
     // (or every path of its directory), which a rule on the script's PATH_INFO does not mean
-    const named = parseRateLimits({
-      rules: [
-        { name: "rpc", limit: 1, window: "1s", path: "/xmlrpc.php/*" },
-        { name: "cgi", limit: 1, window: "1s", path: "/cgi-bin/app.cgi/**" },
-        { name: "api", limit: 1, window: "1s", path: "/index.php/api/*" },
-        { name: "rpcSlash", limit: 1, window: "1s", path: "/xmlrpc.php/" },
-      ],
-    });
-    const [rpcInfo, cgiInfo, api, rpcSlash] = named.ok ? named.config.tiers.get("default")! : [];
+    const [rpcInfo, cgiInfo, api, rpcSlash] = compiledPaths("/xmlrpc.php/*", "/cgi-bin/app.cgi/**", "/index.php/api/*", "/xmlrpc.php/");
     // nor one followed by a slash alone: without it, the home page
     expect(rpcSlash?.path?.test("/xmlrpc.php/")).toBe(true);
     expect(rpcSlash?.path?.test("/")).toBe(false);
@@ -135,10 +116,7 @@ describe("parseRateLimits", () => {
     expect(api?.path?.test("/api/login")).toBe(true); // a route follows the script: its form without it stays
     // a glob cut at a ? or # (a query written into a rule's path) or without session data is
     // not every path either
-    for (const glob of ["/*?debug=*", "/*#x", "/(S(*))/*"]) {
-      const cut = parseRateLimits({ rules: [{ name: "cut", limit: 1, window: "1s", path: glob }] });
-      expect(cut.ok && cut.config.tiers.get("default")![0]!.path!.test("/v1/users"), glob).toBe(false);
-    }
+    for (const glob of ["/*?debug=*", "/*#x", "/(S(*))/*"]) expect(compiledPaths(glob)[0]?.path?.test("/v1/users"), glob).toBe(false);
   });
 
   it("compiles path globs and upper-cases methods", () => {
