@@ -6,7 +6,9 @@
   "count, decide, record" cannot interleave across the fleet.
 
   Total by construction: whatever subset of its keys was deleted, evicted or expired between
-  calls, the keys that are left are each a consistent log, so every reply is well formed. The
+  calls, the keys that are left are each a consistent log, so every reply is well formed; a key
+  holding a value of another type (written by hand) is read as no log, no registry entry, or a
+  block by its TTL, never an error. The
   work per call is at most 2 calls for the block and 1 for the registry, then per log 2 reads
   and 4 writes, per rule 1 read and 1 write, plus (only for a rule that does not fit and waits
   for more than its oldest entry) 2 + ceil(log2(units to wait for)) <= 22 reads in a loop of
@@ -85,9 +87,11 @@ else
   if not now or now % 1 ~= 0 then return redis.error_reply('slidegate: now must be whole microseconds') end
 end
 
-local block = call('GET', KEYS[1])
+-- pcall: a value of another type here (written by hand, or by another application on the
+-- same prefix) is a block this script did not write, read by its TTL like any other
+local block = redis.pcall('GET', KEYS[1])
 if block then
-  local ends = tonumber(block)
+  local ends = type(block) == 'string' and tonumber(block)
   if ends then
     if ends > now then return { 2, math.ceil((ends - now) / 1000) } end
   else
@@ -99,11 +103,13 @@ if block then
 end
 
 -- The registry: one read for the whole entry. An override that is not a whole number from 1 to
--- below 1e12 (written by hand, say) is no override.
+-- below 1e12 (written by hand, say) is no override, and a value of another type than a hash
+-- is no entry (it is left as it is: it is not this script's to repair).
 local overrides = false
 local fallback = ARGV[3]
 if fallback ~= '-' then
-  local entry = call('HGETALL', KEYS[2])
+  local entry = redis.pcall('HGETALL', KEYS[2])
+  if entry.err then entry = {} end
   local tier = fallback
   for j = 1, #entry, 2 do
     local field, value = entry[j], entry[j + 1]
@@ -198,7 +204,8 @@ end
 for s = 1, slots do
   local b = 7 * s
   local key, window = log[b - 6], log[b - 5]
-  call('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))
+  -- pcall: a value of another type here is not a log this script wrote; it starts afresh
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
   local total, newest = 0, false
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if e[1] then

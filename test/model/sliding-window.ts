@@ -60,6 +60,7 @@ export class SlidingWindowModel {
     this.entries.delete(key);
   }
 
+  /** A block ending at `endsUs`; `Infinity` for one without end (a value of another type, say, with no TTL). */
   block(key: string, endsUs: number): void {
     this.blocks.set(key, endsUs);
   }
@@ -82,7 +83,7 @@ export class SlidingWindowModel {
   decide(call: Call): Reply {
     const { now } = call;
     const ends = this.blocks.get(call.block);
-    if (ends !== undefined && ends > now) return [2, ceilMs(ends - now)];
+    if (ends !== undefined && ends > now) return [2, ends === Infinity ? -1 : ceilMs(ends - now)];
 
     let fields: Record<string, string> = {};
     if (call.fallback !== "-") {

@@ -132,6 +132,16 @@ describe("sliding-window script against its model", () => {
       }),
     },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant("delete" as const), who: fc.integer({ min: 0, max: 1 }), key: fc.integer({ min: -2, max: 2 }) }) },
+    // a key holding a value of another type (written by hand, or by another application on the same prefix)
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constant("clobber" as const),
+        who: fc.integer({ min: 0, max: 1 }),
+        key: fc.integer({ min: -2, max: 2 }),
+        type: fc.constantFrom("string", "hash", "list", "zset"),
+      }),
+    },
     {
       weight: 1,
       arbitrary: fc.record({
@@ -175,6 +185,22 @@ describe("sliding-window script against its model", () => {
               await redis.del(key);
               model.delete(key);
               deadline.delete(key);
+            }
+          } else if (s.kind === "clobber") {
+            // a log of another type starts afresh; a registry entry of another type is no entry;
+            // a block of another type holds by its TTL (here none: it lasts)
+            const keys = s.key === -1 ? [blockKey(s.who)] : s.key === -2 ? [registryKey(s.who)] : TIERS.map((t) => logKey(s.who, t, s.key));
+            // a log holding a sorted set is still a sorted set: one this script cannot read
+            const type = s.key >= 0 && s.type === "zset" ? "hash" : s.type;
+            for (const key of keys) {
+              await redis.del(key);
+              if (type === "string") await redis.set(key, "x");
+              else if (type === "hash") await redis.hset(key, "x", "1");
+              else if (type === "list") await redis.rpush(key, "x");
+              else await redis.zadd(key, 1, "x");
+              model.delete(key);
+              deadline.delete(key);
+              if (s.key === -1) model.block(key, Number.POSITIVE_INFINITY);
             }
           } else if (s.kind === "block") {
             // as the admin API writes it: when the block ends, on the script's clock
@@ -232,8 +258,14 @@ describe("sliding-window script against its model", () => {
             // it should not have), and a TTL the call set is turned into a deadline
             const refreshed = new Set<string>();
             for (const key of new Set(call.logs)) {
-              const scores = (await redis.zrange(key, "0", "-1", "WITHSCORES")).filter((_, i) => i % 2 === 1).map(Number);
               const want = model.inWindow(key, -Infinity, Number.MAX_SAFE_INTEGER).map((e) => e.at);
+              // a value of another type that the call did not reach (it ended before the logs) is no log
+              const type = await redis.type(key);
+              const scores = type === "zset" ? (await redis.zrange(key, "0", "-1", "WITHSCORES")).filter((_, i) => i % 2 === 1).map(Number) : [];
+              if (type !== "zset" && type !== "none") {
+                expect({ key, want }).toEqual({ key, want: [] });
+                continue;
+              }
               expect({ key, scores }).toEqual({ key, scores: want });
               const pttl = await redis.pttl(key);
               // the TTL set by the call, at most what has run out since the call was sent (+1 ms) above what is left
@@ -299,6 +331,16 @@ describe("sliding-window script on state it did not write", () => {
     expect(await evalsha("b:{y}", ["l:{y}"], T0, [rule(5, 2)])).toEqual([1, 3, 60_000, 0, 5, 60_000]);
     expect(await redis.zrange("l:{y}", "0", "-1")).toEqual(["0:2"]);
     expect(await redis.ping()).toBe("PONG");
+  });
+
+  it("starts afresh from a log key of another type, and reads a registry entry of another type as no entry, never an error", async () => {
+    await redis.set("l:{v}", "not a log");
+    await redis.rpush("l:{v}:key", "tier", "gold");
+    const reply = await evalCall({ block: "b:{v}", registry: "l:{v}:key", logs: ["l:{v}"], now: T0, tier: "t", fallback: "t", rules: [{ name: "r0", ...rule(5, 2) }] });
+    expect(reply).toEqual([1, 3, 60_000, 0, 5, 60_000]);
+    expect(await redis.zrange("l:{v}", "0", "-1")).toEqual(["0:2"]);
+    // the registry's value is the operator's to repair: left as it was
+    expect(await redis.lrange("l:{v}:key", "0", "-1")).toEqual(["tier", "gold"]);
   });
 
   it("starts afresh when running totals are out of order, and when the newest entry is more than a window ahead", async () => {
@@ -411,6 +453,15 @@ describe("operator blocks in the script", () => {
     expect(await evalsha("b:{k}", ["l:{k}"], ends - 1, rules)).toEqual([2, 1]);
     expect(await redis.exists("l:{k}")).toBe(0);
     expect(await evalsha("b:{k}", ["l:{k}"], ends, rules)).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+  });
+
+  it("reads a value of another type at the block key as a block by its TTL, never an error", async () => {
+    await redis.hset("b:{t}", "until", "tomorrow");
+    await redis.pexpire("b:{t}", 30_000);
+    const [kind, ms] = await evalsha("b:{t}", ["l:{t}"], T0, rules);
+    expect(kind).toBe(2);
+    expect(ms).toBeGreaterThan(29_000);
+    expect(await redis.exists("l:{t}")).toBe(0);
   });
 
   it("reads a block set by hand (any value) by its TTL, and one without TTL as lasting", async () => {
