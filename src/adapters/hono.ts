@@ -35,13 +35,23 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
    * undefined (a Promise, a string) throws a TypeError, the app's mistake, for `app.onError`.
    */
   cost?: (c: Context) => number | undefined;
+  /**
+   * the client's address as the runtime knows it, in place of `CF-Connecting-IP`, which only
+   * Cloudflare's edge sets and any client can write on Node, Bun or Deno: say,
+   * `(c) => getConnInfo(c).remote.address` with Hono's `getConnInfo` for the runtime. Once
+   * given, the header is never read: undefined or null (a Unix socket) counts in the one
+   * bucket of unknown callers. Returned synchronously; anything but a string, undefined or
+   * null throws a TypeError, for `app.onError`.
+   */
+  clientIp?: (c: Context) => string | null | undefined;
 }
 
 /** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
 export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
-  const { url, token, identify, cost, ...limits } = options;
+  const { url, token, identify, cost, clientIp, ...limits } = options;
   if (identify !== undefined && typeof identify !== "function") throw new TypeError("slidegate: options.identify must be a function");
   if (cost !== undefined && typeof cost !== "function") throw new TypeError("slidegate: options.cost must be a function");
+  if (clientIp !== undefined && typeof clientIp !== "function") throw new TypeError("slidegate: options.clientIp must be a function");
   // a store given in code is checked now; one from the bindings can be read only per request
   if (url !== undefined) assertStoreOption("url", url);
   if (token !== undefined) assertStoreOption("token", token);
@@ -65,10 +75,21 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     throw new TypeError(`slidegate: options.cost must return a number or undefined, not ${what}`);
   };
 
+  // the app's own reading of the address: once there is one, the forgeable header never counts
+  const clientIpOf = (c: Context): string | null | undefined => {
+    if (!clientIp) return undefined;
+    const ip: unknown = clientIp(c);
+    if (ip === undefined || ip === null) return null;
+    if (typeof ip === "string") return ip;
+    throw new TypeError(
+      `slidegate: options.clientIp must return a string, undefined or null, not ${typeof (ip as PromiseLike<unknown>).then === "function" ? "a Promise (it is called synchronously)" : typeof ip}`,
+    );
+  };
+
   return async (c, next) => {
     let result: LimitResult;
     try {
-      result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identify?.(c) });
+      result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identify?.(c), clientIp: clientIpOf(c) });
     } catch (e) {
       // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
       if (e instanceof CostError) {

@@ -11,7 +11,7 @@
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
-import { identify } from "../decision/identity.ts";
+import { givenAddress, identify } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
@@ -59,6 +59,15 @@ export interface LimitOptions {
    * request's own key or IP); anything but a string throws a TypeError.
    */
   identity?: string | null;
+  /**
+   * For a Request: the client's address as your runtime knows it (the socket's remote address,
+   * or what your own proxy wrote), in place of `CF-Connecting-IP`, which only Cloudflare's edge
+   * sets and any client can write elsewhere. It is what the request is counted as without an
+   * API key, and what the lists and address rules read. null: no address is known (the request
+   * counts in the one bucket of unknown callers, as text that is no address does); undefined:
+   * `CF-Connecting-IP`; anything else throws a TypeError.
+   */
+  clientIp?: string | null;
 }
 
 export interface RateLimiter {
@@ -143,16 +152,22 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   assertStore(url, token);
   const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
   return {
-    async limit(input, { cost, identity } = {}) {
+    async limit(input, { cost, identity, clientIp } = {}) {
       let step: Step;
+      if (clientIp !== undefined && clientIp !== null && typeof clientIp !== "string") {
+        throw new TypeError(`slidegate: the clientIp option must be a string, null or undefined, not ${describe(clientIp)}`);
+      }
       if (typeof input === "string") {
+        // an identity of your own is counted over the default tier alone: an address would be read by nothing
+        if (clientIp !== undefined) throw new TypeError("slidegate: the clientIp option goes with a Request, not with an identity of your own");
         step = await pipeline.decideFor(await identify("u", ownIdentity(input, "limit(identity)")), cost);
       } else if (typeof input === "object" && input !== null && typeof (input as Partial<Request>).url === "string") {
         const own = ownOrNone(identity);
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);
+        const client = clientIp === undefined ? undefined : givenAddress(clientIp, config.ipv6Prefix);
         // a path the gateway would refuse counts against every rule of its method
-        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity: own });
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity: own, client });
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }

@@ -149,10 +149,22 @@ export interface ClientAddress {
 
 /** The client address as Cloudflare reports it in CF-Connecting-IP. */
 export function clientAddress(request: Request, ipv6Prefix: number): ClientAddress {
-  const header = request.headers.get("cf-connecting-ip");
-  if (header === null) return { bucket: UNKNOWN_CLIENT };
+  return givenAddress(request.headers.get("cf-connecting-ip"), ipv6Prefix);
+}
+
+/**
+ * A client address as its text was read (from CF-Connecting-IP, or by an application from its
+ * socket or its own proxy's header): null, or text that is no address, counts in the one
+ * bucket of unknown callers.
+ *
+ * @example
+ * givenAddress("2001:db8::7", 64).bucket; // "2001:db8::/64"
+ * givenAddress(null, 64).bucket;          // "unknown"
+ */
+export function givenAddress(text: string | null, ipv6Prefix: number): ClientAddress {
+  if (text === null) return { bucket: UNKNOWN_CLIENT };
   // an address is short: anything longer is no address, and is not kept
-  return header.length <= 64 ? recentAddresses(`${ipv6Prefix}|${header}`) : readAddress(header, ipv6Prefix);
+  return text.length <= 64 ? recentAddresses(`${ipv6Prefix}|${text}`) : readAddress(text, ipv6Prefix);
 }
 
 function readAddress(header: string, ipv6Prefix: number): ClientAddress {

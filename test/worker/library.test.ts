@@ -74,6 +74,65 @@ describe("Hono middleware", () => {
     expect((await call("GET", "/profile", "grace", "198.51.100.41")).status).toBe(200);
   });
 
+  it("counts by the address the app reads with clientIp, never by a CF-Connecting-IP the client wrote, for its bucket, lists and address rules", async () => {
+    type Env = { remote?: unknown };
+    const app = new Hono<{ Bindings: Env }>();
+    let error: unknown;
+    app.onError((e, c) => {
+      if (e instanceof HTTPException) return e.getResponse();
+      error = e;
+      return c.text("error", 500);
+    });
+    app.use(
+      onTestStore({
+        rules: [{ name: "login", limit: 2, window: "1m" }],
+        addressRules: [{ name: "per-address", limit: 3, window: "1m" }],
+        deny: { ips: ["203.0.113.66"] },
+        identity: { header: "x-api-key" },
+        clientIp: (c) => c.env.remote as string | null | undefined,
+      }),
+    );
+    app.post("/login", (c) => c.text("in"));
+    // a client on Node writes a fresh CF-Connecting-IP each time: the socket's address counts
+    const call = (remote: unknown, forged: string, key?: string) => app.fetch(request("/login", { method: "POST", ip: forged, key }), { remote });
+    const codes = [];
+    for (const forged of ["198.51.100.1", "198.51.100.2", "198.51.100.3"]) codes.push((await call("2001:db8:5:5::1", forged)).status);
+    // and every spelling of one /64 is one caller
+    codes.push((await call("2001:0DB8:5:5:0:0:0:abcd", "198.51.100.4")).status);
+    expect(codes).toEqual([200, 200, 429, 429]);
+    // the deny list reads the app's address, not the header
+    expect((await call("203.0.113.66", "198.51.100.9")).status).toBe(403);
+    expect((await call("198.51.100.9", "203.0.113.66")).status).toBe(200);
+    // the address rule counts every key from one address: three keys, and a fourth is refused
+    expect((await call("192.0.2.77", "x", "key-a")).status).toBe(200);
+    expect((await call("192.0.2.77", "x", "key-b")).status).toBe(200);
+    expect((await call("192.0.2.77", "x", "key-c")).status).toBe(200);
+    expect((await call("192.0.2.77", "x", "key-d")).status).toBe(429);
+    // no address known (a Unix socket): one shared bucket, whatever header the client wrote
+    const unknown = [];
+    for (const [remote, forged] of [
+      [undefined, "198.51.100.20"],
+      [null, "198.51.100.21"],
+      ["not an address", "198.51.100.22"],
+    ] as const)
+      unknown.push((await call(remote, forged)).status);
+    expect(unknown).toEqual([200, 200, 429]);
+    // anything else is the app's mistake, for app.onError
+    expect((await call(42, "198.51.100.30")).status).toBe(500);
+    expect(String(error)).toMatch(/options\.clientIp must return a string, undefined or null, not number/);
+    expect(() => rateLimit({ rules: [{ name: "a", limit: 1, window: "1m" }], clientIp: "10.0.0.1" as never })).toThrow(/options\.clientIp must be a function/);
+  });
+
+  it("takes clientIp beside a Request only, as a string or null, in the library", async () => {
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
+    await expect(l.limit(request("/"), { clientIp: 42 as unknown as string })).rejects.toThrow(/the clientIp option must be a string, null or undefined, not number/);
+    await expect(l.limit("user-1", { clientIp: "192.0.2.1" })).rejects.toThrow(/the clientIp option goes with a Request/);
+    expect((await l.limit(request("/", { ip: "198.51.100.60" }), { clientIp: "192.0.2.61" })).success).toBe(true);
+    // the same forged header, another address: a bucket of its own
+    expect((await l.limit(request("/", { ip: "198.51.100.60" }), { clientIp: "192.0.2.62" })).success).toBe(true);
+    expect((await l.limit(request("/", { ip: "198.51.100.61" }), { clientIp: "192.0.2.61" })).success).toBe(false);
+  });
+
   it("takes no identity (undefined, null, blank) as the request's own key or IP, and refuses one that is not a string with a TypeError that says so", async () => {
     const app = new Hono();
     let error: unknown;
