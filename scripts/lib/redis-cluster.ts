@@ -39,7 +39,7 @@ async function nodeReady(url: string): Promise<boolean> {
  * assembled with `redis-cli --cluster create`. `nodeTimeoutMs` is how long a silent master
  * has before its replica takes over.
  */
-export async function startRedisCluster(options: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {}): Promise<LocalCluster> {
+export async function startRedisCluster(options: { masters?: number; replicas?: number; nodeTimeoutMs?: number; password?: string } = {}): Promise<LocalCluster> {
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 1;
   const dir = mkdtempSync(join(tmpdir(), "slidegate-cluster-"));
@@ -52,7 +52,10 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
     for (let i = 0; i < masters * (1 + replicas); i++) {
       servers.push(
         await startRedis({
+          password: options.password,
           args: [
+            // a replica authenticates to its master with the same password
+            ...(options.password ? ["--masterauth", options.password] : []),
             // the bus port of its own, from the range freePort keeps clear: by default it is the
             // port + 10,000, which can land in the ephemeral range another connection holds
             "--cluster-port",
@@ -73,7 +76,8 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
       );
     }
     const nodes = servers.map((s) => `127.0.0.1:${s.port}`);
-    const create = spawnSync("redis-cli", ["--cluster", "create", ...nodes, "--cluster-replicas", String(replicas), "--cluster-yes"], { encoding: "utf8" });
+    const auth = options.password ? ["-a", options.password, "--no-auth-warning"] : [];
+    const create = spawnSync("redis-cli", [...auth, "--cluster", "create", ...nodes, "--cluster-replicas", String(replicas), "--cluster-yes"], { encoding: "utf8" });
     if (create.status !== 0) throw new Error(`redis-cli --cluster create failed:\n${create.stdout}\n${create.stderr}`);
     const deadline = Date.now() + 20_000;
     while (!(await Promise.all(servers.map((s) => nodeReady(s.url)))).every(Boolean)) {

@@ -47,9 +47,9 @@ async function waitForPing(url: string, timeoutMs: number): Promise<void> {
 /** Not yet exited, by its own hand or by a signal (a killed process has no exit code). */
 const running = (proc: ChildProcess) => proc.exitCode === null && proc.signalCode === null;
 
-export async function startRedis(options: { port?: number; args?: string[] } = {}): Promise<LocalRedis> {
+export async function startRedis(options: { port?: number; args?: string[]; password?: string } = {}): Promise<LocalRedis> {
   const port = options.port ?? (await freePort());
-  const url = `redis://127.0.0.1:${port}`;
+  const url = `redis://${options.password ? `:${encodeURIComponent(options.password)}@` : ""}127.0.0.1:${port}`;
   let child: ChildProcess | undefined;
 
   const start = async () => {
@@ -68,6 +68,7 @@ export async function startRedis(options: { port?: number; args?: string[] } = {
       "no",
       "--sanitize-dump-payload",
       "yes",
+      ...(options.password ? ["--requirepass", options.password] : []),
       ...(options.args ?? []),
     ];
     // Output is kept for an error message, never inherited: an inherited pipe would outlive the caller.

@@ -4,7 +4,7 @@
  * local development and self-hosting. Environment: SHIM_TOKEN (required; at least 32
  * characters unless SHIM_HOST is loopback), SHIM_PREVIOUS_TOKEN (also accepted, while
  * clients rotate), REDIS_URL, or REDIS_CLUSTER_NODES (host:port,host:port,… for a Redis
- * Cluster), SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes), SHIM_MAX_TRANSACTIONS,
+ * Cluster) with REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD when its nodes ask, SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes), SHIM_MAX_TRANSACTIONS,
  * SHIM_MAX_STREAMS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
 import { readFileSync } from "node:fs";
@@ -32,6 +32,15 @@ const clusterNodes = process.env.REDIS_CLUSTER_NODES?.split(",")
   .filter(Boolean);
 const badNode = clusterNodes?.find((n) => !/^[^\s:]+:\d{1,5}$/.test(n));
 if (badNode !== undefined) fail(`REDIS_CLUSTER_NODES: "${badNode}" is not host:port (give a comma-separated list like 10.0.0.1:7000,10.0.0.2:7000)`);
+// a cluster's nodes take one password (and ACL user) for all; a single Redis takes them in its URL
+const clusterAuth = { username: process.env.REDIS_CLUSTER_USERNAME || undefined, password: process.env.REDIS_CLUSTER_PASSWORD || undefined };
+for (const [name, value] of [
+  ["REDIS_CLUSTER_USERNAME", clusterAuth.username],
+  ["REDIS_CLUSTER_PASSWORD", clusterAuth.password],
+] as const) {
+  if (value !== undefined && !clusterNodes?.length)
+    fail(`${name} goes with REDIS_CLUSTER_NODES; a single Redis takes its credentials in REDIS_URL (redis://user:password@host:port)`);
+}
 
 const token = process.env.SHIM_TOKEN;
 // the same words however it was launched (npm run shim, npx slidegate-shim, a service manager)
@@ -62,6 +71,7 @@ const shim = await startShim({
   token,
   redisUrl: process.env.REDIS_URL || DEFAULT_REDIS_URL,
   clusterNodes,
+  clusterAuth,
   host,
   port: integerEnv("SHIM_PORT", 8079),
   bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),

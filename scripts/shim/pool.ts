@@ -14,9 +14,9 @@ const AUTH_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
  * Why a first connection failed: ioredis rejects connect() with "Connection is closed." once
  * Redis has refused its AUTH, so the refusal it reported as an error event is named instead.
  */
-function startError(error: unknown, refusal: Error | undefined): unknown {
+function startError(error: unknown, refusal: Error | undefined, where = "the user name and password in the Redis URL"): unknown {
   if (!refusal) return error;
-  return new Error(`Redis refused the shim's credentials (${refusal.message}): check the user name and password in the Redis URL`);
+  return new Error(`Redis refused the shim's credentials (${refusal.message}): check ${where}`);
 }
 
 /** Replies in order, one [error, reply] pair per command. */
@@ -47,6 +47,12 @@ export interface PoolOptions {
   /** most transactions waiting for one (default 4 × maxTransactions); more answer 503 at once */
   transactionQueue?: number;
   onStatus?: (event: "lost" | "restored", detail: string) => void;
+}
+
+/** What every node of a Redis Cluster asks a client to AUTH with (a single Redis takes them in its URL). */
+export interface ClusterAuth {
+  username?: string;
+  password?: string;
 }
 
 const MAX_IDLE_LEASES = 4;
@@ -242,8 +248,9 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
  * its slot. A batch may span slots, so its commands run one after another, in order; a
  * transaction (and a script) must keep to one slot, as Redis Cluster itself requires.
  */
-export async function createClusterPool(nodes: string[], options: PoolOptions = {}): Promise<RedisPool> {
-  const { lazyConnect: _, retryStrategy: __, ...redisOptions } = connectionOptions(options);
+export async function createClusterPool(nodes: string[], options: PoolOptions & ClusterAuth = {}): Promise<RedisPool> {
+  const { lazyConnect: _, retryStrategy: __, ...connection } = connectionOptions(options);
+  const redisOptions = { ...connection, username: options.username, password: options.password };
   const cluster = new Cluster(
     nodes.map((n) => {
       const [host, port] = n.split(":");
@@ -261,6 +268,11 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
     },
   );
   cluster.on("error", (e: Error) => options.onStatus?.("lost", e.message));
+  // a refused AUTH reaches only the node's own error event; connect() says "None of startup nodes is available"
+  let refusal: Error | undefined;
+  cluster.on("node error", (e: Error) => {
+    if (AUTH_REFUSED.test(e.message)) refusal ??= e;
+  });
   // ioredis reads the slot map (CLUSTER SLOTS) on a duplicate of a node's connection, with its
   // options. With stringNumbers the ranges come as text, and a range such as "5461"–"10922" is
   // never filled ("5461" <= "10922" is false as text): a third of the slots went to a node at
@@ -274,7 +286,7 @@ export async function createClusterPool(nodes: string[], options: PoolOptions = 
     await cluster.connect();
   } catch (e) {
     cluster.disconnect();
-    throw e;
+    throw startError(e, refusal, "REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD");
   }
   return {
     async exec(commands) {

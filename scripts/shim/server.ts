@@ -7,7 +7,7 @@ import ipaddr from "ipaddr.js";
 import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
-import { createClusterPool, createPool, type RedisPool, RedisUnavailable, type Replies, ShimBusy } from "./pool.ts";
+import { type ClusterAuth, createClusterPool, createPool, type RedisPool, RedisUnavailable, type Replies, ShimBusy } from "./pool.ts";
 
 const TIMED_OUT = /timed out/i;
 
@@ -21,6 +21,8 @@ export interface ShimOptions {
   redisUrl?: string;
   /** host:port of Redis Cluster nodes: cluster mode, instead of redisUrl */
   clusterNodes?: string[];
+  /** what the cluster's nodes ask a client to AUTH with (`requirepass`, or an ACL user's) */
+  clusterAuth?: ClusterAuth;
   /** default 127.0.0.1: the shim is for this machine unless told otherwise */
   host?: string;
   /** default 0: any free port */
@@ -182,7 +184,9 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     transactionQueue: options.transactionQueue,
     onStatus: (event: string, detail: string) => log(`slidegate shim: redis connection ${event}${detail ? `: ${detail}` : ""}`),
   };
-  const pool: RedisPool = options.clusterNodes?.length ? await createClusterPool(options.clusterNodes, poolOptions) : await createPool(redisUrl, poolOptions);
+  const pool: RedisPool = options.clusterNodes?.length
+    ? await createClusterPool(options.clusterNodes, { ...poolOptions, ...options.clusterAuth })
+    : await createPool(redisUrl, poolOptions);
   await warnOfEviction(pool, log);
   const scripts = createScriptRegistry();
   const semantics = createSemantics(pool);

@@ -11,6 +11,7 @@ import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
 // A Redis Cluster on loopback (3 masters, 3 replicas) behind the shim in cluster mode, and
 // the built Worker in front. Measured numbers go to dist/cluster-report.json (docs/scaling.md).
 const LIMIT = 20;
+const PASSWORD = randomBytes(12).toString("hex");
 const TIMEOUT = 1000;
 let cluster: LocalCluster;
 let shim: RunningShim;
@@ -23,10 +24,11 @@ const report: Record<string, unknown> = {};
 
 beforeAll(async () => {
   let started = performance.now();
-  cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000 });
+  // its nodes ask for a password, as a cluster reachable from other hosts does
+  cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000, password: PASSWORD });
   report.clusterStartMs = Math.round(performance.now() - started);
   token = randomBytes(16).toString("hex");
-  shim = await startShim({ token, clusterNodes: cluster.nodes, log: () => {} });
+  shim = await startShim({ token, clusterNodes: cluster.nodes, clusterAuth: { password: PASSWORD }, log: () => {} });
   const store = { UPSTASH_REDIS_REST_URL: shim.url, UPSTASH_REDIS_REST_TOKEN: token };
   started = performance.now();
   [seed, fleet, exact] = await Promise.all([
@@ -58,6 +60,18 @@ async function ipsByMaster(perMaster: number, run: string): Promise<Map<string, 
 }
 
 describe("Redis Cluster behind the shim", () => {
+  it("refuses to start with a wrong or missing cluster password, in Redis's own words and without echoing it", async () => {
+    for (const [clusterAuth, reply] of [
+      [{ password: "a-wrong-one" }, "WRONGPASS"],
+      [{ username: "nobody", password: "a-wrong-one" }, "WRONGPASS"],
+      [undefined, "NOAUTH"],
+    ] as const) {
+      const started = startShim({ token: "auth-test", clusterNodes: cluster.nodes, clusterAuth, log: () => {} });
+      await expect(started, reply).rejects.toThrow(new RegExp(`^Redis refused the shim's credentials \\(${reply} .*\\): check REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD`));
+      await expect(started).rejects.not.toThrow(/a-wrong-one/);
+    }
+  });
+
   it("runs the seed scenario: 5 per 10 s answers 200 ×5 then 429", async () => {
     const codes = [];
     for (let i = 0; i < 6; i++) codes.push(...(await seed.burst(1, { "cf-connecting-ip": "198.51.100.150" })));

@@ -94,6 +94,15 @@ describe("the shim's start against a Redis that wants a password", () => {
     }
   });
 
+  it("refuses cluster credentials without cluster nodes, pointing to the Redis URL, without printing them", () => {
+    for (const name of ["REDIS_CLUSTER_PASSWORD", "REDIS_CLUSTER_USERNAME"]) {
+      const run = shimCli({ SHIM_TOKEN: "auth-test", [name]: "a-wrong-one" });
+      expect(run.status, name).toBe(1);
+      expect(run.stderr).toContain(`slidegate shim: ${name} goes with REDIS_CLUSTER_NODES; a single Redis takes its credentials in REDIS_URL`);
+      expect(run.stderr + run.stdout).not.toContain("a-wrong-one");
+    }
+  });
+
   it("says so through the command, under its own name", () => {
     const run = shimCli({ SHIM_TOKEN: "auth-test", REDIS_URL: redis.url.replace("redis://", "redis://:a-wrong-one@") });
     expect(run.status).toBe(1);
