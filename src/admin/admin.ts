@@ -201,7 +201,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       p.zrange(log, `(${now - r.windowMs * 1000}` as `(${number}`, "+inf", { byScore: true, offset: 0, count: 1, withScores: true });
       p.zrange(log, -1, -1, { withScores: true });
     }
-    const [blockValue, blockTtl, ...logs] = (await p.exec()) as [string | null, number, ...string[][]];
+    // each reply on its own: a key holding a value of another type (written by hand) is read as
+    // the script reads it, a block by its TTL and a log as none, not a failure of the whole read
+    const replies = await p.exec({ keepErrors: true });
+    const [blockValue, blockTtl, ...logs] = replies.map(({ result, error }, i) => {
+      if (error === undefined) return result;
+      if (!/^WRONGTYPE/.test(error)) throw new LimiterError(error);
+      return i === 0 ? "" : [];
+    }) as [string | null, number, ...string[][]];
     const windowOf = (r: (typeof rules)[number], first: string[], last: string[]) => {
       const oldest = first.length ? Number(first[1]) : Number.POSITIVE_INFINITY;
       const [from, to] = [totals(first[0]), totals(last[0])];

@@ -1,5 +1,7 @@
+import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { makeGate, request } from "./helpers.ts";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
+import { makeGate, request, services } from "./helpers.ts";
 
 const ADMIN = "admin-token-for-block-tests";
 
@@ -28,6 +30,27 @@ describe("operator blocks on the edge clock", () => {
     const after = await gate(request("/", { ip }));
     expect(after.status).toBe(200);
     expect(after.headers.get("X-RateLimit-Remaining")).toBe("99");
+  });
+
+  it("usage and the gate read a value of another type at an identity's keys as the script does: a block by its TTL, a log as none", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const own = makeGate({ prefix, clock: "edge", rules: [{ name: "minute", limit: 100, window: "1m" }] }, { adminToken: ADMIN, now: () => clock });
+    const usage = async (ip: string) => {
+      const res = await own(new Request("https://gate.example/__slidegate/usage", { method: "POST", body: JSON.stringify({ ip }), headers: { authorization: `Bearer ${ADMIN}` } }));
+      expect(res.status).toBe(200);
+      return (await res.json()) as { blockedForMs: number | null; rules: { used: number }[] };
+    };
+    const redis = new Redis({ url: services.shimUrl, token: services.shimToken });
+    const ip = "203.0.113.93";
+    const keys = `${prefix}:{${(await identify("i", ipIdentity(ip, 64))).tag}}`;
+    await redis.hset(`${keys}:default:minute`, { written: "by hand" });
+    expect(await usage(ip)).toMatchObject({ blockedForMs: 0, rules: [{ used: 0 }] });
+    await redis.hset(`${keys}:block`, { written: "by hand" });
+    await redis.pexpire(`${keys}:block`, 30_000);
+    const { blockedForMs } = await usage(ip);
+    expect(blockedForMs).toBeGreaterThan(20_000);
+    expect(blockedForMs).toBeLessThanOrEqual(30_000);
+    expect((await own(request("/", { ip }))).status).toBe(403);
   });
 
   it("usage reports the block's time left on the same clock", async () => {
