@@ -248,6 +248,10 @@ function fromCsv(path: string, text: string): FileEntry[] {
   }
   const [header, ...rows] = records;
   const columns = (header?.record ?? []).map((c) => c.trim().toLowerCase());
+  // a first line that names no column at all is a record, the header left out: its cells may be
+  // raw keys, so none is echoed (a header's misspelt column, beside known ones, is named)
+  if (!columns.some((c) => CSV_COLUMNS.includes(c)))
+    throw new UsageError(`${path}: line 1 names no column (columns: ${CSV_COLUMNS.join(", ")}): a CSV starts with a header line naming its columns; nothing was imported`);
   const unknown = columns.filter((c) => !CSV_COLUMNS.includes(c));
   if (unknown.length)
     throw new UsageError(

@@ -116,6 +116,8 @@ describe("npm run keys, as the README shows it", () => {
       // the parser's own words quote the cell, which may be a raw key: never echoed
       ['key,tier\nsk-csv-10"x,paid\n', /line 2: Invalid Opening Quote/],
       ['key,tier\n"sk-csv-11"x,paid\n', /line 2: Invalid Closing Quote/],
+      // a file without its header line: the first line is a record, whose cells are no column names
+      ["sk-csv-12,paid\nsk-csv-13,free\n", /line 1 names no column .*: a CSV starts with a header line/],
     ];
     for (const [text, message] of refused) {
       const r = file("refused.csv", text);
