@@ -402,7 +402,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       if (read.kind === "ambiguous") {
         return key.includes(",")
           ? '"key" holds a comma: the gate refuses such a key as two keys sent at once, so it could never be used'
-          : '"key" holds more than a scheme and a token: the gate refuses such an Authorization header, so it could never be used; give the token';
+          : key.includes(";")
+            ? '"key" holds a ";": the gate refuses such an Authorization token (Rails reads the token before it), so it could never be used'
+            : '"key" holds more than a scheme and a token: the gate refuses such an Authorization header, so it could never be used; give the token';
       }
       return identify("k", read.key);
     }

@@ -435,7 +435,7 @@ export const CONSOLE_JS = String.raw`
       var read = readKey(header, value);
       if (read.kind !== "key") {
         return $("view").replaceChildren(el("p", { class: "card bad", role: "alert",
-          text: "The gate reads no single key from that: it refuses a key with a comma" + (header === "authorization" ? ", or more words than a scheme and a token." : ".") }));
+          text: "The gate reads no single key from that: it refuses a key with a comma" + (header === "authorization" ? ", more words than a scheme and a token, or a ; in the token." : ".") }));
       }
       var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(read.key)));
       location.hash = "#/identity/hash/" + Array.from(digest, function (b) { return b.toString(16).padStart(2, "0"); }).join("");

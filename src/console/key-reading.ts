@@ -22,6 +22,13 @@ export const READ_KEY_JS = String.raw`
       if (!gap && from < 0) from = i;
       else if (gap && from >= 0) { words.push(key.slice(from, i)); from = -1; }
     }
-    return words.length > 2 ? { kind: "ambiguous" } : { kind: "key", key: words[words.length - 1] };
+    if (words.length > 2) return { kind: "ambiguous" };
+    // Rails' token parameter (readKey's railsToken): token="K" is K, a ; is ambiguous
+    var token = words[words.length - 1];
+    if (token.indexOf(";") >= 0) return { kind: "ambiguous" };
+    if (token.indexOf("token=") === 0) token = token.slice(6);
+    if (token[0] === '"') token = token.slice(1);
+    if (token[token.length - 1] === '"') token = token.slice(0, -1);
+    return token ? { kind: "key", key: token } : { kind: "absent" };
   }
 `;

@@ -42,7 +42,17 @@ describe("readKey", () => {
     }
     for (const value of ["Bearer K x", "Bearer K  K", "x Bearer K", "Bearer K, Bearer K"]) expect(readKey("authorization", value), value).toEqual({ kind: "ambiguous" });
     expect(readKey("authorization", " \t ")).toEqual({ kind: "absent" });
+    // Rails' token parameter: the token, quoted or not; a ; (Rails reads what is before it) is ambiguous
+    for (const value of ['Token token="K"', "Bearer token=K", 'Bearer "K"', 'Bearer token="K', 'token="K"']) {
+      expect(readKey("authorization", value), value).toEqual({ kind: "key", key: "K" });
+    }
+    for (const value of ["Bearer K;x", "Bearer K;", "Bearer ;K", 'Token token="K";nonce="1"']) expect(readKey("authorization", value), value).toEqual({ kind: "ambiguous" });
+    for (const value of ['Bearer ""', "Bearer token=", 'Token token=""']) expect(readKey("authorization", value), value).toEqual({ kind: "absent" });
+    // once only, as Rails reads it: what is left of a second prefix or quote is the token's own
+    expect(readKey("authorization", "Bearer token=token=K")).toEqual({ kind: "key", key: "token=K" });
+    expect(readKey("authorization", 'Bearer ""K""')).toEqual({ kind: "key", key: '"K"' });
     // any other header's value is the key, spaces and all
+    expect(readKey("x-api-key", 'token="K";x')).toEqual({ kind: "key", key: 'token="K";x' });
     expect(readKey("x-api-key", "Bearer K")).toEqual({ kind: "key", key: "Bearer K" });
   });
 });

@@ -61,6 +61,24 @@ function words(text: string, max: number): string[] {
 }
 
 /**
+ * The token a Rails origin reads from `word`, the word after the scheme (undefined: it holds a
+ * `;`, at which Rails splits it). Rails' token authentication (for `Token` and `Bearer`) splits
+ * what follows the scheme into parameters at `,`, `;` and tab, takes the first as
+ * `token=<value>` (it prefixes `token=` when it is missing) and drops one `"` from either end of
+ * the value: `token="K"`, `token=K` and `"K"` are all K to it, and `K;x` is K. The gate reads
+ * the same token from the first three and refuses the last, as it refuses a comma: what follows
+ * a `;` must not make a new identity, and an origin that reads the whole word sees a key nobody
+ * issued.
+ */
+function railsToken(word: string): string | undefined {
+  if (word.includes(";")) return undefined;
+  let value = word.startsWith("token=") ? word.slice("token=".length) : word;
+  if (value.startsWith('"')) value = value.slice(1);
+  if (value.endsWith('"')) value = value.slice(0, -1);
+  return value;
+}
+
+/**
  * The API key a value of the key header `header` (lower case) carries (null: the header is
  * absent), refusing ambiguity: a header sent twice reaches the Worker joined as "K, K", and an
  * origin that reads the first line would see K — so a comma is never part of a new identity, it
@@ -71,13 +89,15 @@ function words(text: string, max: number): string[] {
  * all K, and the scheme is no part of the key (`Basic K` is K too: one caller at worst counted
  * as one). A token alone is the key itself, as an origin that drops an optional `Bearer ` reads
  * it. More words are refused: an origin may take the first after the scheme
- * (`value.split(" ")[1]`), and the rest must not make a new identity.
+ * (`value.split(" ")[1]`), and the rest must not make a new identity. The token is read as Rails
+ * reads it too (see `railsToken`): `Token token="K"` is K, and a token with a `;` is refused.
  *
  * @example
  * readKey("x-api-key", " K\u0085");          // { kind: "key", key: "K" }
  * readKey("x-api-key", "K, K");              // { kind: "ambiguous" }
  * readKey("authorization", "bearer   K");    // { kind: "key", key: "K" }
  * readKey("authorization", "Bearer K junk"); // { kind: "ambiguous" }
+ * readKey("authorization", 'Token token="K"'); // { kind: "key", key: "K" }
  */
 export function readKey(header: string, value: string | null): KeyHeader {
   if (value === null) return ABSENT;
@@ -86,5 +106,8 @@ export function readKey(header: string, value: string | null): KeyHeader {
   if (!key) return ABSENT;
   if (header !== "authorization") return { kind: "key", key };
   const [first, token, more] = words(key, 3);
-  return more !== undefined ? AMBIGUOUS : { kind: "key", key: token ?? first! };
+  if (more !== undefined) return AMBIGUOUS;
+  const read = railsToken(token ?? first!);
+  if (read === undefined) return AMBIGUOUS;
+  return read ? { kind: "key", key: read } : ABSENT;
 }

@@ -545,6 +545,37 @@ describe("Authorization as the key header: one token, however its scheme is spel
     expect(originHits()).toBe(before);
   });
 
+  // Rails' token authentication (ActionController::HttpAuthentication::Token, for Token and
+  // Bearer) splits what follows the scheme at ",", ";" and tab, takes the first part as
+  // token=<value> (prefixing "token=" when it is missing) and drops a quote from either end of
+  // the value: each of these is the token to it
+  const railsSpellings = (token: string) => [`Token token="${token}"`, `Bearer token=${token}`, `Bearer "${token}"`, `Bearer token="${token}`];
+
+  it("a deny-listed token never reaches the origin as Rails' token parameter, quoted or not", async () => {
+    const before = originHits();
+    for (const value of railsSpellings(denied)) expect((await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] })).status, value).toBe(403);
+    expect(originHits()).toBe(before);
+  });
+
+  it("a token with a ; is refused, never a new identity: Rails reads the token before it", async () => {
+    const before = originHits();
+    for (const value of [`Bearer ${denied};x`, `Bearer ${denied};`, `Bearer ;${denied}`, `Token token="${denied}";nonce="1"`]) {
+      const res = await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] });
+      expect(res.status, value).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:ambiguous-api-key" });
+    }
+    expect(originHits()).toBe(before);
+  });
+
+  it("a token that spent its quota gets none as Rails' token parameter", async () => {
+    const token = `auth-rails-${crypto.randomUUID()}`;
+    const ip = freshIpv4();
+    const codes = [];
+    for (let i = 0; i < 4; i++) codes.push((await via(base, "/anything", ip, { headers: [["authorization", `Bearer ${token}`]] })).status);
+    expect(codes).toEqual([200, 200, 200, 429]);
+    for (const value of railsSpellings(token)) expect((await via(base, "/anything", ip, { headers: [["authorization", value]] })).status, value).toBe(429);
+  });
+
   it("the admin API names the token bare or as the header carries it", async () => {
     const bare = `auth-bare-${crypto.randomUUID()}`;
     const whole = `auth-whole-${crypto.randomUUID()}`;
