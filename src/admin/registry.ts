@@ -68,6 +68,14 @@ const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule
 
 /** HSET of ARGV's field-value pairs into an entry that exists: 1, or 0 when there is none. */
 const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HSET', KEYS[1], unpack(ARGV)) return 1";
+/**
+ * An import's write of one entry that names no tier: ARGV[1] (the default tier) set only where
+ * the entry has none, then the field-value pairs after it, in one script: as two commands, a
+ * store that filled up between them kept the first alone, a new entry of the default tier,
+ * enabled, for a key the import meant to disable. A script that has not yet written is refused
+ * whole by a full store, and one that has runs to its end.
+ */
+const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) redis.call('HSET', KEYS[1], unpack(ARGV, 2)) return 1";
 /** HDEL of ARGV's fields from an entry that exists: 1, or 0 when there is none. */
 const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HDEL', KEYS[1], unpack(ARGV)) return 1";
 
@@ -290,11 +298,13 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (o.windowMs !== undefined) fields[FIELD.window(rule)] = String(o.windowMs);
         }
         if (given.disabled && entry.disabled) fields[FIELD.disabled] = "1";
-        writes.add([key, fields], (p) => {
-          // a new entry gets its tier before anything else of it, so none is ever read without one
-          if (!given.tier) p.hsetnx(key, FIELD.tier, entry.tier);
-          p.hset(key, fields);
+        writes.add([key, fields, given.tier ? "" : MERGE_KEEPING_TIER], (p) => {
+          // the index first, as put() writes it: an entry is never written that the list cannot find
           p.zadd(index, { score: 0, member: identity.keyHash! });
+          // the entry in one write, refused whole or made whole; a new one gets its tier with the
+          // rest (the default tier where none is given), so none is ever read without one
+          if (given.tier) p.hset(key, fields);
+          else p.eval(MERGE_KEEPING_TIER, [key], [entry.tier, ...Object.entries(fields).flat()]);
         });
         // the overrides given replace the key's: the ones it held and the import does not set go
         const stale = (held.get(identity) ?? []).filter((f) => !(f in fields));

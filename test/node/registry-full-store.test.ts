@@ -20,6 +20,17 @@ let proxy: Server;
 let gate: Miniflare;
 /** set: the next store call whose body holds this command fills Redis before it is passed on */
 let fillBefore: string | undefined;
+/** set: the next pipeline holding this command runs its first command alone, then Redis fills before the rest */
+let fillAfterFirst: string | undefined;
+
+/** A pipeline's commands sent one part at a time: its first command, then (Redis full) the rest, their answers joined. */
+async function splitPipeline(target: string, headers: Record<string, string>, commands: unknown[][]): Promise<Response> {
+  const send = (part: unknown[][]) => fetch(`${target}/pipeline`, { method: "POST", headers, body: JSON.stringify(part) });
+  const first = (await (await send(commands.slice(0, 1))).json()) as unknown[];
+  await admin.config("SET", "maxmemory", "1");
+  const rest = await send(commands.slice(1));
+  return new Response(JSON.stringify([...first, ...((await rest.json()) as unknown[])]), { status: rest.status, headers: { "content-type": "application/json" } });
+}
 
 async function startFillingProxy(target: string): Promise<string> {
   proxy = createServer(async (req, res) => {
@@ -30,11 +41,12 @@ async function startFillingProxy(target: string): Promise<string> {
       fillBefore = undefined;
       await admin.config("SET", "maxmemory", "1");
     }
-    const upstream = await fetch(target + (req.url ?? "/"), {
-      method: req.method,
-      headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>,
-      body,
-    });
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>;
+    let upstream: Response;
+    if (fillAfterFirst && req.url === "/pipeline" && body.toString().toLowerCase().includes(`["${fillAfterFirst}"`)) {
+      fillAfterFirst = undefined;
+      upstream = await splitPipeline(target, headers, JSON.parse(body.toString()) as unknown[][]);
+    } else upstream = await fetch(target + (req.url ?? "/"), { method: req.method, headers, body });
     res.writeHead(upstream.status, Object.fromEntries(upstream.headers)).end(Buffer.from(await upstream.arrayBuffer()));
   });
   await new Promise<void>((resolve) => proxy.listen(0, "127.0.0.1", resolve));
@@ -73,13 +85,15 @@ const call = async (route: string, body: unknown) => {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 };
 
-/** Runs `write`, Redis filling up just before its call with `command` arrives. */
-async function fullAt(command: string, write: () => Promise<{ status: number }>) {
-  fillBefore = command;
+/** Runs `write`, Redis filling up just before its call with `command` arrives (`afterFirst`: after the first command of the pipeline holding it). */
+async function fullAt(command: string, write: () => Promise<{ status: number }>, afterFirst = false) {
+  if (afterFirst) fillAfterFirst = command;
+  else fillBefore = command;
   try {
     expect((await write()).status).toBe(503);
   } finally {
     fillBefore = undefined;
+    fillAfterFirst = undefined;
     await admin.config("SET", "maxmemory", "0");
   }
 }
@@ -100,7 +114,15 @@ describe("the registry on a full store (noeviction)", () => {
     const key = `full-import-${randomBytes(4).toString("hex")}`;
     expect((await call("keys/set", { key, tier: "free", disabled: true, overrides: { minute: { limit: 1 } } })).status).toBe(200);
     const before = (await call("keys/get", { key })).body;
-    await fullAt("hset", () => call("keys/import", { entries: [{ key, disabled: false, label: "renewed", overrides: { minute: { limit: 2 } } }] }));
+    // an entry that names no tier is written by a script (the default tier only where it has none)
+    await fullAt("eval", () => call("keys/import", { entries: [{ key, disabled: false, label: "renewed", overrides: { minute: { limit: 2 } } }] }));
     expect((await call("keys/get", { key })).body).toEqual(before);
+  });
+
+  it("an import of a new key that the store refuses after its first command registers nothing: a key imported disabled is never let through enabled", async () => {
+    const key = `full-new-${randomBytes(4).toString("hex")}`;
+    await fullAt("zadd", () => call("keys/import", { entries: [{ key, disabled: true, label: "fraud" }] }), true);
+    expect((await call("keys/get", { key })).status).toBe(404);
+    expect(((await call("keys/list", { limit: 1000 })).body.entries as { label?: string }[]).some((e) => e.label === "fraud")).toBe(false);
   });
 });
