@@ -235,6 +235,9 @@ describe("parseRateLimits", () => {
     // the same headers to a CGI-style origin, spelled with _ for -
     expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "X_API_Key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
     expect(errorsOf({ rules, clientIpHeader: "CF_Connecting_IP" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    // a Cookie header holds every cookie of the request: one more beside the key would be a new identity
+    expect(errorsOf({ rules, identity: { header: "Cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: "Cookie" holds every cookie/);
+    expect(errorsOf({ rules, identity: { header: "cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
     expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
     expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
     expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] })).toEqual([

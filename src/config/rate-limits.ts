@@ -240,6 +240,14 @@ function crossCheck(c: Raw, root: string): string[] {
   if (c.identity?.unknownKeys && !c.identity.header) issue(".identity.unknownKeys", 'needs "identity.header" to name the API-key header');
   // compared as CGI-style origins read them: `X_API_Key` is `X-API-Key` there
   const spelling = (h: string | undefined) => h?.toLowerCase().replaceAll("_", "-");
+  // the whole value is the key: in Cookie, any other cookie sent beside it would make a new
+  // identity (fresh quota per cookie), where the origin reads the same one
+  if (spelling(c.identity?.header) === "cookie") {
+    issue(
+      ".identity.header",
+      `"${c.identity!.header}" holds every cookie of a request, and the gate reads a header's whole value as the key: name a header that carries the key alone`,
+    );
+  }
   const ipHeader = spelling(c.clientIpHeader);
   if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === spelling(c.identity?.header))) {
     issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
