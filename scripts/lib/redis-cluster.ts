@@ -104,10 +104,16 @@ export async function startRedisCluster(options: { masters?: number; replicas?: 
       servers,
       slotOf: (key) => ask<number>("CLUSTER", "KEYSLOT", key),
       async masterOf(slot) {
-        const ranges = await ask<[number, number, [string, number]][]>("CLUSTER", "SLOTS");
-        const range = ranges.find(([from, to]) => slot >= from && slot <= to);
-        if (!range) throw new Error(`no master serves slot ${slot}`);
-        return `${range[2][0]}:${range[2][1]}`;
+        // just after a failover the node asked may not list the slot yet (its old master failed,
+        // the promotion not yet learnt): asked again for a few seconds before giving up
+        const deadline = Date.now() + 5000;
+        for (;;) {
+          const ranges = await ask<[number, number, [string, number]][]>("CLUSTER", "SLOTS");
+          const range = ranges.find(([from, to]) => slot >= from && slot <= to);
+          if (range) return `${range[2][0]}:${range[2][1]}`;
+          if (Date.now() > deadline) throw new Error(`no master serves slot ${slot}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
       },
       stop,
     };
