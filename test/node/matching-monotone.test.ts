@@ -87,9 +87,12 @@ const old = (() => {
     }
     return { path, matchOn: [...forms] };
   };
+  // a run of * is one * (".*.*" matches what ".*" does): as written, a glob like /****//**/****/
+  // made the one regular expression backtrack for minutes on a path it does not match
   const pathPattern = (glob: string, caseSensitive: boolean) =>
     new RegExp(
       `^${glob
+        .replace(/\*+/g, "*")
         .split("*")
         .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
         .join(".*")}$`,
