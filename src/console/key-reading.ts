@@ -29,6 +29,8 @@ export const READ_KEY_JS = String.raw`
     if (token.indexOf("token=") === 0) token = token.slice(6);
     if (token[0] === '"') token = token.slice(1);
     if (token[token.length - 1] === '"') token = token.slice(0, -1);
+    // Basic credentials in canonical base64 only (readKey's CANONICAL_BASE64)
+    if (words.length === 2 && words[0].toLowerCase() === "basic" && !/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$/.test(token)) return { kind: "ambiguous" };
     return token ? { kind: "key", key: token } : { kind: "absent" };
   }
 `;

@@ -37,7 +37,7 @@ describe("readKey", () => {
   });
 
   it("in Authorization is the token, whatever the scheme's case or the spaces around it; more words are ambiguous", () => {
-    for (const value of ["Bearer K", "bearer K", "BEARER K", "Bearer  K", "Bearer\tK", " Bearer K\u0085", "Bearer\u0085K", "Basic K", "K"]) {
+    for (const value of ["Bearer K", "bearer K", "BEARER K", "Bearer  K", "Bearer\tK", " Bearer K\u0085", "Bearer\u0085K", "Token K", "K"]) {
       expect(readKey("authorization", value), JSON.stringify(value)).toEqual({ kind: "key", key: "K" });
     }
     for (const value of ["Bearer K x", "Bearer K  K", "x Bearer K", "Bearer K, Bearer K"]) expect(readKey("authorization", value), value).toEqual({ kind: "ambiguous" });
@@ -51,6 +51,24 @@ describe("readKey", () => {
     // once only, as Rails reads it: what is left of a second prefix or quote is the token's own
     expect(readKey("authorization", "Bearer token=token=K")).toEqual({ kind: "key", key: "token=K" });
     expect(readKey("authorization", 'Bearer ""K""')).toEqual({ kind: "key", key: '"K"' });
+    // Basic credentials in canonical base64 only: lenient decoders read every other spelling as the same credentials
+    for (const value of ["Basic c2tfbGl2ZTo=", "basic  c2tfbGl2ZTo=", 'Basic "c2tfbGl2ZTo="'])
+      expect(readKey("authorization", value), value).toEqual({ kind: "key", key: "c2tfbGl2ZTo=" });
+    for (const value of ["Basic c2s=", "Basic YQ==", "Basic c2s6"]) expect(readKey("authorization", value).kind, value).toBe("key");
+    for (const value of [
+      "Basic c2tf.bGl2ZTo=",
+      "Basic c2tfbGl2ZTp=",
+      "Basic c2tfbGl2ZTo",
+      "Basic c2tfbGl2ZTo==",
+      "Basic c2t=",
+      "Basic YR==",
+      "Basic c2tfbGl2ZTo=x",
+      "Basic c2_fbGl2ZTo=",
+      "Basic K",
+      "Basic sk-live-1",
+    ]) {
+      expect(readKey("authorization", value), value).toEqual({ kind: "ambiguous" });
+    }
     // any other header's value is the key, spaces and all
     expect(readKey("x-api-key", 'token="K";x')).toEqual({ kind: "key", key: 'token="K";x' });
     expect(readKey("x-api-key", "Bearer K")).toEqual({ kind: "key", key: "Bearer K" });

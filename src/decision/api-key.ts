@@ -79,6 +79,16 @@ function railsToken(word: string): string | undefined {
 }
 
 /**
+ * Base64 in its one canonical spelling (RFC 4648 §3.5): the standard alphabet, padded, the bits
+ * past the last byte zero. Origins decode `Basic` credentials leniently — Node's `Buffer` (Express
+ * `basic-auth`), Python's `b64decode` (Django REST framework, Flask) and Ruby's `decode64` skip
+ * characters outside the alphabet and ignore those bits, Node needs no padding — so
+ * `c2tf.bGl2ZTo=` and `c2tfbGl2ZTp=` are both `sk_live:` to them: every other spelling of a
+ * credential would be a new identity at the gate.
+ */
+const CANONICAL_BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$/;
+
+/**
  * The API key a value of the key header `header` (lower case) carries (null: the header is
  * absent), refusing ambiguity: a header sent twice reaches the Worker joined as "K, K", and an
  * origin that reads the first line would see K — so a comma is never part of a new identity, it
@@ -91,6 +101,8 @@ function railsToken(word: string): string | undefined {
  * it. More words are refused: an origin may take the first after the scheme
  * (`value.split(" ")[1]`), and the rest must not make a new identity. The token is read as Rails
  * reads it too (see `railsToken`): `Token token="K"` is K, and a token with a `;` is refused.
+ * A `Basic` token (the credentials, base64) must be canonical base64 (see `CANONICAL_BASE64`):
+ * another spelling of the same credentials is refused, not counted as a new key.
  *
  * @example
  * readKey("x-api-key", " K\u0085");          // { kind: "key", key: "K" }
@@ -98,6 +110,8 @@ function railsToken(word: string): string | undefined {
  * readKey("authorization", "bearer   K");    // { kind: "key", key: "K" }
  * readKey("authorization", "Bearer K junk"); // { kind: "ambiguous" }
  * readKey("authorization", 'Token token="K"'); // { kind: "key", key: "K" }
+ * readKey("authorization", "Basic c2s6");      // { kind: "key", key: "c2s6" }
+ * readKey("authorization", "Basic c2s6=");     // { kind: "ambiguous" }
  */
 export function readKey(header: string, value: string | null): KeyHeader {
   if (value === null) return ABSENT;
@@ -109,5 +123,6 @@ export function readKey(header: string, value: string | null): KeyHeader {
   if (more !== undefined) return AMBIGUOUS;
   const read = railsToken(token ?? first!);
   if (read === undefined) return AMBIGUOUS;
+  if (token !== undefined && first!.toLowerCase() === "basic" && !CANONICAL_BASE64.test(read)) return AMBIGUOUS;
   return read ? { kind: "key", key: read } : ABSENT;
 }

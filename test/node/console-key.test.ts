@@ -9,7 +9,33 @@ const consoleReadKey = new Function(`${READ_KEY_JS}; return readKey;`)() as (hea
 
 describe("the console's key reading", () => {
   it("reads every value of the key header as the gate does (fast-check)", () => {
-    const char = fc.constantFrom("K", "k", "B", "token=", '"', ";", " ", "\t", "\u000b", "\u0000", "\u001f", "\u0085", "\u00a0", "\u3000", "\ufeff", "\ufffd", "\u007f", ",", "é");
+    const char = fc.constantFrom(
+      "K",
+      "k",
+      "B",
+      "Basic",
+      "c2s=",
+      "c2t=",
+      "=",
+      "_",
+      ".",
+      "token=",
+      '"',
+      ";",
+      " ",
+      "\t",
+      "\u000b",
+      "\u0000",
+      "\u001f",
+      "\u0085",
+      "\u00a0",
+      "\u3000",
+      "\ufeff",
+      "\ufffd",
+      "\u007f",
+      ",",
+      "é",
+    );
     fc.assert(
       fc.property(fc.constantFrom("x-api-key", "authorization"), fc.array(char, { maxLength: 12 }), (header, chars) => {
         const value = chars.join("");

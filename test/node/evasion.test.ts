@@ -576,6 +576,29 @@ describe("Authorization as the key header: one token, however its scheme is spel
     for (const value of railsSpellings(token)) expect((await via(base, "/anything", ip, { headers: [["authorization", value]] })).status, value).toBe(429);
   });
 
+  it("Basic credentials in another base64 spelling are refused, never a new identity: lenient decoders read them as the same credentials", async () => {
+    // "sk_live_<uuid>:" as curl -u sends it; Node, Python and Ruby decoders skip characters
+    // outside the alphabet and ignore the bits past the last byte
+    const credentials = btoa(`sk_live_${crypto.randomUUID().replaceAll("-", "")}:`);
+    expect(credentials.endsWith("=")).toBe(true);
+    expect((await blockKey(credentials)).status).toBe(200);
+    const before = originHits();
+    expect((await via(base, "/anything", freshIpv4(), { headers: [["authorization", `Basic ${credentials}`]] })).status).toBe(403);
+    const last = credentials.at(-2)!;
+    const bits = String.fromCharCode(last.charCodeAt(0) + 1);
+    for (const value of [
+      `Basic ${credentials.slice(0, 4)}.${credentials.slice(4)}`,
+      `Basic ${credentials.replace(/=+$/, "")}`,
+      `Basic ${credentials}=`,
+      `Basic ${credentials.slice(0, -2)}${bits}=`,
+    ]) {
+      const res = await via(base, "/anything", freshIpv4(), { headers: [["authorization", value]] });
+      expect(res.status, value).toBe(400);
+      expect(JSON.parse(res.body)).toMatchObject({ type: "urn:slidegate:ambiguous-api-key" });
+    }
+    expect(originHits()).toBe(before);
+  });
+
   it("the admin API names the token bare or as the header carries it", async () => {
     const bare = `auth-bare-${crypto.randomUUID()}`;
     const whole = `auth-whole-${crypto.randomUUID()}`;
