@@ -14,6 +14,7 @@ import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
 import { blockLeft, createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
 import { storeClient } from "../script/store-client.ts";
 import { createRegistry, type Entry, type Given, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
+import { echo, unknownFields } from "./unknown-fields.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
 const ADMIN_PREFIX = "/__slidegate/";
@@ -100,17 +101,6 @@ const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request"
 /** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
 /** The fields that name whom a route is about, per kind of route. */
 const NAMED_BY = { any: ["key", "hash", "ip", "user", "tag"], key: ["key", "hash"], none: [] } as const;
-/** At most this much of a field's name is echoed: a name sent by mistake may be anything, a raw key too. */
-const echo = (name: string) => JSON.stringify(name.slice(0, 64));
-/**
- * What a body holds beyond the fields a route takes. A field misspelt ("windw", "curser") was
- * ignored: the route ran as if it were left out, and a dry run asked for by another name imported.
- */
-const unknownFields = (body: Record<string, unknown>, allowed: readonly string[]) => {
-  const unknown = Object.keys(body).filter((field) => !allowed.includes(field));
-  if (unknown.length === 0) return undefined;
-  return `${unknown.map(echo).join(", ")}: unknown field${unknown.length > 1 ? "s" : ""} (allowed: ${allowed.join(", ")})`;
-};
 const NAME_ONE =
   'Give exactly one of "key" (the raw API key), "hash" (its SHA-256), "ip" (the client IP), "user" (an identity your application gave the library or the Hono middleware) or "tag" (an address\'s or a user\'s tag, as the figures list it), as a non-empty string.';
 

@@ -1,5 +1,6 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import type { Registry } from "../admin/registry.ts";
+import { unknownFields } from "../admin/unknown-fields.ts";
 import type { GateConfig } from "../config/rate-limits.ts";
 import { problem } from "../http/problem.ts";
 import { describeConfiguration } from "./configuration.ts";
@@ -19,9 +20,9 @@ export function consoleRoutes(options: { config: GateConfig; redis: Redis; regis
   const { config } = options;
   return {
     figures: async (body: Record<string, unknown>): Promise<Response> => {
-      const { minutes = 60, ...rest } = body;
-      const unknown = Object.keys(rest);
-      if (unknown.length) return problem(400, "bad-request", "Bad Request", `"${unknown[0]}": unknown field (allowed: minutes)`);
+      const unknown = unknownFields(body, ["minutes"]);
+      if (unknown) return problem(400, "bad-request", "Bad Request", unknown);
+      const { minutes = 60 } = body;
       if (typeof minutes !== "number" || !Number.isInteger(minutes) || minutes < 1 || minutes > MAX_FIGURE_MINUTES) {
         return problem(400, "bad-request", "Bad Request", `"minutes" must be a whole number from 1 to ${MAX_FIGURE_MINUTES}`);
       }
@@ -29,8 +30,8 @@ export function consoleRoutes(options: { config: GateConfig; redis: Redis; regis
     },
     configuration: async (body: Record<string, unknown>): Promise<Response> => {
       // it takes nothing: a field sent (a section asked for) would be ignored, the whole answered
-      const [unknown] = Object.keys(body);
-      if (unknown !== undefined) return problem(400, "bad-request", "Bad Request", `${JSON.stringify(unknown.slice(0, 64))}: unknown field (allowed: none; send {})`);
+      const unknown = unknownFields(body, []);
+      if (unknown) return problem(400, "bad-request", "Bad Request", unknown);
       return json(describeConfiguration(config));
     },
   };

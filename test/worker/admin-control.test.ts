@@ -313,6 +313,13 @@ describe("a field or query parameter a route does not take", () => {
       expect(res.headers.get("Content-Type"), route).toBe("application/problem+json");
       expect(((await res.json()) as { detail: string }).detail, route).toMatch(new RegExp(`^"${field}": unknown field \\(allowed: `));
     }
+    // every unknown field named, each cut to 64 characters (a name sent by mistake may be a raw key), on the console's routes too
+    const long = `sk-live-${"x".repeat(100)}`;
+    for (const route of ["figures", "usage"]) {
+      const res = await call(gate, route, { ip: freshIp(), body: { ...(route === "usage" && { ip }), minuts: 5, [long]: 1 } });
+      const { detail } = (await res.json()) as { detail: string };
+      expect([res.status, detail], route).toEqual([400, expect.stringMatching(new RegExp(`^"minuts", "${long.slice(0, 64)}": unknown fields \\(allowed: `))]);
+    }
     // parameters in the query rather than the body: every admin route takes its fields in the body
     for (const [route, body, field] of [
       ["reset?rule=m", { ip }, "rule"],
