@@ -97,6 +97,15 @@ const tooManyAttempts = (ms: number) =>
     "Retry-After": retryAfterSeconds(ms),
   });
 const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
+/** Redis's refusal of a command on a key of another type: the store answered, and a retry would get the same. */
+const WRONG_TYPE = /\bWRONGTYPE\b/;
+const wrongType = () =>
+  problem(
+    409,
+    "wrong-type",
+    "Conflict",
+    "A key of this identity in the store holds a value of another type than slidegate writes (set by hand, or by another application using the same prefix). Remove it (keys/delete for a registry entry, unblock for a block, reset for its windows) or give slidegate a prefix of its own.",
+  );
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
 /** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
 /** The fields that name whom a route is about, per kind of route. */
@@ -540,6 +549,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     } catch (e) {
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
+      if (e instanceof errors.UpstashError && WRONG_TYPE.test(e.message)) return wrongType();
       failures.record({ route: name, error: e instanceof Error ? e.message : String(e) });
       return storeFailed();
     }

@@ -397,6 +397,27 @@ describe("key registry", () => {
     expect((await slow(request("/", { key: "slow-mover" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
   });
 
+  it("answers 409 for an entry key holding a value of another type, saying so, and the gate reads it as no entry", async () => {
+    const { a, prefix } = fleet({ identity: { header: "x-api-key", unknownKeys: "reject" } });
+    const key = `sk-typed-${crypto.randomUUID()}`;
+    const tag = ((await admin(a, "usage", { key })).body.identity as { tag: string }).tag;
+    await store.set(`${prefix}:{${tag}}:key`, "written by hand");
+    for (const [route, body] of [
+      ["keys/get", { key }],
+      ["usage", { key }],
+      ["keys/override", { key, rule: "minute", limit: 9 }],
+    ] as const) {
+      const res = await admin(a, route, body);
+      expect([res.status, res.body.type], route).toEqual([409, "urn:slidegate:wrong-type"]);
+      expect(String(res.body.detail)).toMatch(/another type than slidegate writes .*keys\/delete/);
+    }
+    // the script reads it as no entry: an unknown key under "reject"
+    expect((await a(request("/", { key }))).status).toBe(401);
+    // and keys/delete clears it
+    expect((await admin(a, "keys/delete", { key })).status).toBe(200);
+    expect(await store.exists(`${prefix}:{${tag}}:key`)).toBe(0);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
