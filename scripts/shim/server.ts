@@ -112,6 +112,21 @@ function clientErrorAnswer(code: string | undefined): { status: number; reason: 
   }
 }
 
+/**
+ * The path of a request target, without a trailing slash. Node passes on an absolute-form
+ * target its parser takes but URL does not (`POST http://[::1 HTTP/1.1`): the caller's
+ * malformed request, a 400, never the shim's own error.
+ */
+function requestPath(target: string | undefined): string {
+  let url: URL;
+  try {
+    url = new URL(target ?? "/", "http://shim");
+  } catch {
+    throw new BadRequest("ERR request target is not a path or URL: POST /, /pipeline or /multi-exec");
+  }
+  return url.pathname.replace(/(.)\/$/, "$1");
+}
+
 /** A Redis URL with its password blanked, for logs and banners. */
 export function redactUrl(url: string): string {
   try {
@@ -305,8 +320,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       res.end(JSON.stringify(body));
     };
     try {
-      const path = new URL(req.url ?? "/", "http://shim").pathname.replace(/(.)\/$/, "$1");
       if (!authorised(req)) return send(401, { error: "Unauthorized" });
+      const path = requestPath(req.url);
       if (path === "/__shim/stats" && req.method === "GET") {
         return send(200, { result: { requests, commands, streams: streams.open(), transactions: pool.stats() } });
       }

@@ -67,6 +67,19 @@ describe("shim answers to malformed HTTP", () => {
     });
   }
 
+  it("answers a request target that is no URL (http://[::1) with a JSON 401 without the token and 400 with it, never a 500", async () => {
+    const target = (auth: string) => `POST http://[::1 HTTP/1.1\r\nhost: shim\r\n${auth}connection: close\r\ncontent-length: 8\r\n\r\n["PING"]`;
+    // the shim itself answers these, in one chunk: its size line, the JSON, then the last chunk
+    const json = (answer: RawAnswer) => JSON.parse(answer.body.split("\r\n")[1]!) as unknown;
+    const anonymous = await exchange(target(""));
+    expect(anonymous.status).toBe(401);
+    expect(json(anonymous)).toEqual({ error: "Unauthorized" });
+    const holder = await exchange(target(`authorization: Bearer ${own.token}\r\n`));
+    expect(holder.status).toBe(400);
+    expect(holder.headers["content-type"]).toBe("application/json");
+    expect(json(holder)).toEqual({ error: expect.stringMatching(/^ERR request target/) });
+  });
+
   it("answers no malformed request that follows a pipelined one still running: that 400 would be read as the first one's answer", async () => {
     const first = JSON.stringify(["INCR", "wire:pipelined"]);
     const answer = await exchange(`${head([`content-length: ${first.length}`])}${first}GARBAGE\r\n\r\n`);
