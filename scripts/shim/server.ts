@@ -39,6 +39,8 @@ export interface ShimOptions {
   maxStreams?: number;
   /** bytes a stream holds for a client that does not read before it is cut (default 8 MiB) */
   streamBacklog?: number;
+  /** a connection quiet this long before its first answer is closed (default 60 s) */
+  idleTimeoutMs?: number;
   /** serve HTTPS with this certificate chain and key (PEM) */
   tls?: { cert: string | Buffer; key: string | Buffer };
   log?: (line: string) => void;
@@ -332,6 +334,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       if (stream) {
         requests++;
         req.resume(); // the client's body ("[]") says nothing the path does not
+        req.socket.setTimeout(0); // a quiet channel may send nothing for hours
         return await streams.serve(stream, res, { "upstash-sync-token": syncToken() });
       }
       // Like Upstash, any content type is read as JSON: `curl -d '["PING"]'` sends a form type.
@@ -354,6 +357,12 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   const listener = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
   const server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
   server.keepAliveTimeout = 30_000;
+  // Node times a request out once its first byte arrives (headersTimeout) and a kept-alive
+  // connection between requests (keepAliveTimeout), but never a connection that sends nothing
+  // at all: anyone who can reach the port, token or not, could hold sockets open for ever.
+  // server.timeout is inactivity until the first answer is done (then keepAliveTimeout takes
+  // over); a request waits on Redis a few seconds at most, and a stream turns it off.
+  server.timeout = options.idleTimeoutMs ?? 60_000;
   // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
     // Never in the middle of a response already under way (raw bytes there would corrupt it),

@@ -143,3 +143,46 @@ describe("shim clients that leave mid-request", () => {
     expect(await own.admin.exists("wire:left")).toBe(0);
   });
 });
+
+describe("shim connections that send nothing", () => {
+  // A shim of its own with a short idle timeout; the default is a minute.
+  let quiet: OwnShim;
+  beforeAll(async () => {
+    quiet = await startOwnShim({ idleTimeoutMs: 500 });
+  });
+  afterAll(async () => {
+    await quiet?.close();
+  });
+
+  /** Milliseconds until the shim closes a connection that never sends a byte (undefined: still open after `waitMs`). */
+  const silentFor = (waitMs: number) =>
+    new Promise<number | undefined>((resolve) => {
+      const url = new URL(quiet.shim.url);
+      const started = Date.now();
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(Date.now() - started));
+      setTimeout(() => {
+        socket.destroy();
+        resolve(undefined);
+      }, waitMs);
+    });
+
+  it("closes a connection that sends no request, where Node's header timeout never starts: anyone could hold sockets without the token", async () => {
+    expect(await silentFor(5000)).toBeLessThan(5000);
+  });
+
+  it("keeps a stream on a quiet channel open past that timeout", async () => {
+    const ch = `quiet:${crypto.randomUUID()}`;
+    const res = await fetch(`${quiet.shim.url}/subscribe/${ch}`, { method: "POST", body: "[]", headers: { authorization: `Bearer ${quiet.token}` } });
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = decoder.decode((await reader.read()).value);
+    expect(text).toBe(`data: subscribe,${ch},1\n\n`);
+    await new Promise((r) => setTimeout(r, 1500));
+    await quiet.client().publish(ch, "still here");
+    text = decoder.decode((await reader.read()).value);
+    expect(text).toBe(`data: message,${ch},still here\n\n`);
+    await reader.cancel();
+  });
+});
