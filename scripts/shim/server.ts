@@ -318,8 +318,13 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   async function handle(req: IncomingMessage, res: ServerResponse) {
     const syncToken = () => `${session}-${++responses}`;
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      // The text before any header: a reply past the longest string V8 makes (Redis holds 512 MB
+      // values, and JSON writes a control byte as six characters) throws here, where the catch
+      // below can still answer it. Thrown after writeHead, the catch's own answer threw again,
+      // out of this handler, and the unhandled rejection ended the process.
+      const text = JSON.stringify(body);
       res.writeHead(status, { "content-type": "application/json", "upstash-sync-token": syncToken(), ...headers });
-      res.end(JSON.stringify(body));
+      res.end(text);
     };
     try {
       if (!authorised(req)) return send(401, { error: "Unauthorized" });

@@ -86,3 +86,20 @@ describe("shim oversized bodies", () => {
     expect(JSON.parse(answer.body)).toEqual({ error: `ERR request body is larger than the limit of ${BODY_LIMIT} bytes` });
   });
 });
+
+describe("shim replies too large for one JSON text", () => {
+  it("answers a reply whose JSON would pass the longest string V8 makes with a JSON 500, and keeps running", async () => {
+    // 90 MB of NUL bytes, cheap to make: JSON writes each as \u0000, six characters, so the
+    // text would be 540 M characters, past V8's limit of about 536 M. Redis holds values up to 512 MB.
+    const k = `limits:nul:${crypto.randomUUID()}`;
+    await own.admin.setrange(k, 90_000_000 - 1, "x");
+    try {
+      const res = await fetch(own.shim.url, { method: "POST", body: JSON.stringify(["GET", k]), headers: { authorization: `Bearer ${own.token}` } });
+      expect(res.status).toBe(500);
+      expect(await res.json()).toEqual({ error: expect.stringMatching(/^ERR /) });
+      expect(await own.client().ping()).toBe("PONG");
+    } finally {
+      await own.admin.del(k);
+    }
+  }, 60_000);
+});
