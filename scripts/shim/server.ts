@@ -134,6 +134,9 @@ export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
     u.password = "";
+    // ioredis takes every query parameter as an option, a password among them (?password=,
+    // ?sentinelPassword=): a URL may carry one there instead
+    for (const name of [...u.searchParams.keys()]) if (/password/i.test(name)) u.searchParams.delete(name);
     return u.href.replace(/\/$/, "");
   } catch {
     return "(unparseable Redis URL)";

@@ -7,4 +7,9 @@ describe("redactUrl", () => {
     expect(redactUrl("rediss://:s3cret@cache.internal:6380")).toBe("rediss://cache.internal:6380");
     expect(redactUrl("redis://127.0.0.1:6379")).toBe("redis://127.0.0.1:6379");
   });
+
+  it("drops a password given as a query parameter, which ioredis takes as one (redis://host?password=…)", () => {
+    expect(redactUrl("redis://cache.internal:6380?password=s3cret")).not.toContain("s3cret");
+    expect(redactUrl("redis://cache.internal:6380/2?db=2&password=s3cret&sentinelPassword=t0p")).toBe("redis://cache.internal:6380/2?db=2");
+  });
 });
