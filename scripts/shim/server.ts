@@ -318,7 +318,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     "/multi-exec": multiExec,
   };
 
-  async function handle(req: IncomingMessage, res: ServerResponse) {
+  /** `unmetExpectation`: the request carries an Expect header other than 100-continue. */
+  async function handle(req: IncomingMessage, res: ServerResponse, unmetExpectation = false) {
     const syncToken = () => `${session}-${++responses}`;
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       // The text before any header: a reply past the longest string V8 makes (Redis holds 512 MB
@@ -331,6 +332,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     };
     try {
       if (!authorised(req)) return send(401, { error: "Unauthorized" });
+      if (unmetExpectation) return send(417, { error: "ERR the shim meets no Expect header but 100-continue: send the request without it" });
       const path = requestPath(req.url);
       if (path === "/__shim/stats" && req.method === "GET") {
         return send(200, { result: { requests, commands, streams: streams.open(), transactions: pool.stats() } });
@@ -364,6 +366,9 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   const listener = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
   const server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
+  // Node answers an Expect header other than 100-continue with a bare 417 of its own, before any
+  // token is checked; the contract wants every non-2xx body in JSON, and a 401 first.
+  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => void handle(req, res, true));
   server.keepAliveTimeout = 30_000;
   // Node times a request out once its first byte arrives (headersTimeout) and a kept-alive
   // connection between requests (keepAliveTimeout), but never a connection that sends nothing

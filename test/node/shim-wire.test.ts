@@ -45,6 +45,9 @@ function exchange(bytes: string | Buffer, halfClose = false): Promise<RawAnswer>
   });
 }
 
+/** The JSON of an answer the shim's handler sent (not Node's parser): one chunk, its size line first. */
+const chunkedJson = (answer: RawAnswer) => JSON.parse(answer.body.split("\r\n")[1]!) as unknown;
+
 const head = (lines: string[]) => `POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${own?.token}\r\n${lines.map((l) => `${l}\r\n`).join("")}\r\n`;
 
 describe("shim answers to malformed HTTP", () => {
@@ -69,15 +72,24 @@ describe("shim answers to malformed HTTP", () => {
 
   it("answers a request target that is no URL (http://[::1) with a JSON 401 without the token and 400 with it, never a 500", async () => {
     const target = (auth: string) => `POST http://[::1 HTTP/1.1\r\nhost: shim\r\n${auth}connection: close\r\ncontent-length: 8\r\n\r\n["PING"]`;
-    // the shim itself answers these, in one chunk: its size line, the JSON, then the last chunk
-    const json = (answer: RawAnswer) => JSON.parse(answer.body.split("\r\n")[1]!) as unknown;
     const anonymous = await exchange(target(""));
     expect(anonymous.status).toBe(401);
-    expect(json(anonymous)).toEqual({ error: "Unauthorized" });
+    expect(chunkedJson(anonymous)).toEqual({ error: "Unauthorized" });
     const holder = await exchange(target(`authorization: Bearer ${own.token}\r\n`));
     expect(holder.status).toBe(400);
     expect(holder.headers["content-type"]).toBe("application/json");
-    expect(json(holder)).toEqual({ error: expect.stringMatching(/^ERR request target/) });
+    expect(chunkedJson(holder)).toEqual({ error: expect.stringMatching(/^ERR request target/) });
+  });
+
+  it("answers an Expect header other than 100-continue with a JSON 417 with the token, and 401 without it", async () => {
+    const expecting = (auth: string) => `POST / HTTP/1.1\r\nhost: shim\r\n${auth}expect: something-else\r\nconnection: close\r\ncontent-length: 8\r\n\r\n["PING"]`;
+    const anonymous = await exchange(expecting(""));
+    expect([anonymous.status, chunkedJson(anonymous)]).toEqual([401, { error: "Unauthorized" }]);
+    const holder = await exchange(expecting(`authorization: Bearer ${own.token}\r\n`));
+    expect(holder.status).toBe(417);
+    expect(holder.headers["content-type"]).toBe("application/json");
+    expect(holder.headers["upstash-sync-token"]).toBeTruthy();
+    expect(chunkedJson(holder)).toEqual({ error: expect.stringMatching(/^ERR /) });
   });
 
   it("answers no malformed request that follows a pipelined one still running: that 400 would be read as the first one's answer", async () => {
