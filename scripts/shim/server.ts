@@ -39,7 +39,7 @@ export interface ShimOptions {
   maxStreams?: number;
   /** bytes a stream holds for a client that does not read before it is cut (default 8 MiB) */
   streamBacklog?: number;
-  /** a connection quiet this long before its first answer is closed (default 60 s) */
+  /** a connection that sends no request for this long is closed (default 60 s) */
   idleTimeoutMs?: number;
   /** serve HTTPS with this certificate chain and key (PEM) */
   tls?: { cert: string | Buffer; key: string | Buffer };
@@ -320,6 +320,10 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   /** `unmetExpectation`: the request carries an Expect header other than 100-continue. */
   async function handle(req: IncomingMessage, res: ServerResponse, unmetExpectation = false) {
+    // The request is here: the idle timeout (server.timeout below) is for connections that send
+    // none. What follows is bounded by Node's request timeouts and the Redis command timeout, and a
+    // stream on a quiet channel may send nothing for hours.
+    req.socket.setTimeout(0);
     const syncToken = () => `${session}-${++responses}`;
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       // The text before any header: a reply past the longest string V8 makes (Redis holds 512 MB
@@ -344,7 +348,6 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       if (stream) {
         requests++;
         req.resume(); // the client's body ("[]") says nothing the path does not
-        req.socket.setTimeout(0); // a quiet channel may send nothing for hours
         return await streams.serve(stream, res, { "upstash-sync-token": syncToken() });
       }
       // Like Upstash, any content type is read as JSON: `curl -d '["PING"]'` sends a form type.
@@ -373,8 +376,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   // Node times a request out once its first byte arrives (headersTimeout) and a kept-alive
   // connection between requests (keepAliveTimeout), but never a connection that sends nothing
   // at all: anyone who can reach the port, token or not, could hold sockets open for ever.
-  // server.timeout is inactivity until the first answer is done (then keepAliveTimeout takes
-  // over); a request waits on Redis a few seconds at most, and a stream turns it off.
+  // server.timeout is inactivity until the first request arrives (handle turns it off, and
+  // after an answer keepAliveTimeout takes over).
   server.timeout = options.idleTimeoutMs ?? 60_000;
   // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
   server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {

@@ -184,6 +184,12 @@ describe("shim connections that send nothing", () => {
     expect(await silentFor(5000)).toBeLessThan(5000);
   });
 
+  it("answers a request that waits on Redis longer than that timeout", async () => {
+    await quiet.admin.call("CLIENT", "PAUSE", "1500", "WRITE");
+    const res = await fetch(quiet.shim.url, { method: "POST", body: JSON.stringify(["SET", "wire:slow", "1"]), headers: { authorization: `Bearer ${quiet.token}` } });
+    expect([res.status, await res.json()]).toEqual([200, { result: "OK" }]);
+  });
+
   it("keeps a stream on a quiet channel open past that timeout", async () => {
     const ch = `quiet:${crypto.randomUUID()}`;
     const res = await fetch(`${quiet.shim.url}/subscribe/${ch}`, { method: "POST", body: "[]", headers: { authorization: `Bearer ${quiet.token}` } });
