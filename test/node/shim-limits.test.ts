@@ -103,3 +103,21 @@ describe("shim replies too large for one JSON text", () => {
     }
   }, 60_000);
 });
+
+describe("shim replies past Redis's output buffer limit", () => {
+  it("answers 503 without holding the reply when Redis caps what it buffers for one client (the README's hardening), and keeps serving", async () => {
+    const k = `limits:big:${crypto.randomUUID()}`;
+    await own.admin.setrange(k, 100_000_000 - 1, "x");
+    await own.admin.config("SET", "client-output-buffer-limit", "normal 64mb 32mb 10");
+    try {
+      // Redis closes the connection at 64 MB: the 100 MB reply never reaches the shim whole
+      const res = await fetch(own.shim.url, { method: "POST", body: JSON.stringify(["GET", k]), headers: { authorization: `Bearer ${own.token}` } });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual({ error: expect.stringMatching(/^ERR /) });
+      expect(await own.client().ping()).toBe("PONG");
+    } finally {
+      await own.admin.config("SET", "client-output-buffer-limit", "normal 0 0 0");
+      await own.admin.del(k);
+    }
+  }, 60_000);
+});
