@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import Redis from "ioredis";
+import { fieldsOf } from "../../src/admin/registry.ts";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rewriteShebang } from "../shim/lua-flags.ts";
 import { ratio, round } from "./stats.ts";
@@ -57,7 +58,7 @@ async function register(redis: Redis, count: number): Promise<void> {
     const p = redis.pipeline();
     for (let j = i; j < Math.min(count, i + 1000); j++) {
       const hash = createHash("sha256").update(`customer-${j}`).digest("hex");
-      p.hset(`bench:{k${j}}:key`, { hash, tier: "t" });
+      p.hset(`bench:{k${j}}:key`, fieldsOf({ tier: "t", disabled: false, overrides: {} }));
       p.zadd("bench:keys", 0, hash);
     }
     for (const [error] of (await p.exec()) ?? []) if (error) throw error;
@@ -231,7 +232,7 @@ export async function measureMemory(url: string, sizes: number[]): Promise<Memor
 
 export interface RegistryMemory {
   entries: number;
-  /** MEMORY USAGE of an entry (a small hash: the key's hash and tier), averaged over a sample */
+  /** MEMORY USAGE of an entry (a small hash: the key's tier), averaged over a sample */
   bytesPerEntry: number;
   /** the index's share per entry */
   indexBytesPerEntry: number;

@@ -73,9 +73,10 @@ const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end red
  * the entry has none, then the field-value pairs after it, in one script: as two commands, a
  * store that filled up between them kept the first alone, a new entry of the default tier,
  * enabled, for a key the import meant to disable. A script that has not yet written is refused
- * whole by a full store, and one that has runs to its end.
+ * whole by a full store, and one that has runs to its end. An entry that names nothing but its
+ * key has no pairs: HSET would refuse to be called without one.
  */
-const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) redis.call('HSET', KEYS[1], unpack(ARGV, 2)) return 1";
+const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if ARGV[2] then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end return 1";
 /** HDEL of ARGV's fields from an entry that exists: 1, or 0 when there is none. */
 const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HDEL', KEYS[1], unpack(ARGV)) return 1";
 
@@ -104,9 +105,11 @@ function entryOf(fields: Record<string, string>): Entry {
   return entry;
 }
 
-function fieldsOf(hash: string, entry: Entry): Record<string, string> {
-  // never empty (Redis keeps no empty hash): a registered key is known even with nothing else set
-  const fields: Record<string, string> = { hash, [FIELD.tier]: entry.tier };
+export function fieldsOf(entry: Entry): Record<string, string> {
+  // Only what the decision script reads, which reads every field: the key's hash is in the
+  // index already, and here it would double the entry's memory and what every decision reads.
+  // Never empty (Redis keeps no empty hash): every entry has its tier.
+  const fields: Record<string, string> = { [FIELD.tier]: entry.tier };
   if (entry.label !== undefined) fields[FIELD.label] = entry.label;
   if (entry.disabled) fields[FIELD.disabled] = "1";
   for (const [rule, o] of Object.entries(entry.overrides)) {
@@ -196,7 +199,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       await redis.zadd(index, { score: 0, member: identity.keyHash! });
       const t = redis.multi();
       t.del(entryKey(identity));
-      t.hset(entryKey(identity), fieldsOf(identity.keyHash!, entry));
+      t.hset(entryKey(identity), fieldsOf(entry));
       await t.exec();
     },
 
@@ -290,7 +293,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const removals = inRequests(redis);
       for (const { identity, entry, given } of items) {
         const key = entryKey(identity);
-        const fields: Record<string, string> = { hash: identity.keyHash! };
+        const fields: Record<string, string> = {};
         if (given.tier) fields[FIELD.tier] = entry.tier;
         if (given.label && entry.label !== undefined) fields[FIELD.label] = entry.label;
         for (const [rule, o] of Object.entries(entry.overrides)) {

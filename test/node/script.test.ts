@@ -532,6 +532,12 @@ describe("the key registry, read in the same call", () => {
     expect(await keyCall("paid", "free")).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
+  it("reads an entry written by an earlier version, which kept the key's hash beside its tier, by its tier", async () => {
+    // all-digit, the one spelling of a hash the override check could take for a number
+    await redis.hset("reg:{r}", { hash: "1".repeat(64), tier: "paid" });
+    expect(await keyCall("paid", "free")).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+  });
+
   it("refuses a disabled key, and applies one key's own limit and window", async () => {
     await redis.hset("reg:{r}", { tier: "paid", "limit:minute": "100", "window:minute": "3600000" });
     expect(await keyCall("paid", "free")).toEqual([1, 99, 3_600_000, 0, 100, 3_600_000]);

@@ -242,6 +242,19 @@ describe("key registry", () => {
     expect(got).toEqual(set);
   });
 
+  it("stores an entry as the fields the decision reads and nothing more: no copy of the key's hash, which every decision would read", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "lean", tier: "paid", overrides: { minute: { limit: 9 } } })).status).toBe(200);
+    // a bare key in an import: the default tier, and no other field to write
+    expect((await admin(a, "keys/import", { entries: [{ key: "bare" }] })).body).toEqual({ imported: 1 });
+    const entryOf = async (key: string) => store.hgetall(`${prefix}:{${((await admin(a, "usage", { key })).body.identity as { tag: string }).tag}}:key`);
+    expect(await entryOf("lean")).toEqual({ tier: "paid", "limit:minute": 9 });
+    expect(await entryOf("bare")).toEqual({ tier: "free" });
+    // the key's hash stays where the list reads it
+    const hashes = ((await admin(a, "keys/list", {})).body.entries as { hash: string }[]).map((e) => e.hash).sort();
+    expect(hashes).toEqual([await hashOf("bare"), await hashOf("lean")].sort());
+  });
+
   it("refuses to register a blank key, or one with a comma, which no request could ever use", async () => {
     const { a } = fleet();
     for (const key of ["   ", "a,b"]) {
