@@ -86,9 +86,10 @@ function connectionListed(headers: Headers, names: readonly string[]): ReadonlyS
 
 /**
  * The names of a client's request that must not reach the origin: hop-by-hop ones (but the
- * Upgrade of a WebSocket handshake), those its `Connection` header lists, those in `drop`
- * (lower case, with `_` read as `-`), and any spelling of a name in `respelled` (one spelling
- * → the one that goes on) but that one, since a CGI origin reads them all as one header.
+ * Upgrade of a WebSocket handshake), those its `Connection` header lists (but the headers the
+ * gate read), those in `drop` (lower case, with `_` read as `-`), and any spelling of a name in
+ * `respelled` (one spelling → the one that goes on) but that one, since a CGI origin reads them
+ * all as one header.
  * Names only are read (the runtime yields them in lower case): values can be long, and each
  * one read is a copy out of the runtime.
  */
@@ -100,7 +101,10 @@ function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: 
     if (keepUpgrade && name === "upgrade") continue;
     const spelling = name.includes("_") ? oneSpelling(name) : name;
     const exact = respelled.get(spelling);
-    if (HOP_BY_HOP.has(name) || listed.has(name) || drop.has(spelling) || (exact !== undefined && exact !== name)) dropped.push(name);
+    // a header the gate decided by goes on even when Connection lists it: dropping the key
+    // header would let a made-up key buy fresh quota for a request the origin serves as anonymous
+    const read = exact === name;
+    if (HOP_BY_HOP.has(name) || (listed.has(name) && !read) || drop.has(spelling) || (exact !== undefined && !read)) dropped.push(name);
   }
   return dropped;
 }
@@ -139,7 +143,8 @@ export interface ForwardOptions {
   /**
    * headers the gate reads (the API key's, the method overrides), as it reads them: only that
    * spelling goes on, never another with `_` for `-` or `-` for `_` that a CGI origin (PHP,
-   * WSGI, Rack) reads as the same header
+   * WSGI, Rack) reads as the same header; and it goes on whatever the client's `Connection`
+   * header lists, so the origin sees what the request was counted as
    */
   respelled?: readonly string[];
 }

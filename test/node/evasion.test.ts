@@ -373,6 +373,34 @@ describe("headers an origin would read another way never reach it", () => {
   });
 });
 
+describe("a Connection header never hides from the origin the key the gate counted", () => {
+  // A proxy drops the headers a Connection header lists (RFC 9110 §7.6.1). Had it dropped the
+  // key header, a caller whose address had spent its quota would send a made-up key, be counted
+  // as that key (fresh quota, each time a new one), and reach the origin as an anonymous caller.
+  it.each([
+    ["x-api-key", (key: string) => key],
+    ["Authorization", (key: string) => `Bearer ${key}`],
+  ])("%s listed in Connection still reaches the origin: an anonymous caller past its address's quota cannot pass as a made-up key", async (header, value) => {
+    const base = await gate({ identity: { header }, rules: [{ name: "m", limit: 1, window: "10m" }] });
+    const ip = freshIpv4();
+    expect((await via(base, "/anything", ip)).status).toBe(200);
+    expect((await via(base, "/anything", ip)).status).toBe(429);
+    const sent = value(`made-up-${crypto.randomUUID()}`);
+    const res = await via(base, "/anything", ip, {
+      headers: [
+        [header, sent],
+        ["Connection", `${header}, x-hop`],
+        ["x-hop", "1"],
+      ],
+    });
+    expect(res.status).toBe(200);
+    const echo = JSON.parse(res.body) as Echo;
+    expect(echo.headers[header.toLowerCase()]).toBe(sent);
+    // the other headers it lists are hop-by-hop as ever
+    expect(echo.headers["x-hop"]).toBeUndefined();
+  });
+});
+
 describe("an API key header sent twice: refused, never a new identity", () => {
   const ADMIN = "evasion-admin-token-0123456789abcdef";
   const denied = "key-on-the-deny-list";
