@@ -232,5 +232,8 @@ describe("methodsOf", () => {
     expect(methods("POST", {}, "https://x/?_%6Dethod=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?%5F%6D%65%74%68%6F%64=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?methods=x")).toEqual(["POST"]);
+    // PHP ends a name at a NUL: "_method\0x" is $_GET['_method']
+    expect(methods("POST", {}, "https://x/?_method%00x=delete")).toEqual(["POST", "DELETE"]);
+    expect(methods("POST", {}, "https://x/?x%00_method=delete")).toEqual(["POST"]);
   });
 });

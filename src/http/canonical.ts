@@ -330,8 +330,15 @@ export const ANY_METHOD = "*";
 /** A form body (Hono reads `_method` from one sent with any method but GET): url-encoded or any multipart. */
 const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/)/i;
 
-/** A query parameter's name as PHP reads it: leading spaces dropped, ` `, `.` and `[` as `_` (`?.method=` is `$_GET['_method']`). */
-const phpName = (name: string) => name.trimStart().replace(/[ .[]/g, "_");
+/**
+ * A query parameter's name as PHP reads it: up to its first NUL (PHP registers names as C
+ * strings, so `?_method%00x=` is `$_GET['_method']`), leading spaces dropped, ` `, `.` and `[`
+ * as `_` (`?.method=` is `$_GET['_method']`).
+ */
+const phpName = (name: string) => {
+  const nul = name.indexOf("\0");
+  return (nul < 0 ? name : name.slice(0, nul)).trimStart().replace(/[ .[]/g, "_");
+};
 
 /**
  * The methods a request may be handled as: its own, GET for HEAD (frameworks serve HEAD with

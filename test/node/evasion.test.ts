@@ -299,6 +299,14 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect((await via(base, "/v1/users/4?_%6Dethod=DELETE", ip, { method: "POST", headers: [["content-length", "0"]] })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
   });
+
+  it("a DELETE rule limits a POST whose query names _method with a NUL and more after it: PHP ends a parameter's name at a NUL, so Laravel and Symfony read _method", async () => {
+    const ip = freshIpv4();
+    expect((await via(base, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
+    for (const query of ["?_method%00=DELETE", "?_method%00x=DELETE", "?.method%00[x]=DELETE"]) {
+      expect((await via(base, `/v1/users/2${query}`, ip, { method: "POST", headers: [["content-length", "0"]] })).status, query).toBe(429);
+    }
+  });
 });
 
 describe("headers an origin would read another way never reach it", () => {
