@@ -1,4 +1,4 @@
-import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders } from "node:http";
+import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { posix } from "node:path";
 import { type Context, Hono } from "hono";
@@ -27,7 +27,8 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   its name decoded (Hono's methodOverride middleware, as Rails, Laravel and Spring do)
  *
  * Handlers answer JSON: which handler ran, the request line and headers as received, and how
- * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo.
+ * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo. A TRACE,
+ * which the app cannot be handed, is answered 405.
  */
 export interface FrameworkOrigin {
   url: string;
@@ -103,7 +104,24 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
   });
   app.all("*", handler("echo"));
 
-  const server = createServer(async (req: IncomingMessage, res) => {
+  const server = createServer((req, res) => {
+    // an origin that failed to answer must say so in its answer: a rejection here would reach
+    // no test but fail whichever one happens to be running
+    serve(req, res).catch((error: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+      res.end(`framework origin: ${String(error)}`);
+    });
+  });
+  async function serve(req: IncomingMessage, res: ServerResponse) {
+    // undici builds no Request of a TRACE (a forbidden method of the fetch standard, with
+    // CONNECT and TRACK, which node:http never hands a request handler), so the app cannot
+    // route one: answered as servers that disable TRACE (Apache's TraceEnable off) answer it
+    if (req.method === "TRACE") {
+      req.resume();
+      res.writeHead(405, { allow: "GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS", "content-length": "0" });
+      res.end();
+      return;
+    }
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.concat(chunks);
@@ -122,7 +140,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
     if (response.headers.has("set-cookie")) out["set-cookie"] = response.headers.getSetCookie();
     res.writeHead(response.status, response.statusText, out);
     res.end(Buffer.from(await response.arrayBuffer()));
-  });
+  }
 
   const sockets = new WebSocketServer({ noServer: true });
   server.on("upgrade", (req, socket, head) => {

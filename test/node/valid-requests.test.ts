@@ -74,6 +74,18 @@ describe("an upload that expects 100 Continue", () => {
   });
 });
 
+describe("a TRACE request, which undici builds no Request of", () => {
+  it("gets the origin's 405 directly and through the gate, counted once", async () => {
+    const direct = await rawRequest(origin().url, { method: "TRACE", target: "/v1/users" });
+    expect(direct.status).toBe(405);
+    expect(direct.headers.allow).toContain("GET");
+    const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, { method: "TRACE", target: "/v1/users", headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(405);
+    expect(res.headers["x-ratelimit-remaining"]).toBe("9");
+  }, 10_000);
+});
+
 describe("an origin that answers a status no response can carry", () => {
   it.each([[103], [600]])("answers %i as a 502 from the origin, logged as the origin's, not as a failure of the gate", async (status) => {
     // an origin of raw sockets: a framework would not write these
