@@ -3,8 +3,8 @@
  * `npm run check-config [-- FILE | -]`: validates RATE_LIMITS offline with the validator the
  * Worker itself uses. No argument: wrangler.toml's [vars]. FILE: a JSON file. "-": JSON on stdin.
  * Exits 0 and lists the limits when valid (with a warning for what a valid configuration still
- * leaves open, such as made-up API keys without an address floor); exits 1 and names each bad
- * field otherwise.
+ * leaves open, such as made-up API keys without an address floor or an IPv6 deny entry narrower
+ * than a caller's network); exits 1 and names each bad field otherwise.
  */
 import { readFileSync } from "node:fs";
 import { configurationWarnings, parseRateLimits } from "../src/config/rate-limits.ts";

@@ -1,6 +1,6 @@
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
-import { ambiguousAddress } from "../decision/identity.ts";
+import { addressBucket, ambiguousAddress } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT } from "../script/limiter.ts";
 
@@ -548,5 +548,28 @@ export function configurationWarnings(config: GateConfig): string[] {
       `identity.unknownKeys is "defaultTier" and no addressRules rule covers every request (enforced, for every method, with no path or "/*"): a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add such an address rule (a per-address floor), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
     );
   }
+  warnings.push(...narrowDenyEntries(config));
+  return warnings;
+}
+
+/**
+ * IPv6 deny entries narrower than the network a caller holds: the network the gate counts as
+ * one caller (`ipv6Prefix`), and never one narrower than a /64, which one customer holds at least
+ * (the admin API counts wrong tokens per /64 for the same reason). Said, not widened: an
+ * operator may mean an entry exactly as written.
+ */
+function narrowDenyEntries(config: GateConfig): string[] {
+  const held = Math.min(config.ipv6Prefix, 64);
+  const network = held === config.ipv6Prefix ? `the /${held} the gate counts as one caller (ipv6Prefix ${config.ipv6Prefix})` : `a /${held}, the least one IPv6 customer holds`;
+  const counted = held === config.ipv6Prefix ? `, while its quota and an admin block of the address are the whole /${held}'s` : "";
+  const warnings: string[] = [];
+  config.lists?.deny?.ips?.forEach((entry, i) => {
+    // validated when the configuration was parsed: every entry is an address or a range
+    const [net, bits] = parseRange(entry)!;
+    if (net.kind() !== "ipv6" || bits <= held) return;
+    warnings.push(
+      `deny.ips[${i}] ("${entry}") covers part of ${network}: the caller moves to another address of its network and is no longer denied${counted}. Write "${addressBucket(net, held)}" to deny the whole network, or keep the entry if you mean that part alone.`,
+    );
+  });
   return warnings;
 }

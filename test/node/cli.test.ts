@@ -65,6 +65,32 @@ describe("npm run check-config", () => {
     expect(missing.status).toBe(1);
     expect(missing.stderr).toMatch(/cannot read .*nope\.json/);
   });
+
+  it("warns about an IPv6 deny entry narrower than the network the gate counts as one caller, naming it and the network to write, and still exits 0", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    const check = (config: Record<string, unknown>) => run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ...config }));
+    const ips = ["198.51.100.7", "2001:db8:1:2::7", "2001:db8:1:2:8000::/80", "2001:db8:3::/64", "2001:db8:4::/48", "::ffff:192.0.2.1"];
+    const byDefault = check({ deny: { ips } });
+    expect(byDefault.status).toBe(0);
+    expect(byDefault.stdout).toContain("✓ standard input is valid");
+    const warnings = byDefault.stdout.split("\n").filter((line) => line.startsWith("⚠"));
+    expect(warnings).toEqual([
+      expect.stringMatching(
+        /^⚠ deny\.ips\[1\] \("2001:db8:1:2::7"\) covers part of the \/64 the gate counts as one caller \(ipv6Prefix 64\): .*another address .*Write "2001:db8:1:2::\/64"/,
+      ),
+      expect.stringMatching(/^⚠ deny\.ips\[2\] \("2001:db8:1:2:8000::\/80"\) covers part of the \/64 .*Write "2001:db8:1:2::\/64"/),
+    ]);
+    // a shorter prefix counts a larger network as one caller: the entry to write is that network
+    expect(check({ deny: { ips }, ipv6Prefix: 48 }).stdout).toMatch(
+      /⚠ deny\.ips\[3\] \("2001:db8:3::\/64"\) covers part of the \/48 .*\(ipv6Prefix 48\).*Write "2001:db8:3::\/48"/,
+    );
+    // a longer prefix counts less, but a caller still holds a whole /64 to move in
+    const perAddress = check({ deny: { ips }, ipv6Prefix: 128 }).stdout;
+    expect(perAddress).toMatch(/⚠ deny\.ips\[1\] \("2001:db8:1:2::7"\) covers part of a \/64, the least one IPv6 customer holds: .*Write "2001:db8:1:2::\/64"/);
+    expect(perAddress).not.toContain("deny.ips[3]");
+    // an allow entry admits no one it does not name: nothing to walk around
+    expect(check({ allow: { ips } }).stdout).not.toContain("⚠");
+  });
 });
 
 describe("npm run shim", () => {
