@@ -8,6 +8,7 @@
  */
 import { readFileSync } from "node:fs";
 import { configurationWarnings, parseRateLimits } from "../src/config/rate-limits.ts";
+import { keyHeaderWarnings } from "../src/gateway/proxy.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
 
@@ -35,4 +36,5 @@ if (!result.ok) {
 }
 console.log(`✓ ${from} is valid:`);
 for (const line of describeLimits(result.config)) console.log(`  ${line}`);
-for (const warning of configurationWarnings(result.config)) console.log(`⚠ ${warning}`);
+// the key header's only with the Worker, which forwards requests: the library's callers read headers themselves
+for (const warning of [...configurationWarnings(result.config), ...keyHeaderWarnings(result.config)]) console.log(`⚠ ${warning}`);

@@ -222,6 +222,31 @@ describe("parseRateLimits", () => {
     expect(r.ok && r.config.tiers.get("default")![0]!.path!.test("/v1/users")).toBe(true);
   });
 
+  it("refuses as the API-key header one that belongs to the connection, or where the gate writes the client address, naming the field and why", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    for (const header of ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Transfer-Encoding", "Upgrade"]) {
+      expect(errorsOf({ rules, identity: { header } }), header).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            `^RATE_LIMITS\\.identity\\.header: "${header}" belongs to the connection, not the request .*the gate never forwards it to the origin.*name a header that carries the key alone`,
+          ),
+        ),
+      ]);
+    }
+    // X-Forwarded-For by default: the gate replaces the client's value with the address
+    expect(errorsOf({ rules, identity: { header: "X-Forwarded-For" } })).toEqual([
+      expect.stringMatching(/^RATE_LIMITS\.identity\.header: "X-Forwarded-For" is where the gate writes the client address for the origin \(clientIpHeader, by default\)/),
+    ]);
+    expect(errorsOf({ rules, identity: { header: "X_Forwarded_For" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
+    // with the address in a header of its own, X-Forwarded-For is one more dropped forwarding header (check-config warns)
+    expect(parseRateLimits({ rules, identity: { header: "X-Forwarded-For" }, clientIpHeader: "x-client-address" }).ok).toBe(true);
+    // another spelling is another header to the gate and the runtime, and goes on to the origin
+    expect(parseRateLimits({ rules, identity: { header: "Keep_Alive" } }).ok).toBe(true);
+    // headers the gate withholds from the origin but could be a credential for the gate alone: accepted (check-config warns)
+    for (const header of ["Proxy-Authorization", "Trailer", "Expect", "X-Real-IP", "X-Original-URL"])
+      expect(parseRateLimits({ rules, identity: { header } }).ok, header).toBe(true);
+  });
+
   it("names the field for each bad request-shaping value", () => {
     const rules = [{ name: "m", limit: 1, window: "1s" }];
     expect(errorsOf({ rules, ipv6Prefix: 47 })).toEqual(["RATE_LIMITS.ipv6Prefix: must be at least 48"]);

@@ -107,6 +107,13 @@ const UNSETTABLE_HEADERS = new Set([
   "cookie",
   "cf-connecting-ip",
 ]);
+/**
+ * Headers that belong to the connection, not the request (RFC 9110 §7.6.1): proxies on the way
+ * act on their values and remove them or write their own, and the gate never forwards them. workerd itself refuses a request whose Transfer-Encoding is no coding it knows, and
+ * joins its own options to a client's Connection (`sk-1, close`). No key can be counted on
+ * to arrive in one as sent, nor to reach the origin, so they are refused as the key header.
+ */
+const CONNECTION_HEADERS = new Set(["connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]);
 const reservedName = (name: string) => `"${name}" is a name every JavaScript object already has; choose another`;
 
 const int = (min: number, max: number) =>
@@ -248,9 +255,23 @@ function crossCheck(c: Raw, root: string): string[] {
       `"${c.identity!.header}" holds every cookie of a request, and the gate reads a header's whole value as the key: name a header that carries the key alone`,
     );
   }
+  const keyHeader = c.identity?.header;
+  if (keyHeader && CONNECTION_HEADERS.has(keyHeader.toLowerCase())) {
+    issue(
+      ".identity.header",
+      `"${keyHeader}" belongs to the connection, not the request (a hop-by-hop header): HTTP acts on its value, proxies on the way remove or rewrite it, and the gate never forwards it to the origin; name a header that carries the key alone, like "x-api-key"`,
+    );
+  }
   const ipHeader = spelling(c.clientIpHeader);
-  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === spelling(c.identity?.header))) {
+  if (ipHeader && (UNSETTABLE_HEADERS.has(ipHeader) || ipHeader === spelling(keyHeader))) {
     issue(".clientIpHeader", `"${c.clientIpHeader}" carries something else to the origin; name a header of its own, like "x-forwarded-for"`);
+  }
+  // the same clash with the default: the gate replaces the client's value with the address
+  if (!ipHeader && keyHeader && spelling(keyHeader) === DEFAULTS.clientIpHeader) {
+    issue(
+      ".identity.header",
+      `"${keyHeader}" is where the gate writes the client address for the origin (clientIpHeader, by default): the origin would never see the key. Name a header that carries the key alone, like "x-api-key"`,
+    );
   }
   if (c.tiers) {
     if (!c.defaultTier) issue(".defaultTier", "is required with tiers");

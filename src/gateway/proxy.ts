@@ -16,6 +16,7 @@
  * const response = await origin.send(origin.prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }), [["X-RateLimit-Limit", "10"]]);
  */
 
+import type { GateConfig } from "../config/rate-limits.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 
 /** The origin could not be reached, or answered what no response can carry: the one failure that is a 502. */
@@ -73,6 +74,56 @@ const FORWARDING_HEADERS = [
  * the gate matched, so they never go on, whatever `passForwardedHeaders` says.
  */
 const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
+
+/**
+ * Why the origin never receives a client's header of this name when the gate reads an API key
+ * from it, or undefined when it goes on — decided as `prepare` decides it (the key header's
+ * own spelling goes on whatever `Connection` lists): hop-by-hop, the client address header
+ * (the gate's value replaces the client's), Expect, a header origins route by, or a
+ * forwarding header that the operator does not pass on.
+ *
+ * @example
+ * withheldFromOrigin("Proxy-Authorization", { clientIpHeader: "x-forwarded-for", passForwardedHeaders: false }); // "hop-by-hop"
+ */
+export function withheldFromOrigin(
+  name: string,
+  options: Pick<ForwardOptions, "clientIpHeader" | "passForwardedHeaders">,
+): "hop-by-hop" | "client-address" | "expect" | "routing" | "forwarding" | undefined {
+  const spelling = oneSpelling(name);
+  if (HOP_BY_HOP.has(name.toLowerCase())) return "hop-by-hop";
+  if (spelling === oneSpelling(options.clientIpHeader)) return "client-address";
+  if (spelling === "expect") return "expect";
+  if (ROUTING_HEADERS.includes(spelling)) return "routing";
+  if (!options.passForwardedHeaders && FORWARDING_HEADERS.includes(spelling)) return "forwarding";
+  return undefined;
+}
+
+const WITHHELD_BECAUSE = {
+  "hop-by-hop": "as a hop-by-hop header",
+  "client-address": "and writes the client address there instead",
+  expect: "and sends the body whole instead",
+  routing: "among the headers origins route by (X-Original-URL and the like), whatever passForwardedHeaders says",
+  forwarding: "among the forwarding headers clients send unless passForwardedHeaders is true",
+} as const;
+
+/**
+ * An API-key header the origin never receives, in words an operator can act on (what
+ * `check-config` prints beside `configurationWarnings`). Said, not refused: a header the gate
+ * alone reads can be a credential for the gate alone. The names that can never carry a key
+ * are refused when the configuration is parsed.
+ */
+export function keyHeaderWarnings(config: Pick<GateConfig, "keyHeader" | "clientIpHeader" | "passForwardedHeaders" | "unknownKeys">): string[] {
+  if (config.keyHeader === undefined) return [];
+  const withheld = withheldFromOrigin(config.keyHeader, config);
+  if (withheld === undefined) return [];
+  const madeUp =
+    config.unknownKeys === "defaultTier"
+      ? ' With identity.unknownKeys "defaultTier", a made-up key gets the default tier\'s quota for a request the origin serves as anonymous: register your keys and set identity.unknownKeys to "reject".'
+      : "";
+  return [
+    `identity.header ("${config.keyHeader}") never reaches the origin: the gate drops it ${WITHHELD_BECAUSE[withheld]}. The origin cannot tell one key from another, or from none: right for a credential meant for the gate alone, but an origin that reads the key needs it in a header that goes on, like "x-api-key" or "Authorization".${madeUp}`,
+  ];
+}
 
 /**
  * What a `Connection` header lists (hop-by-hop for this connection only), as a Set: a client

@@ -91,6 +91,33 @@ describe("npm run check-config", () => {
     // an allow entry admits no one it does not name: nothing to walk around
     expect(check({ allow: { ips } }).stdout).not.toContain("⚠");
   });
+
+  it("warns when the API-key header is one the gate never forwards to the origin, naming the field, why, and what made-up keys then get, and still exits 0", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    // a floor and "reject" silence the made-up-keys warning: only the header's is left
+    const check = (header: string, more: Record<string, unknown> = {}) =>
+      run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, identity: { header, unknownKeys: "reject" }, ...more }));
+    const warned = (header: string, more: Record<string, unknown> = {}) => {
+      const r = check(header, more);
+      expect(r.status, header).toBe(0);
+      return r.stdout.split("\n").filter((line) => line.startsWith("⚠"));
+    };
+    // named as the gate reads it, in lower case
+    const never = (header: string) => new RegExp(`^⚠ identity\\.header \\("${header.toLowerCase()}"\\) never reaches the origin: the gate drops `);
+    expect(warned("Proxy-Authorization")).toEqual([expect.stringMatching(never("Proxy-Authorization"))]);
+    expect(warned("Proxy-Authorization")[0]).toMatch(/as a hop-by-hop header.*a credential meant for the gate alone.*like "x-api-key"/);
+    expect(warned("Trailer")).toEqual([expect.stringMatching(never("Trailer"))]);
+    expect(warned("Expect")).toEqual([expect.stringMatching(never("Expect"))]);
+    expect(warned("X-Original-URL")[0]).toMatch(/the headers origins route by .*whatever passForwardedHeaders says/);
+    expect(warned("X-Real-IP")[0]).toMatch(/forwarding headers clients send unless passForwardedHeaders is true/);
+    expect(warned("X_Real_IP")).toHaveLength(1);
+    // passed on when the operator passes forwarding headers: the origin gets the key
+    expect(warned("X-Real-IP", { passForwardedHeaders: true })).toEqual([]);
+    // made-up keys let through as the default tier: the origin serves them as anonymous
+    const open = check("Proxy-Authorization", { identity: { header: "Proxy-Authorization" }, addressRules: [{ name: "floor", limit: 1000, window: "60s" }] }).stdout;
+    expect(open).toMatch(/With identity\.unknownKeys "defaultTier", a made-up key gets the default tier's quota for a request the origin serves as anonymous/);
+    for (const header of ["x-api-key", "Authorization", "X_API_Key"]) expect(warned(header), header).toEqual([]);
+  });
 });
 
 describe("npm run shim", () => {

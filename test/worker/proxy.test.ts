@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import { withheldFromOrigin } from "../../src/gateway/proxy.ts";
 import worker from "../../src/index.ts";
 import { makeGate, request, services, sha256Hex, statuses } from "./helpers.ts";
 
@@ -51,6 +52,33 @@ describe("proxy to the origin", () => {
     expect(echo.headers["x-drop-me"]).toBeUndefined();
     expect(echo.body).toEqual({ sha256: await sha256Hex(payload), bytes: 50_000 });
     expect(JSON.stringify(echo)).not.toContain(services.shimToken);
+  });
+
+  it("withholds from the origin exactly the key headers withheldFromOrigin names, which check-config warns about", async () => {
+    const names = [
+      "x-api-key",
+      "authorization",
+      "X_API_Key",
+      "proxy-authorization",
+      "proxy-authenticate",
+      "trailer",
+      "expect",
+      "x-real-ip",
+      "X_Real_IP",
+      "x-forwarded-for",
+      "x-original-url",
+    ];
+    for (const passForwardedHeaders of [false, true]) {
+      for (const name of names) {
+        const options = { clientIpHeader: "x-client-address", passForwardedHeaders };
+        const gate = makeGate({ rules: [{ name: "a", limit: 10, window: "1m" }], identity: { header: name }, ...options });
+        const res = await gate(request("/v1/echo", { ip: "192.0.2.79", headers: { [name]: "sk-withheld" } }));
+        expect(res.status, name).toBe(200);
+        const echoed = ((await res.json()) as { headers: Record<string, string> }).headers[name.toLowerCase()];
+        const reaches = echoed === "sk-withheld";
+        expect(reaches, `${name}, passForwardedHeaders ${passForwardedHeaders}`).toBe(withheldFromOrigin(name, options) === undefined);
+      }
+    }
   });
 
   it("a Connection header listing things that are no header names still reaches the origin, charged once", async () => {
