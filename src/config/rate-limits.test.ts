@@ -263,6 +263,9 @@ describe("parseRateLimits", () => {
     // a Cookie header holds every cookie of the request: one more beside the key would be a new identity
     expect(errorsOf({ rules, identity: { header: "Cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: "Cookie" holds every cookie/);
     expect(errorsOf({ rules, identity: { header: "cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
+    // the client's address as a key: every IPv6 address of one customer a caller of its own
+    expect(errorsOf({ rules, identity: { header: "CF-Connecting-IP" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: "CF-Connecting-IP" is the client's address/);
+    expect(errorsOf({ rules, identity: { header: "cf_connecting_ip" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
     expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
     expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
     expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] })).toEqual([

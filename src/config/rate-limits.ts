@@ -255,6 +255,14 @@ function crossCheck(c: Raw, root: string): string[] {
       `"${c.identity!.header}" holds every cookie of a request, and the gate reads a header's whole value as the key: name a header that carries the key alone`,
     );
   }
+  // Cloudflare's copy of the client address: as a key, every address (each of the 2^64 of one
+  // IPv6 customer's /64) would be an identity of its own, walking around ipv6Prefix
+  if (spelling(c.identity?.header) === "cf-connecting-ip") {
+    issue(
+      ".identity.header",
+      `"${c.identity!.header}" is the client's address, and as a key every address would be a caller of its own (every address of one IPv6 network, past ipv6Prefix): leave identity.header unset to limit per address`,
+    );
+  }
   const keyHeader = c.identity?.header;
   if (keyHeader && CONNECTION_HEADERS.has(keyHeader.toLowerCase())) {
     issue(
