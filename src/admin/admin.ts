@@ -107,6 +107,25 @@ const wrongType = () =>
     "A key of this identity in the store holds a value of another type than slidegate writes (set by hand, or by another application using the same prefix). Remove it (keys/delete for a registry entry, unblock for a block, reset for its windows) or give slidegate a prefix of its own.",
   );
 const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request", detail);
+/**
+ * The deepest a body may nest objects and arrays. No route reads past five levels (an import's
+ * {"entries":[{"overrides":{"<rule>":{…}}}]}); JSON.parse takes any depth, but the checks
+ * after it walk a value recursively, and a body of some 100,000 brackets overflowed the stack:
+ * a 500 for what is the caller's mistake.
+ */
+const MAX_BODY_DEPTH = 16;
+
+/** Whether `value` nests objects and arrays deeper than `max`: walked with a stack of its own, as a recursive walk would overflow. */
+function nestsDeeper(value: unknown, max: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]];
+  while (pending.length) {
+    const [v, depth] = pending.pop()!;
+    if (typeof v !== "object" || v === null) continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
 /** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
 /** The fields that name whom a route is about, per kind of route. */
 const NAMED_BY = { any: ["key", "hash", "ip", "user", "tag"], key: ["key", "hash"], none: [] } as const;
@@ -491,6 +510,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       return badRequest('The body must be JSON like {"key":"…"} or {"ip":"…"}.');
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
+    if (nestsDeeper(body, MAX_BODY_DEPTH)) return badRequest(`The body nests deeper than ${MAX_BODY_DEPTH} levels of objects and arrays, which no admin route takes.`);
     const unknown = route.takes && unknownFields(body, [...NAMED_BY[route.who], ...route.takes]);
     if (unknown) return badRequest(unknown);
     // Without identity.header the gate reads no API key from any request: a key named here would

@@ -7,11 +7,12 @@ import { makeGate, request, services, statuses } from "./helpers.ts";
 // authenticate, and a reset reaches the isolates' cached denials within a stated bound.
 
 const ADMIN = "control-admin-token";
+/** An admin call; a string body goes as it is (JSON no serializer would write), anything else as its JSON. */
 const call = (gate: Gate, route: string, options: { token?: string | null; ip?: string; body?: unknown } = {}) =>
   gate(
     new Request(`https://gate.example/__slidegate/${route}`, {
       method: "POST",
-      body: JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
+      body: typeof options.body === "string" ? options.body : JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
       headers: {
         ...(options.token !== null && { authorization: `Bearer ${options.token ?? ADMIN}` }),
         "cf-connecting-ip": options.ip ?? "192.0.2.1",
@@ -334,5 +335,27 @@ describe("a field or query parameter a route does not take", () => {
     expect(await statuses(gate, 1, "/", { ip })).toEqual([429]);
     const entry = await call(gate, "keys/get", { ip: freshIp(), body: { key: "sk-typed" } });
     expect(await entry.json()).toMatchObject({ tier: "default", disabled: false, overrides: {} });
+  });
+});
+
+describe("a body nested deeper than any route reads", () => {
+  it("is refused with 400 saying so, not a 500, and the route writes nothing", async () => {
+    const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 2, window: "1m" }] }, { adminToken: ADMIN });
+    // a few hundred kilobytes of brackets: JSON.parse takes them, a recursive walk of the value overflows the stack
+    const deep = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`;
+    const bodies: [string, string][] = [
+      ["keys/set", `{"key":"sk-nested","label":${deep(100_000)}}`],
+      ["keys/override", `{"key":"sk-nested","rule":"m","limit":${deep(100_000)}}`],
+      ["keys/import", `{"entries":[{"key":"sk-nested","overrides":{"m":{"limit":${deep(100_000)}}}}]}`],
+      ["usage", `{"key":${deep(100_000)}}`],
+    ];
+    for (const [route, body] of bodies) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(res.headers.get("Content-Type"), route).toBe("application/problem+json");
+      expect(((await res.json()) as { detail: string }).detail, route).toMatch(/^The body nests deeper than \d+ levels of objects and arrays/);
+    }
+    expect((await call(gate, "keys/get", { ip: freshIp(), body: { key: "sk-nested" } })).status).toBe(404);
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.internal_error")).toEqual([]);
   });
 });
