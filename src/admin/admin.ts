@@ -21,6 +21,8 @@ const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
 /** A key's SHA-256 as sent: either case is taken, and lower-cased, as the registry and the gate write it. */
 const KEY_HASH = /^[0-9a-f]{64}$/i;
+/** An Authorization value of the Bearer scheme, and all that follows its spaces as the token: a token sent twice, or a word after it, is a wrong one. */
+const BEARER = /^bearer +(.*)$/i;
 /** The tag of an address ("i…") or of an application's own identity ("u…"), as the figures list them. */
 const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 
@@ -166,12 +168,15 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
   const throttled = createDenialCache<true>(10_000);
-  const expected = sha256(`Bearer ${adminToken}`);
+  const expected = sha256(adminToken);
   const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: STORE_TIMEOUT_MS });
 
   const registry = createRegistry({ config, redis });
 
-  const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(request.headers.get("authorization") ?? ""), await expected);
+  // The scheme is read in any case and after any run of spaces, as RFC 9110 §11.1 and §11.4 have
+  // it (and the gate's own key reading, src/decision/api-key.ts): "bearer <token>" compared whole
+  // refused the right token as a wrong one, one of the address's failures spent on each try.
+  const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(BEARER.exec(request.headers.get("authorization") ?? "")?.[1] ?? ""), await expected);
 
   /**
    * Every log of one identity: every rule's of every tier, and (an address's) the address

@@ -8,13 +8,13 @@ import { makeGate, request, services, statuses } from "./helpers.ts";
 
 const ADMIN = "control-admin-token";
 /** An admin call; a string body goes as it is (JSON no serializer would write), anything else as its JSON. */
-const call = (gate: Gate, route: string, options: { token?: string | null; ip?: string; body?: unknown } = {}) =>
+const call = (gate: Gate, route: string, options: { token?: string | null; authorization?: string; ip?: string; body?: unknown } = {}) =>
   gate(
     new Request(`https://gate.example/__slidegate/${route}`, {
       method: "POST",
       body: typeof options.body === "string" ? options.body : JSON.stringify(options.body ?? { ip: "203.0.113.9" }),
       headers: {
-        ...(options.token !== null && { authorization: `Bearer ${options.token ?? ADMIN}` }),
+        ...(options.token !== null && { authorization: options.authorization ?? `Bearer ${options.token ?? ADMIN}` }),
         "cf-connecting-ip": options.ip ?? "192.0.2.1",
       },
     }),
@@ -71,6 +71,20 @@ describe("admin authentication failures", () => {
     const codes: number[] = [];
     for (let i = 0; i < n + 1; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: operator })).status);
     expect(codes).toEqual([...Array(n).fill(401), 429]);
+  });
+
+  it("take the right token after the Bearer scheme in any case and any run of spaces, as RFC 9110 reads it, never counting it as a failure", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    const operator = freshIp();
+    const right = [`bearer ${ADMIN}`, `BEARER ${ADMIN}`, `Bearer   ${ADMIN}`, `bEaReR  ${ADMIN}`];
+    const codes: number[] = [];
+    for (let i = 0; i <= n; i++) for (const authorization of right) codes.push((await call(gate, "usage", { authorization, ip: operator })).status);
+    expect(codes).toEqual(Array((n + 1) * right.length).fill(200));
+    // anything else is a wrong token, counted: no scheme, another scheme, the token sent twice, a word after it
+    const wrong = [ADMIN, `Basic ${ADMIN}`, `Bearer ${ADMIN}, Bearer ${ADMIN}`, `Bearer ${ADMIN} x`, `Bearer${ADMIN}`, `Bearer\t${ADMIN}`];
+    const refused: number[] = [];
+    for (const authorization of [...wrong, ...wrong]) refused.push((await call(gate, "usage", { authorization, ip: operator })).status);
+    expect(refused).toEqual([...Array(n).fill(401), ...Array(2 * wrong.length - n).fill(429)]);
   });
 
   it(`check at most ${n} calls from one address at a time, and shut nobody out once they are answered`, async () => {
