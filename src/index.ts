@@ -21,6 +21,13 @@ export interface GatewayEnv {
 
 /** The shortest admin token the gate accepts. */
 const MIN_ADMIN_TOKEN_LENGTH = 32;
+/**
+ * An admin token no request can carry: a header value loses spaces and tabs at its ends and
+ * cannot hold a line break or another control character. Such a secret (pasted with the newline
+ * a terminal printed after it, say) answered the right token 401, each try one of the address's
+ * failures.
+ */
+const unsendable = (token: string) => /^[ \t]|[ \t]$/.test(token) || [...token].some((c) => (c < " " && c !== "\t") || c === "\u007f");
 
 /**
  * Builds the gate from the environment, or the one error response a bad environment earns: a
@@ -45,25 +52,29 @@ function build(env: GatewayEnv): Gate {
   }
   // Sign-in failures are limited per address, and a caller with many addresses (a /48 holds
   // 65,536 /64s) guesses in parallel: only a token no one can guess keeps the admin API shut.
-  // A shorter one refuses the admin API alone: the requests the gate protects go on as before.
-  const weakAdminToken = Boolean(env.ADMIN_TOKEN) && env.ADMIN_TOKEN!.length < MIN_ADMIN_TOKEN_LENGTH;
-  if (weakAdminToken) {
-    console.error(
-      JSON.stringify({
-        event: "slidegate.config_error",
-        errors: [
-          `ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32); the admin API answers its configuration error until it is`,
-        ],
-      }),
-    );
-  }
+  // A shorter one, or one no header can carry, refuses the admin API alone: the requests the
+  // gate protects go on as before.
+  const adminTokenErrors = !env.ADMIN_TOKEN
+    ? []
+    : [
+        ...(env.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH
+          ? [`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32); the admin API answers its configuration error until it is`]
+          : []),
+        ...(unsendable(env.ADMIN_TOKEN)
+          ? [
+              "ADMIN_TOKEN: holds a space or line break at an end, or a control character, so no Authorization header can carry it as it is (a header value loses spaces at its ends and holds no control character): set it again without them; the admin API answers its configuration error until it is",
+            ]
+          : []),
+      ];
+  const refusedAdminToken = adminTokenErrors.length > 0;
+  if (refusedAdminToken) console.error(JSON.stringify({ event: "slidegate.config_error", errors: adminTokenErrors }));
   return createGate({
     config: parsed.config,
     origin,
     redisUrl: env.UPSTASH_REDIS_REST_URL!,
     redisToken: env.UPSTASH_REDIS_REST_TOKEN!,
-    adminToken: weakAdminToken ? undefined : env.ADMIN_TOKEN || undefined,
-    adminRefused: weakAdminToken,
+    adminToken: refusedAdminToken ? undefined : env.ADMIN_TOKEN || undefined,
+    adminRefused: refusedAdminToken,
     metrics: env.SLIDEGATE_METRICS,
   });
 }

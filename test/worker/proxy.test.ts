@@ -156,6 +156,29 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("refuses an ADMIN_TOKEN no request can carry, with a space or line break at an end or a control character inside, naming it, without echoing it", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const token = "0123456789abcdef0123456789abcdef";
+      // pasted with the newline its terminal printed, say: a header value loses it, so every sign-in was a 401 for the right token
+      for (const secret of [`${token}\n`, ` ${token}`, `${token}\r\n`, `${token.slice(0, 16)}\n${token.slice(16)}`]) {
+        logged.mockClear();
+        const unsendable = env({ ADMIN_TOKEN: secret });
+        expect((await worker.fetch(request(), unsendable)).status).toBe(200);
+        const res = await worker.fetch(
+          new Request("https://gate.example/__slidegate/usage", { method: "POST", headers: { authorization: `Bearer ${secret.replace(/\s/g, "")}` }, body: '{"ip":"192.0.2.1"}' }),
+          unsendable,
+        );
+        expect([JSON.stringify(secret), res.status, ((await res.json()) as { type: string }).type]).toEqual([JSON.stringify(secret), 500, "urn:slidegate:configuration-error"]);
+        const lines = logged.mock.calls.map((c) => String(c[0]));
+        expect(lines.some((l) => l.includes("ADMIN_TOKEN: holds a space or line break at an end, or a control character"))).toBe(true);
+        expect(lines.join("\n")).not.toContain(token.slice(16));
+      }
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("refuses an ADMIN_TOKEN too short to outlast guessing from many addresses: the admin API answers its configuration error, the gate goes on, and the token is never echoed", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
