@@ -270,7 +270,8 @@ function fromCsv(path: string, text: string): FileEntry[] {
       const cell = column === "key" || column === "hash" ? record[i]! : record[i]!.trim();
       if (cell === "") return;
       if (column === "disabled") {
-        const value = BOOLEANS[cell.toLowerCase()];
+        // own properties only: "constructor" would find Object's, a function JSON drops, and the key import enabled
+        const value = Object.hasOwn(BOOLEANS, cell.toLowerCase()) ? BOOLEANS[cell.toLowerCase()] : undefined;
         if (value === undefined) throw new UsageError(`${path} ${at}: "disabled" must be true, false, 1 or 0; nothing was imported`);
         entry.disabled = value;
       } else entry[column] = cell;

@@ -105,6 +105,8 @@ describe("npm run keys, as the README shows it", () => {
     };
     const refused: [string, RegExp][] = [
       ["key,tier,disabled\nsk-csv-1,free,yes\n", /line 2: "disabled" must be true, false, 1 or 0/],
+      // a name every JavaScript object has: read as one, the cell was dropped and the key imported enabled
+      ["key,tier,disabled\nsk-csv-1,free,constructor\n", /line 2: "disabled" must be true, false, 1 or 0/],
       ["key,tier\nsk-csv-2,paid,extra\n", /line 2: 3 cells for 2 columns/],
       ["key,tier,tier\nsk-csv-3,paid,free\n", /column "tier" is named twice/],
       ["key,plan\nsk-csv-4,paid\n", /unknown column "plan"/],
