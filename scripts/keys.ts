@@ -66,7 +66,14 @@ const { values, positionals } = (() => {
       },
     });
   } catch (e) {
-    console.error(`slidegate keys: ${(e as Error).message}`);
+    // node names an unknown option in full, and a key that starts with "-" reads as one: a key
+    // never reaches the terminal, so the option is left unnamed and the ones there are listed
+    const unknown = (e as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION";
+    console.error(
+      unknown
+        ? "slidegate keys: an option it does not know (not repeated here: it may be a key); the options are --hash, --tier, --label, --disabled, --limit, --window, --clear, --cursor, --all and --help. A key that starts with '-' goes after '--', as in: show -- <key>"
+        : `slidegate keys: ${(e as Error).message}`,
+    );
     process.exit(2);
   }
 })();

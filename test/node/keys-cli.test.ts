@@ -201,6 +201,8 @@ describe("npm run keys, as the README shows it", () => {
       ["node scripts/keys.ts delete sk-x extra", /delete takes 1 argument, not 2/],
       ["node scripts/keys.ts show sk-x --tier gold", /show does not take --tier/],
       [`node scripts/keys.ts tier sk-secret-x free --hash ${"ab".repeat(32)}`, /name the key once/],
+      // a key that starts with "-" reads as an option node does not know, and node's message names it
+      ["node scripts/keys.ts show --sk-secret-x", /an option it does not know .*show -- <key>/],
     ];
     for (const [line, message] of cases) {
       const r = run(line);
