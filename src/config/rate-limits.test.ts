@@ -273,6 +273,11 @@ describe("parseRateLimits", () => {
     ]);
   });
 
+  it("names a value nested past any field as the error, rather than overflowing the stack on it", () => {
+    const deep = `{"rules":[{"name":"m","limit":1,"window":"1s"}],"note":${"[".repeat(100_000)}${"]".repeat(100_000)}}`;
+    expect(parseRateLimits(deep)).toEqual({ ok: false, errors: [expect.stringMatching(/^RATE_LIMITS\.note(\[0\]){31}: nests deeper than 32 levels/)] });
+  });
+
   it("refuses names every JavaScript object already has, wherever a name is looked up", () => {
     const rules = [{ name: "m", limit: 1, window: "1s" }];
     const identity = { header: "x-api-key" };

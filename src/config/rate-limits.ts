@@ -482,16 +482,22 @@ const DEFAULTS = {
  * they are: a schema's record drops such keys without a word (`__proto__` would set the
  * prototype), so they are refused before it runs.
  */
-export function reservedKeys(value: unknown, path: string): string[] {
+export function reservedKeys(value: unknown, path: string, depth = 0): string[] {
   if (typeof value !== "object" || value === null) return [];
+  // a walk without end would overflow the stack (a RangeError, no field named): no field of
+  // the configuration or of an admin body nests this deep
+  if (depth >= MAX_DEPTH) return [`${path}: nests deeper than ${MAX_DEPTH} levels of tables and arrays, which no field takes`];
   const found: string[] = [];
   for (const key of Object.keys(value)) {
     const at = Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`;
     if (!Array.isArray(value) && RESERVED.has(key)) found.push(`${at}: ${reservedName(key)}`);
-    found.push(...reservedKeys((value as Record<string, unknown>)[key], at));
+    found.push(...reservedKeys((value as Record<string, unknown>)[key], at, depth + 1));
   }
   return found;
 }
+
+/** Levels of tables and arrays a value may nest (the deepest field, a tier's rule's methods, is at 5). */
+const MAX_DEPTH = 32;
 
 /** "root.path.to.field: message", as every configuration error reads. */
 export function describe(issue: v.BaseIssue<unknown>, root: string): string {
