@@ -402,15 +402,17 @@ async function importFile(path: string | undefined): Promise<unknown> {
  * as of `what` the operator ran (`tier "gold"`), not as the import's ("Nothing was imported:
  * entries[0].tier: …"), which they never sent.
  */
+/**
+ * One field of a key the registry holds, the rest kept: keys/update changes it in one write,
+ * which answers 404 for a key that is not there (one deleted meanwhile stays deleted).
+ */
 async function changeField(what: string, target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
-  await call("keys/get", target);
   try {
-    await call("keys/import", { entries: [{ ...target, ...field }] });
+    return await call("keys/update", { ...target, ...field });
   } catch (e) {
     if (!(e instanceof RefusedError)) throw e;
-    throw new RefusedError(`${what}: ${e.message.replace("Nothing was imported: ", "").replace(/entries\[0\](?:\.\w+)?: /g, "")}`);
+    throw new RefusedError(`${what}: ${e.message.replace(/: (?:tier|disabled): /, ": ")}`);
   }
-  return call("keys/get", target);
 }
 
 try {

@@ -87,7 +87,7 @@ const notFound = () =>
     404,
     "not-found",
     "Not Found",
-    `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`,
+    `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/update, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`,
   );
 const noEntry = () => problem(404, "no-such-key", "No Such Key", "The registry holds no entry for this key.");
 const unauthorized = (sent: boolean) =>
@@ -316,6 +316,22 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       takes: [],
       run: async (identity) => {
         const entry = await registry.get(identity);
+        return entry ? json({ hash: identity.keyHash, ...entry }) : noEntry();
+      },
+    },
+    // a change of some fields of an entry that exists: one write that a delete cannot race (as a
+    // read then a write, the write brought a deleted key back); what the body leaves out stays
+    "keys/update": {
+      who: "key",
+      takes: ["tier", "label", "disabled"],
+      forgets: true,
+      run: async (identity, body) => {
+        const { key: _key, hash: _hash, ...fields } = body;
+        const given = { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined };
+        if (!given.tier && !given.label && !given.disabled) return badRequest('Give at least one of "tier", "label" and "disabled" to change.');
+        const checked = registry.check(fields);
+        if (!checked.ok) return badRequest(checked.errors.join("; "));
+        const entry = await registry.update(identity, checked.entry, given);
         return entry ? json({ hash: identity.keyHash, ...entry }) : noEntry();
       },
     },

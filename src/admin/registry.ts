@@ -77,6 +77,14 @@ const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end red
  * key has no pairs: HSET would refuse to be called without one.
  */
 const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if ARGV[2] then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end return 1";
+/**
+ * Changes some fields of an entry that exists, in one script: ARGV[1] is the count n of the
+ * field-value pairs' arguments to HSET that follow, then fields to HDEL. Answers the entry as
+ * it is after the change, or 0 when there is none. As a read, then a write, a delete between
+ * them was undone: the write made the deleted (revoked) key an entry again, enabled.
+ */
+const UPDATE_IF_HELD =
+  "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end local n = tonumber(ARGV[1]) if n > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, 2, n + 1)) end if #ARGV > n + 1 then redis.call('HDEL', KEYS[1], unpack(ARGV, n + 2)) end return redis.call('HGETALL', KEYS[1])";
 /** HDEL of ARGV's fields from an entry that exists: 1, or 0 when there is none. */
 const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HDEL', KEYS[1], unpack(ARGV)) return 1";
 
@@ -226,6 +234,21 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       p.zrem(index, identity.keyHash!);
       const [deleted] = (await p.exec()) as [number, number];
       return deleted === 1;
+    },
+
+    /**
+     * Changes what `given` names of an existing entry (its tier, label, disabled flag) and keeps
+     * the rest; the entry as it is then, or undefined when there is none (nothing is written).
+     */
+    async update(identity: Identity, entry: Entry, given: Omit<Given, "overrides">): Promise<Entry | undefined> {
+      const set: string[] = [];
+      const drop: string[] = [];
+      if (given.tier) set.push(FIELD.tier, entry.tier);
+      if (given.label && entry.label !== undefined) set.push(FIELD.label, entry.label);
+      if (given.disabled && entry.disabled) set.push(FIELD.disabled, "1");
+      else if (given.disabled) drop.push(FIELD.disabled);
+      const after = await redis.eval(UPDATE_IF_HELD, [entryKey(identity)], [String(set.length), ...set, ...drop]);
+      return Array.isArray(after) ? entryOf(fieldsFrom(after)) : undefined;
     },
 
     /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */

@@ -343,9 +343,12 @@ export const CONSOLE_JS = String.raw`
       controls.push(el("form", { id: "tier-form", onsubmit: function (e) {
         e.preventDefault();
         if (!tiers.value) return;
-        // the tier alone, as a one-entry import (it merges): writing back the entry as this page
-        // read it would undo what changed since, a key disabled meanwhile enabled again
-        act("Move this key to tier \"" + tiers.value + "\"?", "keys/import", { entries: [Object.assign({}, who, { tier: tiers.value })] });
+        // the tier alone: writing back the entry as this page read it would undo what changed
+        // since, a key disabled meanwhile enabled again. keys/update for a key the registry held
+        // (one write: a key deleted meanwhile stays deleted), a one-entry import (it merges) else
+        var question = "Move this key to tier \"" + tiers.value + "\"?";
+        if (entry) act(question, "keys/update", { tier: tiers.value });
+        else act(question, "keys/import", { entries: [Object.assign({}, who, { tier: tiers.value })] });
       } }, [el("button", { "data-action": "tier", text: "Set tier" }), tiers]));
       var ruleNames = [];
       Object.keys(cfg.tiers).forEach(function (t) { cfg.tiers[t].forEach(function (r) { if (ruleNames.indexOf(r.name) < 0) ruleNames.push(r.name); }); });

@@ -212,7 +212,7 @@ describe("the console in a browser", () => {
     // page changes the tier, and the key stays disabled
     expect((await adminCall("keys/import", { entries: [{ key: KEY, disabled: true }] })).status).toBe(200);
     await page.locator("#tier-select").selectOption("free");
-    expect(await act("[data-action=tier]")).toMatch(/^keys\/import: done/);
+    expect(await act("[data-action=tier]")).toMatch(/^keys\/update: done/);
     expect(await text("[data-fact=tier]")).toBe("free");
     expect((await adminCall("keys/get", { key: KEY })).body).toMatchObject({ tier: "free", disabled: true });
     expect((await adminCall("keys/import", { entries: [{ key: KEY, disabled: false }] })).status).toBe(200);
@@ -228,6 +228,13 @@ describe("the console in a browser", () => {
     // the registry holds what the page set
     expect((await adminCall("keys/get", { key: KEY })).body).toMatchObject({ tier: "free", label: "Acme Corp", overrides: { hour: { limit: 20, windowMs: 120_000 } } });
     expect(await withKey()).toBe(200);
+
+    // another operator revokes (deletes) the key while this page shows it registered: a tier set
+    // from the page is refused, and the key stays deleted
+    expect((await adminCall("keys/delete", { key: KEY })).status).toBe(200);
+    await page.locator("#tier-select").selectOption("free");
+    expect(await act("[data-action=tier]")).toMatch(/^keys\/update: refused/);
+    expect((await adminCall("keys/get", { key: KEY })).status).toBe(404);
   }, 60_000);
 
   it("registers a key it showed as unregistered without replacing an entry another operator made meanwhile", async () => {

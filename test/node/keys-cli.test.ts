@@ -214,22 +214,21 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
   });
 
-  it("changes only its own field with tier, disable and enable: another operator's change between its read and its write stays", async () => {
+  it("changes only its own field with tier, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
     const { createServer } = await import("node:http");
     const adminCall = async (route: string, body: unknown) =>
       (await gate.dispatchFetch(`${url}/__slidegate/${route}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) })).json();
-    /** run once, just after the CLI has read the entry and before it writes: another operator's change */
+    /** run once, just before the CLI's write reaches the gate (whatever it read before): another operator's change */
     let meanwhile: (() => Promise<unknown>) | undefined;
     const between = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", async () => {
-        const upstream = await fetch(url + (req.url ?? "/"), { method: "POST", headers: { authorization: String(req.headers.authorization) }, body: Buffer.concat(chunks) });
-        const answer = await upstream.text();
-        const change = req.url?.endsWith("/keys/get") ? meanwhile : undefined;
-        meanwhile = undefined;
+        const change = /\/keys\/(?:update|import|set)$/.test(req.url ?? "") ? meanwhile : undefined;
+        if (change) meanwhile = undefined;
         await change?.();
-        res.writeHead(upstream.status, { "content-type": "application/json" }).end(answer);
+        const upstream = await fetch(url + (req.url ?? "/"), { method: "POST", headers: { authorization: String(req.headers.authorization) }, body: Buffer.concat(chunks) });
+        res.writeHead(upstream.status, { "content-type": "application/json" }).end(await upstream.text());
       });
     });
     await new Promise<void>((resolve) => between.listen(0, "127.0.0.1", resolve));
@@ -253,6 +252,13 @@ describe("npm run keys, as the README shows it", () => {
       meanwhile = () => adminCall("keys/set", { key: "sk-twice", tier: "free", overrides: { minute: { limit: 3 } } });
       expect(await cli(["disable", "sk-twice"])).toBe(0);
       expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "free", disabled: true, overrides: { minute: { limit: 3 } } });
+      // a key revoked (deleted) while another operator enables it stays revoked: the change is refused
+      for (const verb of [["enable"], ["disable"], ["tier", "paid"]]) {
+        await adminCall("keys/set", { key: "sk-revoked", tier: "free", disabled: true });
+        meanwhile = () => adminCall("keys/delete", { key: "sk-revoked" });
+        expect(await cli([verb[0]!, "sk-revoked", ...verb.slice(1)]), verb[0]).toBe(1);
+        expect(await adminCall("keys/get", { key: "sk-revoked" }), verb[0]).toMatchObject({ status: 404 });
+      }
     } finally {
       between.close();
     }

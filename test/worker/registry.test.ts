@@ -255,6 +255,31 @@ describe("key registry", () => {
     expect(hashes).toEqual([await hashOf("bare"), await hashOf("lean")].sort());
   });
 
+  it("keys/update changes the fields it is given of an entry that exists and keeps the rest; a key with no entry stays without one", async () => {
+    const { a, b } = fleet();
+    await admin(a, "keys/set", { key: "sk-upd", tier: "free", label: "Acme", overrides: { minute: { limit: 9 } } });
+    const disabled = await admin(a, "keys/update", { key: "sk-upd", disabled: true });
+    expect(disabled).toEqual({ status: 200, body: { hash: await hashOf("sk-upd"), tier: "free", label: "Acme", disabled: true, overrides: { minute: { limit: 9 } } } });
+    expect((await b(request("/", { key: "sk-upd" }))).status).toBe(403);
+    expect((await admin(a, "keys/update", { key: "sk-upd", tier: "paid", disabled: false })).body).toMatchObject({
+      tier: "paid",
+      label: "Acme",
+      disabled: false,
+      overrides: { minute: { limit: 9 } },
+    });
+    // the isolate that served the change knows at once (b, which refused the key, within denialCacheMaxAge)
+    expect((await a(request("/", { key: "sk-upd" }))).status).toBe(200);
+    // no entry: 404, and none is made (a revoked key is not brought back)
+    expect(await admin(a, "keys/update", { key: "sk-none", disabled: false })).toMatchObject({ status: 404, body: { type: "urn:slidegate:no-such-key" } });
+    expect((await admin(a, "keys/get", { key: "sk-none" })).status).toBe(404);
+    expect(((await admin(a, "keys/list", {})).body.entries as unknown[]).length).toBe(1);
+    // what it cannot change, or nothing at all, is named
+    expect((await admin(a, "keys/update", { key: "sk-upd", tier: "gold" })).body.detail).toMatch(/^tier: "gold" is not a tier/);
+    expect((await admin(a, "keys/update", { key: "sk-upd", overrides: {} })).body.detail).toMatch(/"overrides"/);
+    expect((await admin(a, "keys/update", { key: "sk-upd" })).body.detail).toMatch(/at least one of "tier", "label" and "disabled"/);
+    expect((await admin(a, "keys/get", { key: "sk-upd" })).body).toMatchObject({ tier: "paid", label: "Acme", disabled: false });
+  });
+
   it("refuses to register a blank key, or one with a comma, which no request could ever use", async () => {
     const { a } = fleet();
     for (const key of ["   ", "a,b"]) {
