@@ -321,7 +321,11 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
     }
     const { keys, args } = encode(batch);
     try {
-      await redis.eval(FLUSH_SCRIPT, keys, args);
+      const reply = await redis.eval(FLUSH_SCRIPT, keys, args);
+      // only the script's own 1 or 0 says the batch is in Redis: a store (or a proxy in front
+      // of it) answering anything else did not run it, and a batch dropped on its word would
+      // leave the figures short with nothing counted lost
+      if (reply !== 1 && reply !== 0) throw new Error(`the figures' flush got a reply its script never gives: ${JSON.stringify(reply)?.slice(0, 100)}`);
       retry = undefined;
     } catch {
       // kept as it is, id and all: sent again, it is applied once whether or not this one was

@@ -6,6 +6,7 @@ import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+import { until as waitUntil } from "../helpers/until.ts";
 
 // The console's live figures across isolates of the built Worker: a Redis and a shim of this
 // file's own (so every call the shim counts is this file's), a fault proxy between the gate
@@ -125,6 +126,30 @@ describe("live figures across isolates", () => {
     expect(f.totals.decisions.admitted).toBe(2);
     expect(f.totals.lost).toBe(0);
   }, 120_000);
+
+  it("a flush the store answers with a reply its script never gives is sent again, not taken as applied", async () => {
+    const { fleet, figures } = await setup(1, { fail: "open", rules: [{ name: "hour", limit: 100, window: "1h" }] });
+    // every call answered 200 {"result":"surprise"}: the decisions fail open (and are counted),
+    // and a flush that took that for "applied" would drop its batch without counting it lost
+    const faulted = proxy.faulted;
+    proxy.set({ kind: "wrong-shape" });
+    try {
+      expect(await send(fleet, 3, () => "198.51.100.40")).toEqual([200, 200, 200]);
+      // the three decisions, then at least one flush
+      await waitUntil("a flush met the fault", () => proxy.faulted >= faulted + 4, 60_000);
+    } finally {
+      proxy.set({ kind: "none" });
+    }
+    // a request re-arms the flush of the batch the store never applied
+    expect(await send(fleet, 2, () => "198.51.100.40")).toEqual([200, 200]);
+    await until(figures, (f) => f.totals.all >= 5);
+    await settle();
+    const f = await figures();
+    expect(f.totals.all).toBe(5);
+    expect(f.totals.decisions["failed-open"]).toBe(3);
+    expect(f.totals.decisions.admitted).toBe(2);
+    expect(f.totals.lost).toBe(0);
+  }, 150_000);
 
   it("decisions made while the store is unreachable fail open, are counted, and reach the figures once it is back", async () => {
     const { fleet, figures } = await setup(2, { fail: "open", timeout: 5000, rules: [{ name: "hour", limit: 100, window: "1h" }] });
