@@ -2,7 +2,7 @@ import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
 import { addressBucket, ambiguousAddress } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
-import { MAX_LIMIT } from "../script/limiter.ts";
+import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
 
 /**
  * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
@@ -139,7 +139,7 @@ export function denialCacheFit(rules: number): number {
 // Names become part of Redis keys: keep them short and free of the key separator.
 const NAME = v.pipe(
   v.string(),
-  v.regex(/^[A-Za-z0-9_-]{1,32}$/, "must be 1-32 characters of A-Z a-z 0-9 _ -"),
+  v.regex(NAME_PATTERN, "must be 1-32 characters of A-Z a-z 0-9 _ -"),
   v.check(
     (name) => !RESERVED.has(name),
     (issue) => reservedName(issue.input as string),

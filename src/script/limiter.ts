@@ -135,6 +135,9 @@ function shown(value: unknown): string {
   return value === null || value === undefined ? String(value) : `a ${typeof value}`;
 }
 
+/** A name as the configuration takes it (a rule's, a tier's, the prefix): part of Redis keys, so short and free of the key separator. */
+export const NAME_PATTERN = /^[A-Za-z0-9_-]{1,32}$/;
+
 /** The largest limit a rule, or an API key's own override of one, can have: no request weighs more. */
 export const MAX_LIMIT = 1_000_000;
 
@@ -262,7 +265,9 @@ export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boo
   if (!Array.isArray(reply)) throw malformed();
   const [kind, arg] = reply as unknown[];
   // the registry's answers come only to a call that asked the registry
-  if (keyLookup && kind === 5 && reply.length === 2 && typeof arg === "string" && arg !== "") return { kind: "other-tier", tier: arg };
+  // and name a tier as a configuration can (the registry writes only those): any other text
+  // would go on as the caller's tier into the isolate's cache, the log and the data points
+  if (keyLookup && kind === 5 && reply.length === 2 && typeof arg === "string" && NAME_PATTERN.test(arg)) return { kind: "other-tier", tier: arg };
   if (kind === 2 && reply.length === 2 && typeof arg === "number") {
     // -1 means a block without end, and so does one too long to count (a hand-made block of
     // "9999999999999999999" µs); never 0, so a block in its last millisecond still reads as one

@@ -118,6 +118,36 @@ describe("faults between the Worker and Redis", () => {
     ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
   ])("the store answers %s", (_, result) => withFault({ kind: "reply", result }));
 
+  it("the store names a tier no configuration can hold: a failure by the fail mode, and its text reaches no log line", async () => {
+    // a reply of the registry's shape whose tier is no name (names are 1-32 characters, no `|`),
+    // longer than a data point's blobs may be: it must not pass for a move to another tier
+    const tier = `t${"|".repeat(20_000)}`;
+    const registered = `${prefixOf.keyed}:{${(await identify("k", "tiered-key")).tag}}:key`;
+    const admin = new Redis(redis.url);
+    await admin.hset(registered, { tier: "default" });
+    admin.disconnect();
+    const seen = logs.length;
+    const faulted = proxy.faulted;
+    proxy.set({ kind: "reply", result: [5, tier] });
+    let answer: Answer;
+    try {
+      answer = await ask(keyed, { ...fresh(), "x-api-key": "tiered-key" });
+    } finally {
+      proxy.set({ kind: "none" });
+    }
+    expect(answer).toMatchObject({ status: 200, failOpen: true });
+    // one call: an answer no script gives is not asked again
+    expect(proxy.faulted - faulted).toBe(1);
+    const failure = logs.slice(seen).find((l) => l.includes('"slidegate.store_failure"'));
+    expect(failure, "the failure is logged").toBeDefined();
+    expect(failure).toContain('"tier":"default"');
+    expect(failure).toContain("unexpected reply");
+    // the store's text in a line is cut short, and a tier is a name
+    for (const line of logs.slice(seen)) expect(line.length).toBeLessThan(2_000);
+    // the isolate kept no such tier for the key: limited as its registry entry says, at once
+    expect(await ask(keyed, { ...fresh(), "x-api-key": "tiered-key" })).toMatchObject({ status: 200, failOpen: false });
+  });
+
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
     // each leg 0.6 of the budget: the EVALSHA's NOSCRIPT, then the EVAL that reloads the script
     const admin = new Redis(redis.url);
