@@ -200,7 +200,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       // a full Redis refuses the script, which may write, but still answers reads: an
       // operator's block holds even then, whatever the rules' fail mode
       if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
-        const refused = await refusalWhenFull(redis, keys, key, deadline, edgeNow).catch(() => undefined);
+        const refused = await refusalWhenFull(redis, keys, scope, key, deadline, edgeNow).catch(() => undefined);
         if (refused) return refused;
       }
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
@@ -213,11 +213,14 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
  * What refuses a caller whatever the rules' fail mode, read without the script (which a full
  * Redis refuses), within what is left of the budget: an operator's block (see `blockLeft`),
  * and for an API key, its registry entry disabling it or, for a key nobody configured, its
- * absence. Undefined: nothing does, and the rules' fail mode decides.
+ * absence. For an API key asked about in another tier than its own (`tier`), that tier, as the
+ * script would answer it: the fail mode is its rules'. Undefined: nothing does, and the rules'
+ * fail mode decides.
  */
 async function refusalWhenFull(
   redis: Redis,
   keys: readonly string[],
+  tier: string,
   key: KeyLookup | undefined,
   deadline: number,
   edgeNow: (() => number) | undefined,
@@ -232,14 +235,26 @@ async function refusalWhenFull(
   if (key) {
     p.hget(entry, "disabled");
     p.exists(entry);
+    p.hget(entry, "tier");
   }
-  const [value, ttl, time, disabled, registered] = (await within(left, () => p.exec())) as [string | null, number, [string, string], string | null, number];
+  const [value, ttl, time, disabled, registered, entryTier] = (await within(left, () => p.exec())) as [
+    string | null,
+    number,
+    [string, string],
+    string | null,
+    number,
+    string | null,
+  ];
   const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
   const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
   if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
   if (!key) return undefined;
   if (String(disabled) === "1") return { kind: "disabled-key" };
   if (Number(registered) === 0 && key.fallback === "") return { kind: "unknown-key" };
+  // the tier whose rules the key answers to, as the script reads it: a key the registry moved
+  // to a tier that fails closed must not fail open by the rules of the tier an isolate assumed
+  const own = entryTier === null || entryTier === undefined ? key.fallback : String(entryTier);
+  if (own !== tier && NAME_PATTERN.test(own)) return { kind: "other-tier", tier: own };
   return undefined;
 }
 

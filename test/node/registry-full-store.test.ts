@@ -62,7 +62,7 @@ beforeAll(async () => {
   const RATE_LIMITS = rateLimits({
     identity: { header: "x-api-key", unknownKeys: "defaultTier" },
     defaultTier: "free",
-    tiers: { free: { rules: [{ name: "minute", limit: 5, window: "1m" }] }, paid: { rules: [{ name: "minute", limit: 50, window: "1m" }] } },
+    tiers: { free: { rules: [{ name: "minute", limit: 5, window: "1m" }] }, paid: { rules: [{ name: "minute", limit: 50, window: "1m", fail: "closed" }] } },
   });
   gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxyUrl, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN: ADMIN });
 }, 60_000);
@@ -124,5 +124,21 @@ describe("the registry on a full store (noeviction)", () => {
     await fullAt("zadd", () => call("keys/import", { entries: [{ key, disabled: true, label: "fraud" }] }), true);
     expect((await call("keys/get", { key })).status).toBe(404);
     expect(((await call("keys/list", { limit: 1000 })).body.entries as { label?: string }[]).some((e) => e.label === "fraud")).toBe(false);
+  });
+
+  it("a key the registry moved to a tier that fails closed is refused 503 by a full store, on an isolate that never saw the move", async () => {
+    // this isolate has not decided the key: it would ask with its configured tier (the default,
+    // free, which fails open); the registry's tier, read without the script, decides the fail mode
+    const key = `full-moved-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "paid" })).status).toBe(200);
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const res = await gate.dispatchFetch("http://gate.example/", { headers: { "x-api-key": key, "cf-connecting-ip": "198.51.100.3" } });
+      await res.arrayBuffer();
+      expect(res.status).toBe(503);
+      expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
   });
 });
