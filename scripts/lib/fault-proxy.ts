@@ -12,8 +12,12 @@ export type Fault =
   | { kind: "malformed" } // 200 with a body that is not JSON
   | { kind: "wrong-shape" } // 200 with JSON the script never returns
   | { kind: "reply"; result: unknown } // 200 with this result: well-typed, and wrong
+  | { kind: "echo"; status: number; pad?: number } // a page that quotes the credentials it was sent (ECHO_PREFIX, then the Authorization header), after `pad` characters
   | { kind: "drop" } // the connection is cut
   | { kind: "lost-reply" }; // the shim answers, and the connection is cut before the answer reaches the client
+
+/** What an "echo" fault's page says before the Authorization header it quotes. */
+export const ECHO_PREFIX = "Refused credentials: ";
 
 export interface FaultProxy {
   url: string;
@@ -45,6 +49,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         return res.writeHead(200, { "content-type": "application/json" }).end('{"result":"surprise"}');
       case "reply":
         return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ result: current.result }));
+      case "echo":
+        return res.writeHead(current.status, { "content-type": "text/plain" }).end(`${"-".repeat(current.pad ?? 0)}${ECHO_PREFIX}${req.headers.authorization}`);
       case "drop":
         return req.socket.destroy();
       case "slow":

@@ -163,7 +163,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
   // a store outage fails every admin call alike, unauthenticated ones included: a full line a
   // second, the rest counted, so a flood of them cannot flood the log
-  const failures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, write: (line) => log("error", line) });
+  const failures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, secret: options.redisToken, write: (line) => log("error", line) });
   const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { createFailureLog } from "./failure-log.ts";
+import { createFailureLog, withoutSecret } from "./failure-log.ts";
 
 function harness(intervalMs = 1000) {
   let t = 0;
@@ -51,5 +51,25 @@ describe("store failure log", () => {
     expect(h.log.due()).toBe(false);
     h.log.flush();
     expect(h.lines).toHaveLength(1);
+  });
+});
+
+describe("withoutSecret", () => {
+  it("takes out every whole occurrence, and a start of the secret that ends the text where an excerpt cut it", () => {
+    const secret = "0123456789abcdef";
+    expect(withoutSecret(`a ${secret} b ${secret}`, secret)).toBe("a [redacted] b [redacted]");
+    expect(withoutSecret("Bearer 012345678...", secret)).toBe("Bearer [redacted]...");
+    expect(withoutSecret("Bearer 0123456…", secret)).toBe("Bearer [redacted]…");
+    expect(withoutSecret("Bearer 01234", secret)).toBe("Bearer [redacted]");
+    // three characters say little and match by chance
+    expect(withoutSecret("code 012", secret)).toBe("code 012");
+    expect(withoutSecret("no secret here", secret)).toBe("no secret here");
+  });
+
+  it("is applied before the line's own cut, which could leave a start of the secret", () => {
+    const lines: Record<string, unknown>[] = [];
+    const log = createFailureLog({ event: "e", write: (l) => lines.push(l), maxErrorLength: 12, secret: "0123456789abcdef" });
+    log.record({ error: "Bearer 0123456789abcdef" });
+    expect(lines[0]!.error).toBe("Bearer [reda…");
   });
 });

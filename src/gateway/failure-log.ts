@@ -28,6 +28,32 @@ export interface FailureLogOptions {
   intervalMs?: number;
   /** the longest error text a line carries (default 300 characters) */
   maxErrorLength?: number;
+  /**
+   * a secret no line may carry: the store's token, which a store or a proxy in front of it can
+   * quote back in an error page that the client then quotes in its error
+   */
+  secret?: string;
+}
+
+/** The least of a secret's start that is cut from the end of a text: shorter runs say little, and match by chance. */
+const SECRET_PREFIX = 4;
+
+/**
+ * `text` without `secret`: every whole occurrence, and a start of it that ends the text (before
+ * an ellipsis), where the client's excerpt of a reply cut it short.
+ *
+ * @example
+ * withoutSecret("Refused: Bearer s3cr…", "s3cret-token"); // "Refused: Bearer [redacted]…"
+ */
+export function withoutSecret(text: string, secret: string): string {
+  if (secret.length < SECRET_PREFIX) return text;
+  const out = text.split(secret).join("[redacted]");
+  const tail = /(\.\.\.|…)?$/.exec(out)![0];
+  const body = out.slice(0, out.length - tail.length);
+  for (let n = Math.min(secret.length - 1, body.length); n >= SECRET_PREFIX; n--) {
+    if (body.endsWith(secret.slice(0, n))) return `${body.slice(0, body.length - n)}[redacted]${tail}`;
+  }
+  return out;
 }
 
 export interface FailureLog {
@@ -40,7 +66,7 @@ export interface FailureLog {
 }
 
 export function createFailureLog(options: FailureLogOptions): FailureLog {
-  const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300 } = options;
+  const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300, secret } = options;
   let lastFull = Number.NEGATIVE_INFINITY;
   let counted = 0;
   let from = 0;
@@ -63,7 +89,9 @@ export function createFailureLog(options: FailureLogOptions): FailureLog {
       }
       flush();
       lastFull = t;
-      const error = fields.error.length > maxErrorLength ? `${fields.error.slice(0, maxErrorLength)}…` : fields.error;
+      // the secret out before the cut, which could leave a start of it where it could not be found
+      const text = secret ? withoutSecret(fields.error, secret) : fields.error;
+      const error = text.length > maxErrorLength ? `${text.slice(0, maxErrorLength)}…` : text;
       write({ event, ...fields, error });
     },
     due: () => counted > 0 && now() - lastFull >= intervalMs,

@@ -117,7 +117,7 @@ export function createGate(options: GateOptions): Gate {
     },
   });
   // a store outage fails every request alike: a full line per interval, the rest counted
-  const failures = createFailureLog({ event: "slidegate.store_failure", now: options.now, write: (line) => safeLog("error", line) });
+  const failures = createFailureLog({ event: "slidegate.store_failure", now: options.now, secret: options.redisToken, write: (line) => safeLog("error", line) });
   // the console's figures: counted in memory, flushed after responses (src/gateway/live-figures.ts)
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })

@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import Redis from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
+import { ECHO_PREFIX, type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { identify, ipIdentity } from "../../src/decision/identity.ts";
-import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
+import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 
 // A store of this file's own, with the fault proxy between the Worker and the shim:
 // Worker → fault proxy → shim → redis-server. Two fleets of two isolates, one per fail mode.
@@ -14,6 +14,8 @@ const TIMEOUT = 500;
 const MARGIN = 700; // workerd, the proxy and a loaded CI machine on top of the budget
 const LIMIT = 5;
 
+/** the store's token, which a store or a proxy in front of it may quote back */
+const token = randomBytes(16).toString("hex");
 let redis: LocalRedis;
 let shim: RunningShim;
 let proxy: FaultProxy;
@@ -26,7 +28,6 @@ const prefixOf: Record<string, string> = {};
 const logs: string[] = [];
 
 beforeAll(async () => {
-  const token = randomBytes(16).toString("hex");
   redis = await startRedis();
   shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
   proxy = await startFaultProxy(shim.url);
@@ -146,6 +147,39 @@ describe("faults between the Worker and Redis", () => {
     for (const line of logs.slice(seen)) expect(line.length).toBeLessThan(2_000);
     // the isolate kept no such tier for the key: limited as its registry entry says, at once
     expect(await ask(keyed, { ...fresh(), "x-api-key": "tiered-key" })).toMatchObject({ status: 200, failOpen: false });
+  });
+
+  // the client quotes the first 200 characters of a body it cannot parse: whole, or cut inside the token
+  it.each([
+    ["whole", 0],
+    ["cut inside the token", 200 - ECHO_PREFIX.length - "Bearer ".length - token.length / 2],
+  ])("the store's error page quotes the token it was sent (%s): the fail mode holds, and no log line holds the token or part of it", async (_, pad) => {
+    // an isolate of its own, so its first failures are written in full; the admin API logs its own
+    const lines: string[] = [];
+    const ADMIN_TOKEN = randomBytes(32).toString("hex");
+    const RATE_LIMITS = rateLimits({ fail: "open", timeout: TIMEOUT, rules: [{ name: "default", limit: LIMIT, window: "10m" }] });
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, (line) => lines.push(line));
+    proxy.set({ kind: "echo", status: 401, pad });
+    try {
+      const res = await gate.dispatchFetch("http://gate.example/", { headers: fresh() });
+      await res.arrayBuffer();
+      expect(res.status).toBe(200);
+      expect(res.headers.get("X-Slidegate-Fail-Open")).toBe("store-unavailable");
+      const usage = await gate.dispatchFetch("http://gate.example/__slidegate/usage", {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...fresh() },
+        body: JSON.stringify({ ip: "203.0.113.9" }),
+      });
+      expect(usage.status).toBe(503);
+      expect(await usage.text()).not.toContain(token.slice(0, 8));
+    } finally {
+      proxy.set({ kind: "none" });
+      await gate.dispose();
+    }
+    const written = lines.filter((l) => l.includes("store_failure"));
+    // both lines were written in full, the store's own words in them
+    expect(written.filter((l) => l.includes(ECHO_PREFIX))).toHaveLength(2);
+    for (const line of written) expect(line).not.toContain(token.slice(0, 8));
   });
 
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
