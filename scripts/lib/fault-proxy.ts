@@ -12,6 +12,7 @@ export type Fault =
   | { kind: "malformed" } // 200 with a body that is not JSON
   | { kind: "wrong-shape" } // 200 with JSON the script never returns
   | { kind: "reply"; result: unknown } // 200 with this result: well-typed, and wrong
+  | { kind: "body"; body: string } // 200 with this body, as it is
   | { kind: "echo"; status: number; pad?: number } // a page that quotes the credentials it was sent (ECHO_PREFIX, then the Authorization header), after `pad` characters
   | { kind: "drop" } // the connection is cut
   | { kind: "lost-reply" }; // the shim answers, and the connection is cut before the answer reaches the client
@@ -21,7 +22,8 @@ export const ECHO_PREFIX = "Refused credentials: ";
 
 export interface FaultProxy {
   url: string;
-  set(fault: Fault): void;
+  /** breaks every call from now on, but those whose body `spare` accepts (they reach the shim as they are) */
+  set(fault: Fault, spare?: (body: string) => boolean): void;
   /** requests that met a fault so far */
   readonly faulted: number;
   close(): Promise<void>;
@@ -35,10 +37,11 @@ async function body(req: IncomingMessage): Promise<Buffer> {
 
 export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let fault: Fault = { kind: "none" };
+  let spared: ((body: string) => boolean) | undefined;
   let faulted = 0;
   const server = createServer(async (req, res) => {
     const payload = await body(req);
-    const current = fault;
+    const current: Fault = spared?.(payload.toString()) ? { kind: "none" } : fault;
     if (current.kind !== "none") faulted++;
     switch (current.kind) {
       case "status":
@@ -49,6 +52,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         return res.writeHead(200, { "content-type": "application/json" }).end('{"result":"surprise"}');
       case "reply":
         return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ result: current.result }));
+      case "body":
+        return res.writeHead(200, { "content-type": "application/json" }).end(current.body);
       case "echo":
         return res.writeHead(current.status, { "content-type": "text/plain" }).end(`${"-".repeat(current.pad ?? 0)}${ECHO_PREFIX}${req.headers.authorization}`);
       case "drop":
@@ -73,7 +78,10 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    set: (next) => (fault = next),
+    set: (next, spare) => {
+      fault = next;
+      spared = spare;
+    },
     get faulted() {
       return faulted;
     },

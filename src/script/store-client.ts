@@ -1,4 +1,4 @@
-import { Redis } from "@upstash/redis/cloudflare";
+import { errors, Redis } from "@upstash/redis/cloudflare";
 
 /** The signal of the call `within` is starting right now; the client reads it as the call starts. */
 let starting: AbortSignal | undefined;
@@ -15,17 +15,56 @@ let starting: AbortSignal | undefined;
  * await redis.hgetall("sg:{kAbc}:key");
  */
 export function storeClient(options: { url: string; token: string; timeoutMs: number; plainJson?: boolean }): Redis {
-  return new Redis({
-    url: options.url,
-    token: options.token,
-    retry: { retries: 0 },
-    signal: () => starting ?? AbortSignal.timeout(options.timeoutMs),
-    enableAutoPipelining: false,
-    enableTelemetry: false,
-    automaticDeserialization: false,
-    // plain JSON replies skip decoding every string from base64: for replies known to be text
-    ...(options.plainJson ? { responseEncoding: false as const } : {}),
-  });
+  return checkingReplies(
+    new Redis({
+      url: options.url,
+      token: options.token,
+      retry: { retries: 0 },
+      signal: () => starting ?? AbortSignal.timeout(options.timeoutMs),
+      enableAutoPipelining: false,
+      enableTelemetry: false,
+      automaticDeserialization: false,
+      // plain JSON replies skip decoding every string from base64: for replies known to be text
+      ...(options.plainJson ? { responseEncoding: false as const } : {}),
+    }),
+  );
+}
+
+/** One command's answer as the REST API frames it: an error, or a result (null for nil). */
+const framed = (reply: unknown) =>
+  typeof reply === "object" && reply !== null && !Array.isArray(reply) && ((reply as { error?: unknown }).error ? true : (reply as { result?: unknown }).result !== undefined);
+
+/** The part of the client's requester a store call goes through (a protected field of `Redis`). */
+interface Requester {
+  request(req: { path?: string[]; body?: unknown }): Promise<unknown>;
+}
+
+/**
+ * `redis` with every reply checked for the frame the REST API gives it (`{"result": …}` or
+ * `{"error": …}`; a pipeline, an array of those, one per command) before the client reads it.
+ * The client reads any other frame with a TypeError of its own ("Request did not return a
+ * result", "n.map is not a function"), which is what a bug in the gate throws: a store, or a
+ * proxy in front of it, that answers `{}` or `[]` made the admin API answer a logged 500
+ * internal error. An UpstashError is a store failure, as every caller handles one.
+ */
+function checkingReplies(redis: Redis): Redis {
+  const requester = (redis as unknown as { client: Requester }).client;
+  const request = requester.request.bind(requester);
+  requester.request = async (req) => {
+    let reply: unknown;
+    try {
+      reply = await request(req);
+    } catch (e) {
+      // the client's own reading of a reply it got (a JSON null, read for its result)
+      if (e instanceof TypeError && !(e instanceof DOMException)) throw new errors.UpstashError(`the store's reply could not be read: ${e.message}`, { cause: e });
+      throw e;
+    }
+    const commands = req.path?.some((part) => part === "pipeline" || part === "multi-exec") && Array.isArray(req.body) ? req.body.length : undefined;
+    const fits = commands === undefined ? framed(reply) : Array.isArray(reply) && reply.length === commands && reply.every(framed);
+    if (!fits) throw new errors.UpstashError(`the store's reply is not framed as the REST API frames one: ${JSON.stringify(reply)?.slice(0, 200)}`);
+    return reply;
+  };
+  return redis;
 }
 
 /**
