@@ -195,8 +195,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   /** Now in µs on the clock the script decides by. */
   const clock = async () => {
     if (config.clock === "edge") return Math.round(isolateNow() * 1000);
-    const [seconds, micros] = (await redis.time()).map(Number) as [number, number];
-    return seconds * 1_000_000 + micros;
+    const time: unknown = await redis.time();
+    const [seconds, micros] = Array.isArray(time) && time.length === 2 ? time.map(Number) : [];
+    // a store answering TIME with anything but two whole numbers is failing, not the gate
+    if (!Number.isSafeInteger(seconds) || !Number.isSafeInteger(micros)) throw new LimiterError(`the store answered TIME with ${JSON.stringify(time)?.slice(0, 100)}`);
+    return seconds! * 1_000_000 + micros!;
   };
 
   async function usage(identity: Identity) {

@@ -182,30 +182,14 @@ describe("faults between the Worker and Redis", () => {
     for (const line of written) expect(line).not.toContain(token.slice(0, 8));
   });
 
-  it.each([
-    ["{}", "no result"],
-    ["[]", "an empty pipeline's answer"],
-  ])("a store that answers %s (%s) once the operator is signed in: every admin route answers 503 store-unavailable, never a 500", async (body) => {
+  /** Each admin route's status and problem type while the store answers `fault` to every call but the sign-in's (its count, by script, and the take-back). */
+  async function adminAnswers(fault: Fault, routes: readonly (readonly [string, unknown])[]) {
     const lines: string[] = [];
     const ADMIN_TOKEN = randomBytes(32).toString("hex");
     const RATE_LIMITS = rateLimits({ identity: { header: "x-api-key" }, rules: [{ name: "default", limit: LIMIT, window: "10m" }] });
     const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, (line) => lines.push(line));
-    const routes: [string, unknown][] = [
-      ["usage", { ip: "203.0.113.9" }],
-      ["usage", { key: "some-key" }],
-      ["block", { ip: "203.0.113.9", seconds: 60 }],
-      ["unblock", { ip: "203.0.113.9" }],
-      ["reset", { ip: "203.0.113.9" }],
-      ["keys/get", { key: "some-key" }],
-      ["keys/set", { key: "some-key", tier: "default" }],
-      ["keys/delete", { key: "some-key" }],
-      ["keys/list", {}],
-      ["keys/import", { entries: [{ key: "other-key", tier: "default" }] }],
-      ["figures", { minutes: 10 }],
-    ];
     const answers: string[] = [];
-    // the sign-in's own calls (its count, by script, and the take-back) reach the store
-    proxy.set({ kind: "body", body }, (call) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call));
+    proxy.set(fault, (call) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call));
     try {
       for (const [route, payload] of routes) {
         const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
@@ -220,8 +204,45 @@ describe("faults between the Worker and Redis", () => {
       proxy.set({ kind: "none" });
       await gate.dispose();
     }
-    expect(answers).toEqual(routes.map(([route]) => `${route} 503 urn:slidegate:store-unavailable`));
-    expect(lines.filter((l) => l.includes("internal_error"))).toEqual([]);
+    return { answers, internalErrors: lines.filter((l) => l.includes("internal_error")) };
+  }
+  const storeUnavailable = (routes: readonly (readonly [string, unknown])[]) => routes.map(([route]) => `${route} 503 urn:slidegate:store-unavailable`);
+
+  it.each([
+    ["{}", "no result"],
+    ["[]", "an empty pipeline's answer"],
+  ])("a store that answers %s (%s) once the operator is signed in: every admin route answers 503 store-unavailable, never a 500", async (body) => {
+    const routes = [
+      ["usage", { ip: "203.0.113.9" }],
+      ["usage", { key: "some-key" }],
+      ["block", { ip: "203.0.113.9", seconds: 60 }],
+      ["unblock", { ip: "203.0.113.9" }],
+      ["reset", { ip: "203.0.113.9" }],
+      ["keys/get", { key: "some-key" }],
+      ["keys/set", { key: "some-key", tier: "default" }],
+      ["keys/delete", { key: "some-key" }],
+      ["keys/list", {}],
+      ["keys/import", { entries: [{ key: "other-key", tier: "default" }] }],
+      ["figures", { minutes: 10 }],
+    ] as const;
+    const { answers, internalErrors } = await adminAnswers({ kind: "body", body }, routes);
+    expect(answers).toEqual(storeUnavailable(routes));
+    expect(internalErrors).toEqual([]);
+  });
+
+  it.each([
+    ["nil", null],
+    ["a string", "surprise"],
+    ["a hash", { a: 1 }],
+  ])("a store whose TIME answers %s: usage and block, which read the store's clock, answer 503 store-unavailable, never a 500", async (_, result) => {
+    const routes = [
+      ["usage", { ip: "203.0.113.9" }],
+      ["usage", { key: "some-key" }],
+      ["block", { ip: "203.0.113.9", seconds: 60 }],
+    ] as const;
+    const { answers, internalErrors } = await adminAnswers({ kind: "reply", result }, routes);
+    expect(answers).toEqual(storeUnavailable(routes));
+    expect(internalErrors).toEqual([]);
   });
 
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
