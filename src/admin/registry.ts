@@ -1,4 +1,4 @@
-import type { Redis } from "@upstash/redis/cloudflare";
+import { errors, type Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
 import { describe, type GateConfig, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
@@ -248,7 +248,9 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       if (given.disabled && entry.disabled) set.push(FIELD.disabled, "1");
       else if (given.disabled) drop.push(FIELD.disabled);
       const after = await redis.eval(UPDATE_IF_HELD, [entryKey(identity)], [String(set.length), ...set, ...drop]);
-      return Array.isArray(after) ? entryOf(fieldsFrom(after)) : undefined;
+      if (after === 0) return undefined;
+      if (!Array.isArray(after)) throw new errors.UpstashError("the store answered the entry's update with no entry");
+      return entryOf(fieldsFrom(after));
     },
 
     /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */
@@ -267,7 +269,9 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
 
     /** A page of entries in the order of their hashes, after `cursor` (the last hash of the page before). */
     async list(cursor: string | undefined, limit: number, tagOf: (hash: string) => Identity) {
-      const hashes = (await redis.zrange(index, cursor ? `(${cursor}` : "-", "+", { byLex: true, offset: 0, count: limit })) as string[];
+      const hashes: unknown = await redis.zrange(index, cursor ? `(${cursor}` : "-", "+", { byLex: true, offset: 0, count: limit });
+      // a reply no ZRANGE gives (nil, a number) is the store's failure, not a bug of the gate's
+      if (!Array.isArray(hashes) || !hashes.every((h) => typeof h === "string")) throw new errors.UpstashError("the store answered the index's ZRANGE with no list of hashes");
       if (hashes.length === 0) return { entries: [], cursor: null };
       const p = redis.pipeline();
       for (const hash of hashes) p.hgetall(entryKey(tagOf(hash)));

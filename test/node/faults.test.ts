@@ -245,6 +245,24 @@ describe("faults between the Worker and Redis", () => {
     expect(internalErrors).toEqual([]);
   });
 
+  it.each([
+    ["nil", null],
+    ["a string", "surprise"],
+    ["a number", 7],
+    ["a hash", { a: 1 }],
+  ])("a store that answers the registry's reads with %s: the key routes answer 503 store-unavailable, never a 500", async (_, result) => {
+    // (keys/get is not here: the REST client reads an HGETALL answer that is no array as an empty hash, a 404)
+    const routes = [
+      ["keys/list", {}],
+      ["keys/set", { key: "some-key", tier: "default" }],
+      ["keys/delete", { key: "some-key" }],
+      ["keys/import", { entries: [{ key: "other-key", tier: "default", overrides: {} }] }],
+    ] as const;
+    const { answers, internalErrors } = await adminAnswers({ kind: "reply", result }, routes);
+    expect(answers).toEqual(storeUnavailable(routes));
+    expect(internalErrors).toEqual([]);
+  });
+
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
     // each leg 0.6 of the budget: the EVALSHA's NOSCRIPT, then the EVAL that reloads the script
     const admin = new Redis(redis.url);
