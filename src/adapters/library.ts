@@ -13,6 +13,7 @@
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
+import { createFailureLog } from "../gateway/failure-log.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
 import type { Decision } from "../script/limiter.ts";
@@ -151,6 +152,10 @@ function ownOrNone(value: unknown): string | undefined {
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
   const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
+  // A store failure shows only in the result's reason; with fail "open" the request goes on as
+  // if admitted, so a wrong token or URL would never limit and never say so. Logged as the
+  // gateway logs it: the first failure of each second in full (without the token), the rest counted.
+  const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
   return {
     async limit(input, { cost, identity, clientIp } = {}) {
       let step: Step;
@@ -171,6 +176,10 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }
+      if (step.kind === "decided" && step.verdict.kind === "failed") {
+        failures.record({ fail: step.verdict.closed ? "closed" : "open", tier: step.caller.tier, rules: step.rules.map((r) => r.name), error: step.verdict.error.message });
+      }
+      if (failures.due()) failures.flush();
       const a = answer(step, config.keyHeader);
       return {
         success: a.pass,

@@ -300,6 +300,24 @@ describe("createRateLimiter", () => {
     expect(closed.response().status).toBe(503);
   });
 
+  it("says when the store fails, as the gateway does: a line for the first failure of each second, the rest counted, never the token", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      // the shim refuses a wrong token: every decision a store failure, and fail "open" lets each through
+      const wrong = `${services.shimToken}-but-wrong`;
+      const l = createRateLimiter({ url: services.shimUrl, token: wrong, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
+      const results = await Promise.all(Array.from({ length: 20 }, () => l.limit("u")));
+      expect(results.map((r) => r.reason)).toEqual(Array(20).fill("failed-open"));
+      const lines = logged.mock.calls.map((c) => String(c[0]));
+      expect(lines[0]).toMatch(/^\{"event":"slidegate\.store_failure".*"fail":"open"/);
+      // the other 19 are counted, for a summary line once the second is over: not a line each
+      expect(lines.length).toBeLessThanOrEqual(3);
+      for (const line of lines) expect(line).not.toContain(wrong.slice(0, 8));
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("warns when it is built, not per request, that made-up API keys buy fresh quota when no address floor bounds them", () => {
     const warned = vi.spyOn(console, "warn").mockImplementation(() => {});
     try {
