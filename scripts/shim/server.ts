@@ -379,19 +379,21 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   // server.timeout is inactivity until the first request arrives (handle turns it off, and
   // after an answer keepAliveTimeout takes over).
   server.timeout = options.idleTimeoutMs ?? 60_000;
-  // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
-  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+  /**
+   * A JSON answer written on the socket itself, where Node has no response to give the handler
+   * (a request it cannot parse, a CONNECT), then the connection closed.
+   */
+  const answerOnSocket = (socket: Duplex, status: number, reason: string, error: string) => {
     // Never in the middle of a response already under way (raw bytes there would corrupt it),
     // nor while one is owed to a request that arrived whole (a pipelined one still running, and
     // these bytes a later one's): the client would pair this answer with that request, which
     // may well have run. Closing leaves its outcome unknown, which is the truth. A request
     // whose own body is malformed has not arrived whole: it gets this answer.
     const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent || inFlight?.req?.complete) {
+    if (!socket.writable || inFlight?.headersSent || inFlight?.req?.complete) {
       socket.destroy();
       return;
     }
-    const { status, reason, error } = clientErrorAnswer(err.code);
     const body = JSON.stringify({ error });
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nupstash-sync-token: ${session}-${++responses}\r\n\r\n${body}`,
@@ -399,6 +401,19 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     // end() only half-closes (the server's sockets allow half-open ones): a client that never
     // closes its side must not hold the socket; the delay lets the answer reach it first
     setTimeout(() => socket.destroy(), 1000).unref();
+  };
+  // Node's own answer here is a bare status line; the contract wants every non-2xx body in JSON.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (err.code === "ECONNRESET") return socket.destroy();
+    const { status, reason, error } = clientErrorAnswer(err.code);
+    answerOnSocket(socket, status, reason, error);
+  });
+  // Without a listener Node closes a CONNECT's connection without a word. The shim is no proxy.
+  server.on("connect", (req: IncomingMessage, socket: Duplex) => {
+    // Node hands the socket over with none of its own listeners: a reset now must not go unheard
+    socket.on("error", () => socket.destroy());
+    if (!authorised(req)) return answerOnSocket(socket, 401, "Unauthorized", "Unauthorized");
+    answerOnSocket(socket, 405, "Method Not Allowed", "ERR method CONNECT not allowed: the shim is no proxy; use POST");
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -92,6 +92,39 @@ describe("shim answers to malformed HTTP", () => {
     expect(chunkedJson(holder)).toEqual({ error: expect.stringMatching(/^ERR /) });
   });
 
+  it("answers a CONNECT with a JSON 405 with the token and 401 without it, and closes, where Node closed the connection without a word", async () => {
+    const tunnel = (auth: string) => `CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n${auth}\r\n`;
+    const anonymous = await exchange(tunnel(""));
+    expect([anonymous.status, anonymous.headers["content-type"], JSON.parse(anonymous.body)]).toEqual([401, "application/json", { error: "Unauthorized" }]);
+    const holder = await exchange(tunnel(`authorization: Bearer ${own.token}\r\n`));
+    expect(holder.status).toBe(405);
+    expect(holder.headers.connection).toBe("close");
+    expect(holder.headers["upstash-sync-token"]).toBeTruthy();
+    expect(JSON.parse(holder.body)).toEqual({ error: expect.stringMatching(/^ERR method CONNECT not allowed/) });
+  });
+
+  it("survives a CONNECT's client resetting the connection once answered, and keeps serving", async () => {
+    // Node hands the socket over with no error listener of its own: a reset there was an
+    // uncaught exception, which ends the shim's process
+    const url = new URL(own.shim.url);
+    const socket = connect({ host: url.hostname, port: Number(url.port) });
+    socket.on("error", () => {});
+    socket.write(`CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\nauthorization: Bearer ${own.token}\r\n\r\n`);
+    await new Promise((resolve) => socket.once("data", resolve));
+    const closed = new Promise((resolve) => socket.once("close", resolve));
+    socket.resetAndDestroy();
+    await closed;
+    expect(await own.client().ping()).toBe("PONG");
+  });
+
+  it("answers a request asking to upgrade the connection (WebSocket, h2c) as a plain request: never a switch, never a hang", async () => {
+    const upgrading = (auth: string) => `POST / HTTP/1.1\r\nhost: shim\r\n${auth}connection: upgrade, close\r\nupgrade: websocket\r\ncontent-length: 8\r\n\r\n["PING"]`;
+    const anonymous = await exchange(upgrading(""));
+    expect([anonymous.status, chunkedJson(anonymous)]).toEqual([401, { error: "Unauthorized" }]);
+    const holder = await exchange(upgrading(`authorization: Bearer ${own.token}\r\n`));
+    expect([holder.status, chunkedJson(holder)]).toEqual([200, { result: "PONG" }]);
+  });
+
   it("answers no malformed request that follows a pipelined one still running: that 400 would be read as the first one's answer", async () => {
     const first = JSON.stringify(["INCR", "wire:pipelined"]);
     const answer = await exchange(`${head([`content-length: ${first.length}`])}${first}GARBAGE\r\n\r\n`);
