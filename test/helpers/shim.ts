@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from "node:child_process";
 import { Redis } from "@upstash/redis";
 import IORedis from "ioredis";
 import { inject } from "vitest";
@@ -73,6 +74,55 @@ export async function startOwnShim(options: Omit<ShimOptions, "token" | "redisUr
       admin.disconnect();
       await shim.close();
       await redis.stop();
+    },
+  };
+}
+
+export interface ShimProcess {
+  url: string;
+  token: string;
+  child: ChildProcess;
+  /** what it has written to stderr so far */
+  stderr(): string;
+  /** whether the process is still running */
+  alive(): boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * `node <nodeArgs> scripts/shim/main.ts`, as an operator runs it, in front of the shared Redis
+ * unless `env` says otherwise, once it says it listens: for what only a process of its own can
+ * show (its environment, its memory, its dying).
+ */
+export async function startShimProcess(env: Record<string, string> = {}, nodeArgs: string[] = []): Promise<ShimProcess> {
+  const token = crypto.randomUUID();
+  const child = spawn(process.execPath, [...nodeArgs, "scripts/shim/main.ts"], {
+    env: { ...process.env, SHIM_TOKEN: token, SHIM_PREVIOUS_TOKEN: "", REDIS_URL: services().redisUrl, SHIM_PORT: "0", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stderr = "";
+  child.stderr!.on("data", (c: Buffer) => (stderr += c.toString()));
+  const alive = () => child.exitCode === null && child.signalCode === null;
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => {
+      out += c.toString();
+      const listening = / listening on (\S+)/.exec(out);
+      if (listening) resolve(listening[1]!);
+    });
+    child.once("exit", (code) => reject(new Error(`the shim exited (${code}) before it listened: ${stderr}`)));
+  });
+  return {
+    url,
+    token,
+    child,
+    stderr: () => stderr,
+    alive,
+    async stop() {
+      if (!alive()) return;
+      const exited = new Promise((r) => child.once("exit", r));
+      child.kill("SIGTERM");
+      await exited;
     },
   };
 }

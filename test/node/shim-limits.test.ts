@@ -1,6 +1,7 @@
 import { request } from "node:http";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
+import { type OwnShim, type ShimProcess, startOwnShim, startShimProcess } from "../helpers/shim.ts";
 import { until } from "../helpers/until.ts";
 
 // A Redis and shim of this file's own: the transaction test pauses its Redis's writes, and
@@ -85,6 +86,43 @@ describe("shim oversized bodies", () => {
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.body)).toEqual({ error: `ERR request body is larger than the limit of ${BODY_LIMIT} bytes` });
   });
+});
+
+describe("shim bodies sent in tiny chunks", () => {
+  // A shim process of its own whose heap is capped: a body it holds at many times its size
+  // shows as the process dying, not as a number to compare against a guess.
+  const HEAP_MB = 64;
+  let small: ShimProcess;
+  beforeAll(async () => {
+    small = await startShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
+  });
+  afterAll(async () => {
+    await small?.stop();
+  });
+
+  it(`takes a body of the default 1 MiB limit sent as one-byte chunks in a shim whose heap is capped at ${HEAP_MB} MB, and keeps serving`, async () => {
+    const value = "x".repeat(1024 * 1024 - 200);
+    const body = Buffer.from(JSON.stringify(["SET", `limits:chunked:${crypto.randomUUID()}`, value]));
+    // each byte its own chunk ("1\r\nx\r\n"), written in large pieces: the shim's parser sees one
+    // chunk per byte, whatever TCP makes of them
+    const framed = Buffer.alloc(body.length * 6);
+    for (let i = 0; i < body.length; i++) framed.write(`1\r\n${String.fromCharCode(body[i]!)}\r\n`, i * 6, "latin1");
+    const url = new URL(small.url);
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      let text = "";
+      socket.on("data", (c: Buffer) => (text += c.toString()));
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(text));
+      socket.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small.token}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`);
+      socket.write(framed);
+      socket.write("0\r\n\r\n");
+    });
+    expect(answer, small.stderr().slice(0, 500)).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('{"result":"OK"}');
+    const res = await fetch(small.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small.token}` } });
+    expect(await res.json()).toEqual({ result: "PONG" });
+  }, 120_000);
 });
 
 /**
