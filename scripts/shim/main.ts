@@ -5,7 +5,7 @@
  * characters unless SHIM_HOST is loopback), SHIM_PREVIOUS_TOKEN (also accepted, while
  * clients rotate), REDIS_URL, or REDIS_CLUSTER_NODES (host:port,host:port,… for a Redis
  * Cluster) with REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD when its nodes ask, SHIM_HOST, SHIM_PORT, SHIM_BODY_LIMIT (bytes), SHIM_MAX_TRANSACTIONS,
- * SHIM_MAX_STREAMS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
+ * SHIM_MAX_STREAMS, SHIM_MAX_CONNECTIONS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
 import { readFileSync } from "node:fs";
 import { DEFAULT_REDIS_URL, startShim, weakToken } from "./server.ts";
@@ -78,6 +78,7 @@ const shim = await startShim({
   previousToken,
   maxTransactions: positiveEnv("SHIM_MAX_TRANSACTIONS", 16),
   maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),
+  maxConnections: positiveEnv("SHIM_MAX_CONNECTIONS", 1024),
   tls,
 }).catch((e: Error) => fail(`cannot start: ${e.message}`));
 

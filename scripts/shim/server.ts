@@ -39,6 +39,8 @@ export interface ShimOptions {
   maxStreams?: number;
   /** bytes a stream holds for a client that does not read before it is cut (default 8 MiB) */
   streamBacklog?: number;
+  /** most client connections open at once; one more is closed as it arrives (default 1024) */
+  maxConnections?: number;
   /** a connection that sends no request for this long is closed (default 60 s) */
   idleTimeoutMs?: number;
   /** serve HTTPS with this certificate chain and key (PEM) */
@@ -76,6 +78,7 @@ export function weakToken(name: string, token: string | undefined, host: string)
   return `${name} is ${token.length} characters: listening on ${host}, beyond loopback, it must be at least ${MIN_REMOTE_TOKEN_LENGTH} (a random one: openssl rand -hex ${MIN_REMOTE_TOKEN_LENGTH}). Any token is taken on 127.0.0.1.`;
 }
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
+const DEFAULT_MAX_CONNECTIONS = 1024;
 /** A body up to this many times the limit is read to its end before the 413, so a client that
  * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
 const DRAIN_FACTOR = 16;
@@ -388,6 +391,25 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   // server.timeout is inactivity until the first request arrives (handle turns it off, and
   // after an answer keepAliveTimeout takes over).
   server.timeout = options.idleTimeoutMs ?? 60_000;
+  // Every connection holds a socket, a file descriptor and buffers (12 KB with a half-sent header
+  // block, up to the body limit with a body), and anyone who can reach the port may open them,
+  // token or not. Past the cap Node closes a new one unanswered: a fetch that fails so is one
+  // the official client retries, where a 503 would not be.
+  const maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  server.maxConnections = maxConnections;
+  // An operator must be able to tell refused connections from a network fault, without a line
+  // for each in a flood: one line a minute at most, with the count.
+  let dropped = 0;
+  let droppedSaidAt = Number.NEGATIVE_INFINITY;
+  server.on("drop", () => {
+    dropped++;
+    if (Date.now() - droppedSaidAt < 60_000) return;
+    log(
+      `slidegate shim: ${dropped} new connection${dropped === 1 ? "" : "s"} closed unanswered since the last such line: ${maxConnections} are open, the most SHIM_MAX_CONNECTIONS allows`,
+    );
+    dropped = 0;
+    droppedSaidAt = Date.now();
+  });
   /**
    * A JSON answer written on the socket itself, where Node has no response to give the handler
    * (a request it cannot parse, a CONNECT), then the connection closed.

@@ -145,6 +145,7 @@ describe("npm run shim", () => {
       [{ SHIM_TLS_KEY: "key.pem" }, /only SHIM_TLS_KEY is set/],
       [{ SHIM_TLS_CERT: "/nonexistent/cert.pem", SHIM_TLS_KEY: "/nonexistent/key.pem" }, /SHIM_TLS_CERT: cannot read "\/nonexistent\/cert.pem"/],
       [{ SHIM_MAX_STREAMS: "0" }, /SHIM_MAX_STREAMS must be at least 1, not 0/],
+      [{ SHIM_MAX_CONNECTIONS: "0" }, /SHIM_MAX_CONNECTIONS must be at least 1, not 0/],
       [{ SHIM_MAX_TRANSACTIONS: "many" }, /SHIM_MAX_TRANSACTIONS must be a whole number, not "many"/],
     ];
     for (const [env, message] of cases) {

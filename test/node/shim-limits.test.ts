@@ -1,5 +1,5 @@
 import { request } from "node:http";
-import { connect } from "node:net";
+import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type OwnShim, type ShimProcess, startOwnShim, startShimProcess } from "../helpers/shim.ts";
 import { until } from "../helpers/until.ts";
@@ -85,6 +85,59 @@ describe("shim oversized bodies", () => {
     });
     expect(answer.status).toBe(413);
     expect(JSON.parse(answer.body)).toEqual({ error: `ERR request body is larger than the limit of ${BODY_LIMIT} bytes` });
+  });
+});
+
+describe("shim client connections", () => {
+  // A shim process of its own, capped at two connections by its environment, as an operator sets it.
+  let capped: ShimProcess;
+  beforeAll(async () => {
+    capped = await startShimProcess({ SHIM_MAX_CONNECTIONS: "2" });
+  });
+  afterAll(async () => {
+    await capped?.stop();
+  });
+
+  /** A connection to the capped shim, once TCP has it (the shim accepts in that order). */
+  const open = () =>
+    new Promise<Socket>((resolve, reject) => {
+      const url = new URL(capped.url);
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      socket.once("connect", () => resolve(socket));
+      socket.once("error", reject);
+    });
+
+  it("closes a connection past SHIM_MAX_CONNECTIONS at once, without an answer, serves those it holds, and logs it", async () => {
+    const held = [await open(), await open()];
+    const extra = await open();
+    const received: Buffer[] = [];
+    extra.on("data", (c: Buffer) => received.push(c));
+    extra.on("error", () => {});
+    // without a cap it would stay open until the idle timeout, a minute
+    const closed = await new Promise<boolean>((resolve) => {
+      extra.once("close", () => resolve(true));
+      setTimeout(() => resolve(false), 10_000);
+    });
+    extra.destroy();
+    expect(closed, "the connection past the cap still open after 10 s").toBe(true);
+    expect(Buffer.concat(received).toString()).toBe("");
+
+    const answer = await new Promise<string>((resolve) => {
+      let text = "";
+      held[0]!.on("data", (c: Buffer) => (text += c.toString()));
+      held[0]!.on("close", () => resolve(text));
+      held[0]!.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${capped.token}\r\nconnection: close\r\ncontent-length: 8\r\n\r\n["PING"]`);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer).toContain('{"result":"PONG"}');
+    for (const socket of held) socket.destroy();
+    await until("the shim serves again once its connections close", async () => {
+      const res = await fetch(capped.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${capped.token}` } }).catch(() => undefined);
+      return res?.status === 200;
+    });
+    const said = /1 new connection closed unanswered since the last such line: 2 are open, the most SHIM_MAX_CONNECTIONS allows/;
+    await until("the shim logs the closed connection", () => said.test(capped.stderr()));
+    expect(capped.stderr()).not.toContain(capped.token);
   });
 });
 
