@@ -79,6 +79,8 @@ export function weakToken(name: string, token: string | undefined, host: string)
 }
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 const DEFAULT_MAX_CONNECTIONS = 1024;
+/** Requests of one connection running at once (see the listener). */
+const PIPELINE_DEPTH = 16;
 /** A body up to this many times the limit is read to its end before the 413, so a client that
  * only reads once it has sent everything still gets it; past that, the 413 goes out at once. */
 const DRAIN_FACTOR = 16;
@@ -330,8 +332,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     "/multi-exec": multiExec,
   };
 
-  /** `unmetExpectation`: the request carries an Expect header other than 100-continue. */
-  async function handle(req: IncomingMessage, res: ServerResponse, unmetExpectation = false) {
+  /** `refused`: the answer this request gets whatever it asks, once its token is checked. */
+  async function handle(req: IncomingMessage, res: ServerResponse, refused?: BadRequest | ShimBusy) {
     // The request is here: the idle timeout (server.timeout below) is for connections that send
     // none. What follows is bounded by Node's request timeouts and the Redis command timeout, and a
     // stream on a quiet channel may send nothing for hours.
@@ -348,7 +350,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     };
     try {
       if (!authorised(req)) return send(401, { error: "Unauthorized" });
-      if (unmetExpectation) return send(417, { error: "ERR the shim meets no Expect header but 100-continue: send the request without it" });
+      if (refused) throw refused;
       const path = requestPath(req.url);
       if (path === "/__shim/stats" && req.method === "GET") {
         return send(200, { result: { requests, commands, streams: streams.open(), transactions: pool.stats() } });
@@ -379,11 +381,28 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     }
   }
 
-  const listener = (req: IncomingMessage, res: ServerResponse) => void handle(req, res);
+  // HTTP/1.1 lets a client send requests without waiting for answers (pipelining), and Node hands
+  // each to the handler as it is parsed. Node stops reading a connection once answers pile up
+  // unsent, but a running request has made none yet: a client that sent PINGs and read nothing
+  // had tens of thousands running at once, each with its promise and its Redis command (one
+  // connection took a shim from 100 MB to 550 MB). Past the depth a request is answered at
+  // once; those answers pile up, and Node stops reading.
+  const running = new WeakMap<Duplex, number>();
+  const listener = (req: IncomingMessage, res: ServerResponse) => {
+    const busy = running.get(req.socket) ?? 0;
+    if (busy >= PIPELINE_DEPTH) {
+      return void handle(req, res, new ShimBusy(`ERR ${busy} requests already running on this connection, the most the shim runs for one: read their answers before sending more`));
+    }
+    running.set(req.socket, busy + 1);
+    void handle(req, res).finally(() => running.set(req.socket, (running.get(req.socket) ?? 1) - 1));
+  };
   const server = options.tls ? createTlsServer({ cert: options.tls.cert, key: options.tls.key }, listener) : createServer(listener);
   // Node answers an Expect header other than 100-continue with a bare 417 of its own, before any
   // token is checked; the contract wants every non-2xx body in JSON, and a 401 first.
-  server.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => void handle(req, res, true));
+  server.on(
+    "checkExpectation",
+    (req: IncomingMessage, res: ServerResponse) => void handle(req, res, new BadRequest("ERR the shim meets no Expect header but 100-continue: send the request without it", 417)),
+  );
   server.keepAliveTimeout = 30_000;
   // Node times a request out once its first byte arrives (headersTimeout) and a kept-alive
   // connection between requests (keepAliveTimeout), but never a connection that sends nothing

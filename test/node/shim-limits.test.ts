@@ -178,6 +178,52 @@ describe("shim bodies sent in tiny chunks", () => {
   }, 120_000);
 });
 
+describe("shim pipelined requests", () => {
+  // A shim process of its own with its heap capped, as for bodies in tiny chunks above: the
+  // shim holding every pipelined request at once shows as the process dying.
+  const HEAP_MB = 28;
+  let small: ShimProcess;
+  beforeAll(async () => {
+    small = await startShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
+  });
+  afterAll(async () => {
+    await small?.stop();
+  });
+
+  it(`answers 20,000 PINGs sent on one connection without waiting, each a PONG or a JSON 503, in a shim whose heap is capped at ${HEAP_MB} MB`, async () => {
+    const count = 20_000;
+    const ping = `POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small.token}\r\ncontent-length: 8\r\n\r\n["PING"]`;
+    const url = new URL(small.url);
+    const answers = await new Promise<string>((resolve) => {
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      let text = "";
+      let seen = 0;
+      let from = 0;
+      socket.on("data", (c: Buffer) => {
+        text += c.toString("latin1");
+        for (let at = text.indexOf("HTTP/1.1 ", from); at >= 0; at = text.indexOf("HTTP/1.1 ", from)) {
+          seen++;
+          from = at + 1;
+        }
+        if (seen >= count) socket.destroy();
+      });
+      socket.on("error", () => {});
+      socket.on("close", () => resolve(text));
+      socket.write(ping.repeat(count));
+    });
+    const statuses = [...answers.matchAll(/^HTTP\/1\.1 (\d+) /gm)].map((m) => m[1]);
+    expect(statuses.length, small.stderr().slice(0, 500)).toBe(count);
+    const pongs = answers.split('{"result":"PONG"}').length - 1;
+    const refusals = answers.split("requests already running on this connection").length - 1;
+    expect(statuses.filter((s) => s === "200").length).toBe(pongs);
+    expect(statuses.filter((s) => s === "503").length).toBe(refusals);
+    expect(pongs + refusals).toBe(count);
+    expect(pongs).toBeGreaterThanOrEqual(16);
+    const res = await fetch(small.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small.token}` } });
+    expect(await res.json()).toEqual({ result: "PONG" });
+  }, 120_000);
+});
+
 /**
  * A GET through the shim of a value of `bytes` NUL bytes (SETRANGE makes it cheaply): the
  * shim answers `status` with a JSON error, and serves the next request.
