@@ -6,8 +6,10 @@ import { describe, expect, it } from "vitest";
 import { freePort } from "../../scripts/lib/ports.ts";
 import { services } from "../helpers/shim.ts";
 
+// a timeout: a command that should refuse to start but serves instead (a shim past its checks)
+// would otherwise hold the run until CI kills it, and fail it as a hang, not as this test
 const run = (script: string, args: string[], input?: string, env: Record<string, string> = {}) =>
-  spawnSync(process.execPath, [script, ...args], { input, encoding: "utf8", env: { ...process.env, ...env } });
+  spawnSync(process.execPath, [script, ...args], { input, encoding: "utf8", env: { ...process.env, ...env }, timeout: 60_000 });
 
 describe("npm run check-config", () => {
   it("accepts wrangler.toml's RATE_LIMITS and lists the limits", () => {
