@@ -8,7 +8,7 @@
  * SHIM_MAX_STREAMS, SHIM_MAX_CONNECTIONS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_REDIS_URL, startShim, weakToken } from "./server.ts";
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_REDIS_URL, startShim, weakToken } from "./server.ts";
 
 function fail(message: string): never {
   console.error(`slidegate shim: ${message}`);
@@ -78,7 +78,7 @@ const shim = await startShim({
   previousToken,
   maxTransactions: positiveEnv("SHIM_MAX_TRANSACTIONS", 16),
   maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),
-  maxConnections: positiveEnv("SHIM_MAX_CONNECTIONS", 1024),
+  maxConnections: positiveEnv("SHIM_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
   tls,
 }).catch((e: Error) => fail(`cannot start: ${e.message}`));
 
