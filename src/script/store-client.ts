@@ -55,8 +55,18 @@ function checkingReplies(redis: Redis): Redis {
     try {
       reply = await request(req);
     } catch (e) {
-      // the client's own reading of a reply it got (a JSON null, read for its result)
-      if (e instanceof TypeError && !(e instanceof DOMException)) throw new errors.UpstashError(`the store's reply could not be read: ${e.message}`, { cause: e });
+      if (e instanceof TypeError && !(e instanceof DOMException)) {
+        // Node's fetch fails to connect with a TypeError ("fetch failed") whose cause says why
+        // (ECONNREFUSED, ENOTFOUND): no reply was had, and the line must say so, not that one
+        // could not be read
+        const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
+        if (cause !== undefined && cause !== null) {
+          const why = typeof cause.code === "string" ? cause.code : typeof cause.message === "string" ? cause.message : undefined;
+          throw new errors.UpstashError(`the store could not be reached: ${e.message}${why ? ` (${why})` : ""}`, { cause: e });
+        }
+        // the client's own reading of a reply it got (a JSON null, read for its result)
+        throw new errors.UpstashError(`the store's reply could not be read: ${e.message}`, { cause: e });
+      }
       throw e;
     }
     const commands = req.path?.some((part) => part === "pipeline" || part === "multi-exec") && Array.isArray(req.body) ? req.body.length : undefined;

@@ -1,0 +1,23 @@
+import { describe, expect, it, vi } from "vitest";
+import { freePort } from "../../scripts/lib/ports.ts";
+import { createRateLimiter } from "../../src/adapters/library.ts";
+
+// The library as a Node application runs it (Node's fetch, not workerd's): what it logs of a
+// store failure must name the failure that happened.
+describe("the library on Node", () => {
+  it("logs a store it cannot connect to as not reached, with the cause, never as a reply it could not read", async () => {
+    const port = await freePort(); // nothing listens there
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const l = createRateLimiter({ url: `http://127.0.0.1:${port}`, token: "a-token", prefix: `libnode${Date.now()}`, rules: [{ name: "a", limit: 1, window: "1m" }] });
+      expect((await l.limit("u")).reason).toBe("failed-open");
+      const line = JSON.parse(String(logged.mock.calls[0]?.[0])) as { event: string; error: string };
+      expect(line.event).toBe("slidegate.store_failure");
+      expect(line.error).toMatch(/could not be reached/);
+      expect(line.error).toContain("ECONNREFUSED");
+      expect(line.error).not.toMatch(/reply/);
+    } finally {
+      logged.mockRestore();
+    }
+  });
+});
