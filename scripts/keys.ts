@@ -395,16 +395,12 @@ async function importFile(path: string | undefined): Promise<unknown> {
 
 /**
  * Changes one field of an existing entry and answers the entry. An existing one only: a
- * mistyped key must not become a registered one (set creates). The field goes as a one-entry
- * import, which sets what it names and keeps the rest as the gate holds it: writing back the
- * whole entry read a moment before (keys/set) would undo another operator's change made in
- * between — a key disabled meanwhile enabled again by a change of its tier. A refusal is told
- * as of `what` the operator ran (`tier "gold"`), not as the import's ("Nothing was imported:
- * entries[0].tier: …"), which they never sent.
- */
-/**
- * One field of a key the registry holds, the rest kept: keys/update changes it in one write,
- * which answers 404 for a key that is not there (one deleted meanwhile stays deleted).
+ * mistyped key must not become a registered one (set creates), and a key another operator
+ * deleted (revoked) meanwhile must stay deleted. keys/update sets what it names and keeps the
+ * rest as the gate holds it, in one write that answers 404 for a key that is not there:
+ * writing back the whole entry read a moment before (keys/set) would undo another operator's
+ * change made in between, and a read then an import brought a deleted key back. A refusal is
+ * told as of `what` the operator ran (`tier "gold"`), not as the route's ("tier: …").
  */
 async function changeField(what: string, target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
   try {
