@@ -266,6 +266,9 @@ describe("parseRateLimits", () => {
     // the client's address as a key: every IPv6 address of one customer a caller of its own
     expect(errorsOf({ rules, identity: { header: "CF-Connecting-IP" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: "CF-Connecting-IP" is the client's address/);
     expect(errorsOf({ rules, identity: { header: "cf_connecting_ip" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
+    for (const header of ["CF-Connecting-IPv6", "True-Client-IP", "CF-Pseudo-IPv4"]) {
+      expect(errorsOf({ rules, identity: { header } })[0], header).toMatch(new RegExp(`^RATE_LIMITS\\.identity\\.header: "${header}" is the client's address`));
+    }
     expect(errorsOf({ rules, passForwardedHeaders: "yes" })[0]).toMatch(/^RATE_LIMITS\.passForwardedHeaders: /);
     expect(errorsOf({ rules, caseSensitivePaths: 1 })[0]).toMatch(/^RATE_LIMITS\.caseSensitivePaths: /);
     expect(errorsOf({ rules: [{ name: "m", limit: 1, window: "1s", path: "/files/a%2Fb" }] })).toEqual([

@@ -114,6 +114,8 @@ const UNSETTABLE_HEADERS = new Set([
  * to arrive in one as sent, nor to reach the origin, so they are refused as the key header.
  */
 const CONNECTION_HEADERS = new Set(["connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade"]);
+/** The headers Cloudflare writes the client's address in (Enterprise's True-Client-IP, the IPv6 and pseudo-IPv4 copies). */
+const ADDRESS_HEADERS = new Set(["cf-connecting-ip", "cf-connecting-ipv6", "true-client-ip", "cf-pseudo-ipv4"]);
 const reservedName = (name: string) => `"${name}" is a name every JavaScript object already has; choose another`;
 
 const int = (min: number, max: number) =>
@@ -255,9 +257,9 @@ function crossCheck(c: Raw, root: string): string[] {
       `"${c.identity!.header}" holds every cookie of a request, and the gate reads a header's whole value as the key: name a header that carries the key alone`,
     );
   }
-  // Cloudflare's copy of the client address: as a key, every address (each of the 2^64 of one
+  // Cloudflare's copies of the client address: as a key, every address (each of the 2^64 of one
   // IPv6 customer's /64) would be an identity of its own, walking around ipv6Prefix
-  if (spelling(c.identity?.header) === "cf-connecting-ip") {
+  if (ADDRESS_HEADERS.has(spelling(c.identity?.header) ?? "")) {
     issue(
       ".identity.header",
       `"${c.identity!.header}" is the client's address, and as a key every address would be a caller of its own (every address of one IPv6 network, past ipv6Prefix): leave identity.header unset to limit per address`,
