@@ -105,6 +105,10 @@ export interface ScriptCost {
   extraRuleVsSeed?: number;
   /** min and max of that over rounds */
   extraRuleSpread?: [number, number];
+  /** (the API-key row) median over rounds of what the registry read adds: (this row's µs − the 1-rule row's) ÷ the seed script's, all from the same round */
+  registryReadVsSeed?: number;
+  /** min and max of that over rounds */
+  registryReadSpread?: [number, number];
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
@@ -175,6 +179,9 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
   return variants.map((v) => {
     const ratios = v.samples.map((x, r) => x / seed[r]!);
     const extra = v.rules > 1 ? v.samples.map((x, r) => (x - oneRule[r]!) / (v.rules - 1) / seed[r]!) : undefined;
+    // paired by round like the ratios: two medians taken apart, then subtracted, move with the
+    // machine twice over (+0.16× and +0.29× in two runs of one build)
+    const registryRead = v.label.includes("API key") ? v.samples.map((x, r) => (x - oneRule[r]!) / seed[r]!) : undefined;
     return {
       label: v.label,
       rules: v.rules,
@@ -183,6 +190,10 @@ export async function measureScriptCost(url: string, options: { rounds: number; 
       vsSeed: round(median(ratios), 2),
       vsSeedSpread: [round(Math.min(...ratios), 2), round(Math.max(...ratios), 2)],
       ...(extra && { extraRuleVsSeed: round(median(extra), 2), extraRuleSpread: [round(Math.min(...extra), 2), round(Math.max(...extra), 2)] as [number, number] }),
+      ...(registryRead && {
+        registryReadVsSeed: round(median(registryRead), 2),
+        registryReadSpread: [round(Math.min(...registryRead), 2), round(Math.max(...registryRead), 2)] as [number, number],
+      }),
     };
   });
 }
