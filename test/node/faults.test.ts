@@ -206,7 +206,12 @@ describe("faults between the Worker and Redis", () => {
     }
     return { answers, internalErrors: lines.filter((l) => l.includes("internal_error")) };
   }
-  const storeUnavailable = (routes: readonly (readonly [string, unknown])[]) => routes.map(([route]) => `${route} 503 urn:slidegate:store-unavailable`);
+  /** Every route answers 503 store-unavailable under `fault`, and none is logged as the gate's own failure. */
+  async function expectStoreUnavailable(fault: Fault, routes: readonly (readonly [string, unknown])[]) {
+    const { answers, internalErrors } = await adminAnswers(fault, routes);
+    expect(answers).toEqual(routes.map(([route]) => `${route} 503 urn:slidegate:store-unavailable`));
+    expect(internalErrors).toEqual([]);
+  }
 
   it.each([
     ["{}", "no result"],
@@ -225,9 +230,7 @@ describe("faults between the Worker and Redis", () => {
       ["keys/import", { entries: [{ key: "other-key", tier: "default" }] }],
       ["figures", { minutes: 10 }],
     ] as const;
-    const { answers, internalErrors } = await adminAnswers({ kind: "body", body }, routes);
-    expect(answers).toEqual(storeUnavailable(routes));
-    expect(internalErrors).toEqual([]);
+    await expectStoreUnavailable({ kind: "body", body }, routes);
   });
 
   it.each([
@@ -240,9 +243,7 @@ describe("faults between the Worker and Redis", () => {
       ["usage", { key: "some-key" }],
       ["block", { ip: "203.0.113.9", seconds: 60 }],
     ] as const;
-    const { answers, internalErrors } = await adminAnswers({ kind: "reply", result }, routes);
-    expect(answers).toEqual(storeUnavailable(routes));
-    expect(internalErrors).toEqual([]);
+    await expectStoreUnavailable({ kind: "reply", result }, routes);
   });
 
   it.each([
@@ -258,9 +259,7 @@ describe("faults between the Worker and Redis", () => {
       ["keys/delete", { key: "some-key" }],
       ["keys/import", { entries: [{ key: "other-key", tier: "default", overrides: {} }] }],
     ] as const;
-    const { answers, internalErrors } = await adminAnswers({ kind: "reply", result }, routes);
-    expect(answers).toEqual(storeUnavailable(routes));
-    expect(internalErrors).toEqual([]);
+    await expectStoreUnavailable({ kind: "reply", result }, routes);
   });
 
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
