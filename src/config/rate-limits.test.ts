@@ -119,6 +119,15 @@ describe("parseRateLimits", () => {
     for (const glob of ["/*?debug=*", "/*#x", "/(S(*))/*"]) expect(compiledPaths(glob)[0]?.path?.test("/v1/users"), glob).toBe(false);
   });
 
+  it("a rule on a Next.js data route covers the page it runs, and a data route of wildcards alone is not every path", () => {
+    // Next.js runs /_next/data/<build id>/search.json as the page /search (its getServerSideProps)
+    const [search, anyData] = compiledPaths("/_next/data/*/search.json", "/_next/data/*.json");
+    expect(search?.path?.test("/search")).toBe(true);
+    expect(search?.path?.test("/_next/data/b1d/search.json")).toBe(true);
+    expect(anyData?.path?.test("/_next/data/b1d/v1/users.json")).toBe(true);
+    expect(anyData?.path?.test("/v1/users")).toBe(false);
+  });
+
   it("compiles path globs and upper-cases methods", () => {
     const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path: "/v1/*.json", methods: ["post"] }] });
     const rule = r.ok ? r.config.tiers.get("default")![0]! : undefined;

@@ -93,6 +93,22 @@ describe("canonicalPath", () => {
     expect(path("/(S(x))/v1").matchOn[0]).toBe("/(S(x))/v1"); // the path as forwarded first, as ever
   });
 
+  it("matches a Next.js data route or segment prefetch as the page Next.js routes it to", () => {
+    // NextDataPathnameNormalizer: /_next/data/<build id>/<page>.json runs <page>'s getServerSideProps
+    expect(path("/_next/data/b1d/v1/users.json").matchOn).toContain("/v1/users");
+    expect(path("/_next/data/b1d/index.json").matchOn).toContain("/"); // /index is the home page
+    expect(path("/_next/data/b1d/index/x.json").matchOn).toContain("/x");
+    expect(path("/_next/data/v1/users.json").matchOn).toContain("/v1/users"); // a deployment ID: no build ID
+    expect(path("/docs/_next/data/b1d/v1/users.json").matchOn).toContain("/docs/v1/users"); // behind a basePath
+    expect(path("/_next/data/b1d/v1/users").matchOn).not.toContain("/v1/users"); // a data route ends in .json
+    // SegmentPrefixRSCPathnameNormalizer: <page>.segments/<segment path>.segment.rsc renders <page>
+    expect(path("/v1/users.segments/_tree.segment.rsc").matchOn).toContain("/v1/users");
+    expect(path("/v1/users.segments/$c$children/__PAGE__.segment.rsc").matchOn).toContain("/v1/users");
+    expect(path("/v1/users.segments/_tree").matchOn).not.toContain("/v1/users");
+    // a glob cut to wildcards alone keeps its spelling: it never meant every path
+    expect(path("/_next/data/*.json").matchOn).not.toContain("/*");
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

@@ -194,6 +194,38 @@ function withoutScript(path: string): string {
  */
 const withoutCookieless = (path: string) => (path.includes("/(") ? unlessEveryPath(path, normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, ""))) : path);
 
+/** A Next.js data route's prefix, behind the application's basePath if it has one. */
+const NEXT_DATA = /\/_next\/data\//i;
+/** The start of a Next.js segment prefetch's own part: `<page>.segments/<segment path>.segment.rsc`. */
+const NEXT_SEGMENTS = /\.segments\//i;
+
+/** A Next.js page path as its router reads it: `/index` is `/` and `/index/x` is `/x` (`denormalizePagePath`). */
+const denormalisedPage = (page: string) => (page === "/index" ? "/" : page.startsWith("/index/") ? page.slice("/index".length) : page);
+
+/**
+ * The pages Next.js routes a request for a page's own data or segments to, none for any other
+ * path: its data route `/_next/data/<build id>/v1/users.json` runs the page `/v1/users` (its
+ * getServerSideProps; `/_next/data/v1/users.json` where a deployment ID stands for the build ID,
+ * `/_next/data/<build id>/index.json` the page `/`, and behind a basePath the prefix comes after
+ * it: NextDataPathnameNormalizer), and a segment prefetch `/v1/users.segments/_tree.segment.rsc`
+ * renders `/v1/users` (SegmentPrefixRSCPathnameNormalizer, at the first `.segments/`). Not a
+ * rule's glob cut to wildcards alone (`/_next/data/*.json` is not `/*`).
+ */
+function nextPages(path: string): string[] {
+  const pages: string[] = [];
+  const data = NEXT_DATA.exec(path);
+  if (data && /\.json$/i.test(path)) {
+    const before = path.slice(0, data.index);
+    // "/<build id>/v1/users", or "/v1/users" with a deployment ID: both
+    const rest = path.slice(data.index + "/_next/data".length, -".json".length);
+    const afterId = rest.indexOf("/", 1);
+    for (const page of afterId < 0 ? [rest] : [rest.slice(afterId), rest]) pages.push(before + denormalisedPage(page));
+  }
+  const segments = NEXT_SEGMENTS.exec(path);
+  if (segments && segments.index > 0 && /\.segment\.rsc$/i.test(path)) pages.push(path.slice(0, segments.index));
+  return pages.map((page) => unlessEveryPath(path, normaliseSegments(page)));
+}
+
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => (path.includes(";") ? path.replace(/;[^/]*/g, "") : path);
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
@@ -272,7 +304,8 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
   // each distinct: most are the path itself, which a long path of many segments makes costly
   const bases = distinct([path, decoded, twice, untilQuery(path), untilQuery(decoded), untilQuery(twice)]).flatMap((base) => [base, withoutCookieless(base)]);
-  for (const form of distinct(bases).flatMap((base) => [base, withoutScript(base)])) {
+  const pages = distinct(bases).flatMap((base) => [base, ...nextPages(base)]);
+  for (const form of distinct(pages).flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;
     seen.add(form);
     const unparameterised = form.includes(";") ? normaliseSegments(withoutParams(form)) : form;

@@ -18,6 +18,9 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - runs of `/` merged (nginx's `merge_slashes`, on by default)
  * - case-insensitive routes (Express's default, ASP.NET)
  * - a trailing slash ignored (Express's default, Hono's `strict: false`)
+ * - Next.js's own requests for a page routed as the page: its data route
+ *   (`/_next/data/<build id>/v1/users.json`, and `/_next/data/<build id>/index.json` for `/`), which runs the
+ *   page's getServerSideProps, and a segment prefetch (`/v1/users.segments/_tree.segment.rsc`)
  * - a format suffix on the last segment ignored, from its first dot on: `/v1/users.json` and
  *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
  *   are trailing dots on any segment (IIS)
@@ -58,6 +61,7 @@ export function routedPath(target: string): string {
   }
   path = posix.normalize(path.replace(/;[^/]*/g, ""));
   if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
+  path = nextPage(path);
   // IIS drops trailing dots from every segment; Rails' (.:format) takes the last segment from its
   // first dot on (`[^./?]+` for the action), Spring's suffix matching (`pattern.*`) any suffix
   const segments = path.split("/").map((segment) => segment.replace(/\.+$/, ""));
@@ -65,6 +69,18 @@ export function routedPath(target: string): string {
   if (last.indexOf(".") > 0) segments[segments.length - 1] = last.slice(0, last.indexOf("."));
   path = segments.join("/") || "/";
   return path.toLowerCase();
+}
+
+/**
+ * The page a Next.js request for a page's data or segments is routed as, or `path` itself: Next's
+ * NextDataPathnameNormalizer takes `/_next/data/<build id>` and `.json` off a data route, then
+ * reads `/index` as `/` (`next start` without a deployment ID); its
+ * SegmentPrefixRSCPathnameNormalizer routes `<page>.segments/<segment>.segment.rsc` as `<page>`.
+ */
+function nextPage(path: string): string {
+  const data = /^\/_next\/data\/[^/]+(\/.+)\.json$/.exec(path);
+  if (data) return data[1] === "/index" ? "/" : data[1]!.replace(/^\/index\//, "/");
+  return /^(\/.*?)\.segments\/.*\.segment\.rsc$/.exec(path)?.[1] ?? path;
 }
 
 export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {

@@ -59,6 +59,32 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect(origin().hits("v1") - before).toBe(1);
   });
 
+  it("a page's Next.js data route and segment prefetches count against the page's rule: Next.js routes them as the page (its getServerSideProps runs)", async () => {
+    const pages = await gate({
+      rules: [
+        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+        { name: "home", limit: 1, window: "10m", path: "/" },
+      ],
+    });
+    const spellings = [
+      "/_next/data/b1d/v1/users.json",
+      "/_next/data/Build-42/V1/Users.json",
+      "/v1/users.segments/_tree.segment.rsc",
+      "/v1/users.segments/$c$children/__PAGE__.segment.rsc",
+    ];
+    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
+    const ip = freshIpv4();
+    const before = origin().hits("users");
+    expect((await via(pages, "/v1/users", ip)).status).toBe(200);
+    for (const spelling of spellings) expect((await via(pages, spelling, ip)).status, spelling).toBe(429);
+    expect(origin().hits("users") - before).toBe(1);
+    // the home page's data route is /index.json: Next.js reads /index as /
+    expect(await handlerFor("/_next/data/b1d/index.json")).toBe(await handlerFor("/"));
+    const other = freshIpv4();
+    expect((await via(pages, "/", other)).status).toBe(200);
+    expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
+  });
+
   it("a rule whose glob ends in an extension covers the path with trailing dots, as IIS serves it", async () => {
     const php = await gate({ rules: [{ name: "php", limit: 1, window: "10m", path: "/*.php" }] });
     const ip = freshIpv4();
