@@ -128,6 +128,18 @@ describe("parseRateLimits", () => {
     expect(anyData?.path?.test("/v1/users")).toBe(false);
   });
 
+  it("a rule on a directory's index script covers the directory, which servers run it for, / included", () => {
+    // Apache's DirectoryIndex and nginx's index run /v1/index.php for /v1/, and /index.php for /
+    const [v1, home, anyIndex] = compiledPaths("/v1/index.php", "/index.php", "/app/*/index.php");
+    // (a pattern is tested against a request's forms, which hold /v1 for /v1/)
+    for (const p of ["/v1", "/V1"]) expect(v1?.path?.test(p), p).toBe(true);
+    expect(home?.path?.test("/")).toBe(true);
+    expect(home?.path?.test("/v1/")).toBe(false);
+    // a wildcard before the index name: the directory would be every path beneath /app/
+    expect(anyIndex?.path?.test("/app/x/index.php")).toBe(true);
+    expect(anyIndex?.path?.test("/app/x/y")).toBe(false);
+  });
+
   it("compiles path globs and upper-cases methods", () => {
     const r = parseRateLimits({ rules: [{ name: "w", limit: 1, window: "1s", path: "/v1/*.json", methods: ["post"] }] });
     const rule = r.ok ? r.config.tiers.get("default")![0]! : undefined;

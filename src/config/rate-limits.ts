@@ -396,7 +396,8 @@ function foldedPattern(glob: string, flags: string): PathPattern {
  * A rule's glob matched in the forms a request is matched in: a lenient origin that routes
  * `/v1/users.xml` and `/v1/users` to the handler of `/v1/users.json` routes them whatever the
  * rule spells, so a rule on `/v1/users.json` covers them too. Its forms are the glob's own
- * match forms, less the trailing-slash variants that every request's forms hold already; for
+ * match forms, less the trailing-slash variants that every request's forms hold already (but
+ * `/`, which has no other); for
  * a glob without a suffix, `;` parameter or escape that is the glob alone, one pattern.
  * A suffix after a wildcard (`/*.css`) names a kind of file, not a handler: cut, it would be
  * `/*`, every path, so such a glob keeps its suffix in every form.
@@ -409,7 +410,8 @@ function globPattern(glob: string, caseSensitive: boolean): PathPattern {
   const last = glob.slice(glob.lastIndexOf("/") + 1);
   const dot = last.indexOf(".");
   const suffix = dot > 0 && last.slice(0, dot).includes("*") ? last.slice(dot) : undefined;
-  const forms = own.matchOn.filter((form) => form.endsWith("/") === glob.endsWith("/") && (suffix === undefined || form.replace(/\/$/, "").endsWith(suffix)));
+  // "/" has one spelling (a request's forms hold no other): a glob that is "/" in a form (`/index.php`) keeps it
+  const forms = own.matchOn.filter((form) => (form === "/" || form.endsWith("/") === glob.endsWith("/")) && (suffix === undefined || form.replace(/\/$/, "").endsWith(suffix)));
   // the forms that still name the script, with its suffix: the paths beneath them
   const script = dot > 0 && SCRIPT_SUFFIX.test(last) ? last.slice(last.lastIndexOf(".")) : undefined;
   const beneath = script === undefined ? [] : forms.filter((form) => form.endsWith(script)).map((form) => `${form}/*`);

@@ -93,6 +93,16 @@ describe("canonicalPath", () => {
     expect(path("/(S(x))/v1").matchOn[0]).toBe("/(S(x))/v1"); // the path as forwarded first, as ever
   });
 
+  it("matches a directory's index script as the directory, which servers run it for", () => {
+    // Apache's DirectoryIndex, nginx's index, IIS's default documents, Tomcat's welcome files
+    expect(path("/v1/users/index.php").matchOn).toEqual(expect.arrayContaining(["/v1/users/", "/v1/users"]));
+    expect(path("/index.php").matchOn).toContain("/");
+    expect(path("/V1/Default.ASPX.").matchOn).toContain("/V1/");
+    expect(path("/v1/index.jsp;jsessionid=1").matchOn).toContain("/v1/");
+    expect(path("/v1/index.html").matchOn).not.toContain("/v1/"); // a page, not a script that a rule's handler is
+    expect(path("/v1/reindex.php").matchOn).not.toContain("/v1/");
+  });
+
   it("matches a Next.js data route or segment prefetch as the page Next.js routes it to", () => {
     // NextDataPathnameNormalizer: /_next/data/<build id>/<page>.json runs <page>'s getServerSideProps
     expect(path("/_next/data/b1d/v1/users.json").matchOn).toContain("/v1/users");

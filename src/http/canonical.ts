@@ -16,10 +16,12 @@ import { memo } from "../memo.ts";
  *   `;` or a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
  *   each without ASP.NET's cookieless session data (`/(S(x))/v1` is `/v1` to the .NET
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
- *   to a front controller),
+ *   to a front controller), each also as the page Next.js routes a data route or segment
+ *   prefetch to (`/_next/data/<build id>/v1.json` and `/v1.segments/_tree.segment.rsc` are `/v1`),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
- *   Rails, Spring's suffix matching and trimmed segments, and IIS), and each of those
+ *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
+ *   script (`/v1/index.php` is `/v1/` to Apache and nginx), and each of those
  *   with and without a trailing slash (`/v1` is `/v1/` to Express, so a rule on `/v1/*` covers
  *   it). A rule matches when it matches any of them: matching errs toward covering more,
  *   never less.
@@ -194,6 +196,25 @@ function withoutScript(path: string): string {
  */
 const withoutCookieless = (path: string) => (path.includes("/(") ? unlessEveryPath(path, normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, ""))) : path);
 
+/**
+ * A directory's index script: `index.php`, `index.cgi`, `index.jsp`, `default.aspx` and the
+ * like (`index` or `default` with a script's suffix, in any case), which servers run for the
+ * directory's own path — Apache's DirectoryIndex and nginx's `index` in PHP and CGI setups,
+ * IIS's default documents, a servlet container's welcome files.
+ */
+const INDEX_SCRIPT = new RegExp(`^(?:index|default)${SCRIPT_SUFFIX.source.slice(0, -1)}$`, "i");
+
+/**
+ * A path without dots (see `withoutDots`) whose last segment is a directory's index script, as
+ * that directory (`/v1/users/index.php` is `/v1/users/`, `/index.php` is `/`): the server runs
+ * the one for the other. Not when a wildcard stands before it: a rule's glob `/app/*\/index.php`
+ * as `/app/*\/` would be every path beneath `/app/`.
+ */
+function withoutIndex(trimmed: string): string {
+  const start = trimmed.lastIndexOf("/") + 1;
+  return INDEX_SCRIPT.test(trimmed.slice(start)) && !trimmed.slice(0, start).includes("*") ? trimmed.slice(0, start) : trimmed;
+}
+
 /** A Next.js data route's prefix, behind the application's basePath if it has one. */
 const NEXT_DATA = /\/_next\/data\//i;
 /** The start of a Next.js segment prefetch's own part: `<page>.segments/<segment path>.segment.rsc`. */
@@ -315,7 +336,7 @@ function canonicalPathOf(pathname: string): CanonicalPath {
       const bare = withoutTrailingSlash(variant);
       const dotless = withoutDots(bare);
       const trimmed = dotless === bare ? bare : normaliseSegments(dotless);
-      for (const v of [variant, trimmed, normaliseSegments(withoutFormat(dotless))]) {
+      for (const v of [variant, trimmed, normaliseSegments(withoutFormat(dotless)), withoutIndex(trimmed)]) {
         forms.add(v);
         // and v's other spelling, with or without the trailing slash ("/" has one spelling)
         if (v === "/") continue;

@@ -21,6 +21,9 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - Next.js's own requests for a page routed as the page: its data route
  *   (`/_next/data/<build id>/v1/users.json`, and `/_next/data/<build id>/index.json` for `/`), which runs the
  *   page's getServerSideProps, and a segment prefetch (`/v1/users.segments/_tree.segment.rsc`)
+ * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
+ *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
+ *   documents, Tomcat's welcome files)
  * - a format suffix on the last segment ignored, from its first dot on: `/v1/users.json` and
  *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
  *   are trailing dots on any segment (IIS)
@@ -51,6 +54,9 @@ export interface Echo {
   bodyBytes: number;
 }
 
+/** A directory's index script, as PHP and CGI setups name it for Apache's DirectoryIndex and nginx's index, IIS's default documents and Tomcat's welcome files. */
+const INDEX_SCRIPT = /^(?:index\.(?:php|cgi|pl|jsp)|default\.aspx?)$/i;
+
 /** The path as the lenient stack routes it: the leniencies above, applied in a framework's order. */
 export function routedPath(target: string): string {
   let path = target.split("?")[0]!;
@@ -66,7 +72,9 @@ export function routedPath(target: string): string {
   // first dot on (`[^./?]+` for the action), Spring's suffix matching (`pattern.*`) any suffix
   const segments = path.split("/").map((segment) => segment.replace(/\.+$/, ""));
   const last = segments.at(-1)!;
-  if (last.indexOf(".") > 0) segments[segments.length - 1] = last.slice(0, last.indexOf("."));
+  // a directory's index script is what runs for the directory (Apache's DirectoryIndex, nginx's index)
+  if (INDEX_SCRIPT.test(last)) segments.pop();
+  else if (last.indexOf(".") > 0) segments[segments.length - 1] = last.slice(0, last.indexOf("."));
   path = segments.join("/") || "/";
   return path.toLowerCase();
 }

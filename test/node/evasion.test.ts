@@ -85,6 +85,33 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
   });
 
+  it("a directory's index script counts against the directory's rule, and the directory against the script's: servers run it for both (Apache's DirectoryIndex, nginx's index)", async () => {
+    const indexes = await gate({
+      rules: [
+        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+        { name: "v1-index", limit: 1, window: "10m", path: "/v1/index.php" },
+        { name: "home", limit: 1, window: "10m", path: "/" },
+      ],
+    });
+    const spellings = ["/v1/users/index.php", "/V1/Users/INDEX.PHP", "/v1/users/index.php.", "/v1/users/index.php;x", "/v1/users/default.aspx"];
+    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
+    const ip = freshIpv4();
+    const before = origin().hits("users");
+    expect((await via(indexes, "/v1/users", ip)).status).toBe(200);
+    for (const spelling of spellings) expect((await via(indexes, spelling, ip)).status, spelling).toBe(429);
+    expect(origin().hits("users") - before).toBe(1);
+    // the other way: the directory is the script a rule names, and / is /index.php
+    expect(await handlerFor("/v1/")).toBe("v1");
+    expect(await handlerFor("/v1/index.php")).toBe("v1");
+    const other = freshIpv4();
+    expect((await via(indexes, "/v1/index.php", other)).status).toBe(200);
+    for (const spelling of ["/v1/", "/v1"]) expect((await via(indexes, spelling, other)).status, spelling).toBe(429);
+    expect(await handlerFor("/index.php")).toBe(await handlerFor("/"));
+    const third = freshIpv4();
+    expect((await via(indexes, "/", third)).status).toBe(200);
+    expect((await via(indexes, "/index.php", third)).status).toBe(429);
+  });
+
   it("a rule whose glob ends in an extension covers the path with trailing dots, as IIS serves it", async () => {
     const php = await gate({ rules: [{ name: "php", limit: 1, window: "10m", path: "/*.php" }] });
     const ip = freshIpv4();
