@@ -86,10 +86,21 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     );
   };
 
+  // named as the app wrote it: the library's own check would name its `identity` option, which a
+  // Hono app never wrote
+  const identityOf = (c: Context): string | null | undefined => {
+    if (!identify) return undefined;
+    const id: unknown = identify(c);
+    if (id === undefined || id === null || typeof id === "string") return id;
+    throw new TypeError(
+      `slidegate: options.identify must return a string, undefined or null, not ${typeof (id as PromiseLike<unknown>).then === "function" ? "a Promise (it is called synchronously)" : typeof id}`,
+    );
+  };
+
   return async (c, next) => {
     let result: LimitResult;
     try {
-      result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identify?.(c), clientIp: clientIpOf(c) });
+      result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identityOf(c), clientIp: clientIpOf(c) });
     } catch (e) {
       // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
       if (e instanceof CostError) {

@@ -151,7 +151,7 @@ describe("Hono middleware", () => {
     error = undefined;
     expect((await app.fetch(request("/", { headers: { "x-user": "number" } }))).status).toBe(500);
     expect(error).toBeInstanceOf(TypeError);
-    expect(String(error)).toMatch(/slidegate: the identity option must be a non-empty string, not number/);
+    expect(String(error)).toMatch(/slidegate: options\.identify must return a string, undefined or null, not number/);
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 5, window: "1m" }] });
     await expect(l.limit("")).rejects.toThrow(/limit\(identity\) must be a non-empty string, not ""/);
     await expect(l.limit(42 as unknown as string)).rejects.toThrow(/limit\(\) takes a Request or an identity of your own \(a non-empty string\), not number/);
