@@ -258,6 +258,8 @@ describe("methodsOf", () => {
     expect(methods("POST", {}, "https://x/?_%6Dethod=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?%5F%6D%65%74%68%6F%64=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?methods=x")).toEqual(["POST"]);
+    // Express's method-override takes "LOC\u212A" (it lower-cases to "lock") and its router reads it as LOCK
+    expect(methods("POST", {}, "https://x/?_method=LOC%E2%84%AA")).toEqual(["POST", "LOC\u212A", "LOCK"]);
     // PHP ends a name at a NUL: "_method\0x" is $_GET['_method']
     expect(methods("POST", {}, "https://x/?_method%00x=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?x%00_method=delete")).toEqual(["POST"]);

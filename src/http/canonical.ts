@@ -415,7 +415,14 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
   // escape (which may spell it: "_%6Dethod") never builds it
   if (/method|%/i.test(url.search)) for (const [name, value] of url.searchParams) if (phpName(name).toLowerCase() === "_method") overrides.push(value);
   for (const value of overrides) {
-    for (const m of value?.split(",") ?? []) if (m.trim()) methods.add(m.trim().toUpperCase());
+    for (const m of value?.split(",") ?? []) {
+      const name = m.trim();
+      if (!name) continue;
+      methods.add(name.toUpperCase());
+      // as an origin that lower-cases it to route it reads it: Express's router reads "LOC\u212A"
+      // (a Kelvin sign, which upper-casing keeps) as "lock"
+      methods.add(name.toLowerCase().toUpperCase());
+    }
   }
   if (methods.has("HEAD")) methods.add("GET");
   // Rails' and Laravel's resource routes send PUT and PATCH to one update action
