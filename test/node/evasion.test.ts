@@ -30,6 +30,20 @@ async function handlerFor(target: string, options: Sent = {}): Promise<string> {
   return (answer.headers["x-handler"] as string | undefined) ?? `status ${answer.status}`;
 }
 
+/**
+ * Each spelling reaches `handler` when sent to the origin directly; once `spend` has spent the
+ * rule (`times` requests admitted), the gate refuses each spelling with 429, and only the
+ * spending requests reached the origin.
+ */
+async function expectCountedAsOne(gate: string, spend: string, spellings: readonly string[], { handler = "users", times = 1 } = {}) {
+  for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe(handler);
+  const ip = freshIpv4();
+  const before = origin().hits(handler);
+  for (let i = 0; i < times; i++) expect((await via(gate, spend, ip)).status).toBe(200);
+  for (const spelling of spellings) expect((await via(gate, spelling, ip)).status, spelling).toBe(429);
+  expect(origin().hits(handler) - before).toBe(times);
+}
+
 const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 
 describe("path encodings: a rule covers every spelling the origin routes to the same handler", () => {
@@ -72,12 +86,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       "/v1/users.segments/_tree.segment.rsc",
       "/v1/users.segments/$c$children/__PAGE__.segment.rsc",
     ];
-    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
-    const ip = freshIpv4();
-    const before = origin().hits("users");
-    expect((await via(pages, "/v1/users", ip)).status).toBe(200);
-    for (const spelling of spellings) expect((await via(pages, spelling, ip)).status, spelling).toBe(429);
-    expect(origin().hits("users") - before).toBe(1);
+    await expectCountedAsOne(pages, "/v1/users", spellings);
     // the home page's data route is /index.json: Next.js reads /index as /
     expect(await handlerFor("/_next/data/b1d/index.json")).toBe(await handlerFor("/"));
     const other = freshIpv4();
@@ -94,12 +103,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       ],
     });
     const spellings = ["/v1/users/index.php", "/V1/Users/INDEX.PHP", "/v1/users/index.php.", "/v1/users/index.php;x", "/v1/users/default.aspx"];
-    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
-    const ip = freshIpv4();
-    const before = origin().hits("users");
-    expect((await via(indexes, "/v1/users", ip)).status).toBe(200);
-    for (const spelling of spellings) expect((await via(indexes, spelling, ip)).status, spelling).toBe(429);
-    expect(origin().hits("users") - before).toBe(1);
+    await expectCountedAsOne(indexes, "/v1/users", spellings);
     // the other way: the directory is the script a rule names, and / is /index.php
     expect(await handlerFor("/v1/")).toBe("v1");
     expect(await handlerFor("/v1/index.php")).toBe("v1");
@@ -277,23 +281,13 @@ describe("methods: HEAD and overridden methods count where their handler's metho
       "/v1/users.tar.gz",
       "/v1./users",
     ];
-    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
-    const ip = freshIpv4();
-    const before = origin().hits("users");
-    for (let i = 0; i < 2; i++) expect((await via(base, "/v1/users", ip)).status).toBe(200);
-    for (const spelling of spellings) expect((await via(base, spelling, ip)).status, spelling).toBe(429);
-    expect(origin().hits("users") - before).toBe(2);
+    await expectCountedAsOne(base, "/v1/users", spellings, { times: 2 });
   });
 
   it("a rule written with a format suffix covers the path without it and with any other suffix, which the origin routes alike", async () => {
     const suffixed = await gate({ rules: [{ name: "json", limit: 1, window: "10m", path: "/v1/users.json" }] });
     const spellings = ["/v1/users", "/v1/users.xml", "/v1/users.html", "/v1/users/", "/v1/users.json"];
-    for (const spelling of spellings) expect(await handlerFor(spelling), spelling).toBe("users");
-    const ip = freshIpv4();
-    const before = origin().hits("users");
-    expect((await via(suffixed, "/v1/users.json", ip)).status).toBe(200);
-    for (const spelling of spellings) expect((await via(suffixed, spelling, ip)).status, spelling).toBe(429);
-    expect(origin().hits("users") - before).toBe(1);
+    await expectCountedAsOne(suffixed, "/v1/users.json", spellings);
   });
 
   it("a DELETE rule limits a POST whose form body overrides its method to DELETE", async () => {

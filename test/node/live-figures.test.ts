@@ -69,6 +69,16 @@ async function until(read: () => Promise<Figures>, done: (f: Figures) => boolean
 /** Then waits past every isolate's next flush round, so a count sent twice would show. */
 const settle = () => new Promise((r) => setTimeout(r, 12_000));
 
+/** Once the figures count `all`, and past every isolate's next flush: exactly these decisions, and none lost. */
+async function expectSettledFigures(figures: () => Promise<Figures>, all: number, decisions: Record<string, number>) {
+  await until(figures, (f) => f.totals.all >= all);
+  await settle();
+  const f = await figures();
+  expect(f.totals.all).toBe(all);
+  expect(f.totals.decisions).toMatchObject(decisions);
+  expect(f.totals.lost).toBe(0);
+}
+
 async function send(fleet: Fleet, n: number, ip: (i: number) => string, offset = 0): Promise<number[]> {
   const codes: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -118,13 +128,7 @@ describe("live figures across isolates", () => {
 
     // the next flushes send that batch again (a no-op), then what came since
     expect(await send(fleet, 2, () => "198.51.100.20")).toEqual([200, 200]);
-    await until(figures, (f) => f.totals.all >= 6);
-    await settle();
-    const f = await figures();
-    expect(f.totals.all).toBe(6);
-    expect(f.totals.decisions["failed-open"]).toBe(4);
-    expect(f.totals.decisions.admitted).toBe(2);
-    expect(f.totals.lost).toBe(0);
+    await expectSettledFigures(figures, 6, { "failed-open": 4, admitted: 2 });
   }, 120_000);
 
   it("a flush the store answers with a reply its script never gives is sent again, not taken as applied", async () => {
@@ -142,13 +146,7 @@ describe("live figures across isolates", () => {
     }
     // a request re-arms the flush of the batch the store never applied
     expect(await send(fleet, 2, () => "198.51.100.40")).toEqual([200, 200]);
-    await until(figures, (f) => f.totals.all >= 5);
-    await settle();
-    const f = await figures();
-    expect(f.totals.all).toBe(5);
-    expect(f.totals.decisions["failed-open"]).toBe(3);
-    expect(f.totals.decisions.admitted).toBe(2);
-    expect(f.totals.lost).toBe(0);
+    await expectSettledFigures(figures, 5, { "failed-open": 3, admitted: 2 });
   }, 150_000);
 
   it("decisions made while the store is unreachable fail open, are counted, and reach the figures once it is back", async () => {
@@ -164,12 +162,6 @@ describe("live figures across isolates", () => {
     expect(proxy.faulted).toBeGreaterThanOrEqual(faulted + 4);
     // a request re-arms the flush of what the store missed
     expect(await send(fleet, 2, () => "198.51.100.30")).toEqual([200, 200]);
-    await until(figures, (f) => f.totals.all >= 7);
-    await settle();
-    const f = await figures();
-    expect(f.totals.all).toBe(7);
-    expect(f.totals.decisions["failed-open"]).toBe(3);
-    expect(f.totals.decisions.admitted).toBe(4);
-    expect(f.totals.lost).toBe(0);
+    await expectSettledFigures(figures, 7, { "failed-open": 3, admitted: 4 });
   }, 120_000);
 });

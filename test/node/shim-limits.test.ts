@@ -88,20 +88,26 @@ describe("shim oversized bodies", () => {
   });
 });
 
-describe("shim client connections", () => {
-  // A shim process of its own, capped at two connections by its environment, as an operator sets it.
-  let capped: ShimProcess;
+/** A shim process of its own for the describe block it is called in (started before its tests, stopped after them), as an operator runs one: `env` and Node's `nodeArgs`. */
+function ownShimProcess(env: Record<string, string>, nodeArgs: string[] = []): () => ShimProcess {
+  let shim: ShimProcess | undefined;
   beforeAll(async () => {
-    capped = await startShimProcess({ SHIM_MAX_CONNECTIONS: "2" });
+    shim = await startShimProcess(env, nodeArgs);
   });
   afterAll(async () => {
-    await capped?.stop();
+    await shim?.stop();
   });
+  return () => shim!;
+}
+
+describe("shim client connections", () => {
+  // A shim process of its own, capped at two connections by its environment, as an operator sets it.
+  const capped = ownShimProcess({ SHIM_MAX_CONNECTIONS: "2" });
 
   /** A connection to the capped shim, once TCP has it (the shim accepts in that order). */
   const open = () =>
     new Promise<Socket>((resolve, reject) => {
-      const url = new URL(capped.url);
+      const url = new URL(capped().url);
       const socket = connect({ host: url.hostname, port: Number(url.port) });
       socket.once("connect", () => resolve(socket));
       socket.once("error", reject);
@@ -126,18 +132,18 @@ describe("shim client connections", () => {
       let text = "";
       held[0]!.on("data", (c: Buffer) => (text += c.toString()));
       held[0]!.on("close", () => resolve(text));
-      held[0]!.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${capped.token}\r\nconnection: close\r\ncontent-length: 8\r\n\r\n["PING"]`);
+      held[0]!.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${capped().token}\r\nconnection: close\r\ncontent-length: 8\r\n\r\n["PING"]`);
     });
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer).toContain('{"result":"PONG"}');
     for (const socket of held) socket.destroy();
     await until("the shim serves again once its connections close", async () => {
-      const res = await fetch(capped.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${capped.token}` } }).catch(() => undefined);
+      const res = await fetch(capped().url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${capped().token}` } }).catch(() => undefined);
       return res?.status === 200;
     });
     const said = /1 new connection closed unanswered since the last such line: 2 are open, the most SHIM_MAX_CONNECTIONS allows/;
-    await until("the shim logs the closed connection", () => said.test(capped.stderr()));
-    expect(capped.stderr()).not.toContain(capped.token);
+    await until("the shim logs the closed connection", () => said.test(capped().stderr()));
+    expect(capped().stderr()).not.toContain(capped().token);
   });
 });
 
@@ -145,13 +151,7 @@ describe("shim bodies sent in tiny chunks", () => {
   // A shim process of its own whose heap is capped: a body it holds at many times its size
   // shows as the process dying, not as a number to compare against a guess.
   const HEAP_MB = 64;
-  let small: ShimProcess;
-  beforeAll(async () => {
-    small = await startShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
-  });
-  afterAll(async () => {
-    await small?.stop();
-  });
+  const small = ownShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
 
   it(`takes a body of the default 1 MiB limit sent as one-byte chunks in a shim whose heap is capped at ${HEAP_MB} MB, and keeps serving`, async () => {
     const value = "x".repeat(1024 * 1024 - 200);
@@ -160,20 +160,20 @@ describe("shim bodies sent in tiny chunks", () => {
     // chunk per byte, whatever TCP makes of them
     const framed = Buffer.alloc(body.length * 6);
     for (let i = 0; i < body.length; i++) framed.write(`1\r\n${String.fromCharCode(body[i]!)}\r\n`, i * 6, "latin1");
-    const url = new URL(small.url);
+    const url = new URL(small().url);
     const answer = await new Promise<string>((resolve) => {
       const socket = connect({ host: url.hostname, port: Number(url.port) });
       let text = "";
       socket.on("data", (c: Buffer) => (text += c.toString()));
       socket.on("error", () => {});
       socket.on("close", () => resolve(text));
-      socket.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small.token}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`);
+      socket.write(`POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small().token}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n`);
       socket.write(framed);
       socket.write("0\r\n\r\n");
     });
-    expect(answer, small.stderr().slice(0, 500)).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answer, small().stderr().slice(0, 500)).toMatch(/^HTTP\/1\.1 200 /);
     expect(answer).toContain('{"result":"OK"}');
-    const res = await fetch(small.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small.token}` } });
+    const res = await fetch(small().url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small().token}` } });
     expect(await res.json()).toEqual({ result: "PONG" });
   }, 120_000);
 });
@@ -182,18 +182,12 @@ describe("shim pipelined requests", () => {
   // A shim process of its own with its heap capped, as for bodies in tiny chunks above: the
   // shim holding every pipelined request at once shows as the process dying.
   const HEAP_MB = 28;
-  let small: ShimProcess;
-  beforeAll(async () => {
-    small = await startShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
-  });
-  afterAll(async () => {
-    await small?.stop();
-  });
+  const small = ownShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
 
   it(`answers 20,000 PINGs sent on one connection without waiting, each a PONG or a JSON 503, in a shim whose heap is capped at ${HEAP_MB} MB`, async () => {
     const count = 20_000;
-    const ping = `POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small.token}\r\ncontent-length: 8\r\n\r\n["PING"]`;
-    const url = new URL(small.url);
+    const ping = `POST / HTTP/1.1\r\nhost: shim\r\nauthorization: Bearer ${small().token}\r\ncontent-length: 8\r\n\r\n["PING"]`;
+    const url = new URL(small().url);
     const answers = await new Promise<string>((resolve) => {
       const socket = connect({ host: url.hostname, port: Number(url.port) });
       let text = "";
@@ -212,14 +206,14 @@ describe("shim pipelined requests", () => {
       socket.write(ping.repeat(count));
     });
     const statuses = [...answers.matchAll(/^HTTP\/1\.1 (\d+) /gm)].map((m) => m[1]);
-    expect(statuses.length, small.stderr().slice(0, 500)).toBe(count);
+    expect(statuses.length, small().stderr().slice(0, 500)).toBe(count);
     const pongs = answers.split('{"result":"PONG"}').length - 1;
     const refusals = answers.split("requests already running on this connection").length - 1;
     expect(statuses.filter((s) => s === "200").length).toBe(pongs);
     expect(statuses.filter((s) => s === "503").length).toBe(refusals);
     expect(pongs + refusals).toBe(count);
     expect(pongs).toBeGreaterThanOrEqual(16);
-    const res = await fetch(small.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small.token}` } });
+    const res = await fetch(small().url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${small().token}` } });
     expect(await res.json()).toEqual({ result: "PONG" });
   }, 120_000);
 });
