@@ -11,8 +11,9 @@ import { createFailureLog } from "../gateway/failure-log.ts";
 import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { blockLeft, createLimiter, decisionOf, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
+import { blockLeft, createLimiter, decisionOf, isStoreFull, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
 import { storeClient } from "../script/store-client.ts";
+import { createLocalAttempts } from "./local-attempts.ts";
 import { createRegistry, type Entry, type Given, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
 import { echo, unknownFields } from "./unknown-fields.ts";
 
@@ -168,6 +169,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
   const throttled = createDenialCache<true>(10_000);
+  // the count while the store is full and refuses the script's write
+  const attemptsHere = createLocalAttempts({ limit: ADMIN_AUTH_FAILURES.limit, windowMs: ADMIN_AUTH_FAILURES.windowMs, addresses: 10_000 });
   const expected = sha256(adminToken);
   const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: STORE_TIMEOUT_MS });
 
@@ -471,10 +474,33 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if (!request.headers.has("authorization")) return unauthorized(false);
     // recorded first: a token is compared only once its attempt is counted (a check, then a
     // record, would let a burst of guesses all pass the check before any was recorded)
-    const attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], STORE_TIMEOUT_MS));
+    let attempt: ReturnType<typeof decisionOf>;
+    try {
+      attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], STORE_TIMEOUT_MS));
+    } catch (e) {
+      if (!isStoreFull(e)) throw e;
+      failures.record({ error: e instanceof Error ? e.message : String(e) });
+      return authenticateHere(request, tag, now);
+    }
     if (!attempt.admitted) return refuse(tag, now, attempt.retryAfterMs);
     if (await authorised(request)) {
       await takeBack(tag);
+      return undefined;
+    }
+    log("warn", { event: "slidegate.admin_unauthorized", tag });
+    return unauthorized(true);
+  }
+
+  /**
+   * `authenticate` with the attempts counted in this isolate (the store is full: the routes that
+   * only read or delete still work, and they are what frees it). Counted before the comparison,
+   * as in the store, so a burst of guesses cannot all pass the check first.
+   */
+  async function authenticateHere(request: Request, tag: string, now: number): Promise<Response | undefined> {
+    const wait = attemptsHere.record(tag, now);
+    if (wait > 0) return refuse(tag, now, wait);
+    if (await authorised(request)) {
+      attemptsHere.takeBack(tag);
       return undefined;
     }
     log("warn", { event: "slidegate.admin_unauthorized", tag });

@@ -98,6 +98,9 @@ export class LimiterError extends Error {
   override name = "LimiterError";
 }
 
+/** Whether the limiter failed because the store is full and refused the script's write. */
+export const isStoreFull = (error: unknown) => error instanceof LimiterError && OUT_OF_MEMORY.test(error.message);
+
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup) => Promise<Reply>;
 
 /** The Redis keys of one identity: its operator block, its registry entry (API keys), and per scope a log per limit (or per limits sharing one). */

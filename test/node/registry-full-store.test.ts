@@ -142,3 +142,49 @@ describe("the registry on a full store (noeviction)", () => {
     }
   });
 });
+
+describe("the admin API on a full store (noeviction)", () => {
+  /** An admin call from `ip` with `token`, on a store that stays full for the whole test. */
+  const from = async (ip: string, token: string, route: string, body: unknown) => {
+    const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "cf-connecting-ip": ip },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+
+  it("lets the operator in to read and to free memory: usage, keys/get, reset and keys/delete answer while the store refuses writes", async () => {
+    const key = `full-admin-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "paid", label: "to go" })).status).toBe(200);
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const ip = "198.51.100.40";
+      expect((await from(ip, ADMIN, "keys/get", { key })).body).toMatchObject({ tier: "paid", label: "to go" });
+      expect((await from(ip, ADMIN, "usage", { key })).status).toBe(200);
+      expect((await from(ip, ADMIN, "reset", { key })).status).toBe(200);
+      expect((await from(ip, ADMIN, "keys/delete", { key })).body).toEqual({ deleted: true });
+      // a write the store refuses is the store's failure, named as such
+      expect((await from(ip, ADMIN, "block", { key, seconds: 60 })).status).toBe(503);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
+    expect((await call("keys/get", { key })).status).toBe(404);
+  });
+
+  it("still limits wrong tokens per address while the store cannot count them: the eleventh try is refused, the right token with it", async () => {
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const ip = "198.51.100.41";
+      const wrong = randomBytes(32).toString("hex");
+      const answers = await Promise.all(Array.from({ length: 10 }, () => from(ip, wrong, "keys/list", {})));
+      expect(answers.map((a) => a.status)).toEqual(Array(10).fill(401));
+      expect((await from(ip, wrong, "keys/list", {})).status).toBe(429);
+      expect((await from(ip, ADMIN, "keys/list", {})).status).toBe(429);
+      // another address is not held by this one's failures
+      expect((await from("198.51.100.42", ADMIN, "keys/list", {})).status).toBe(200);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
+  });
+});
