@@ -23,9 +23,9 @@ export interface GatewayEnv {
 const MIN_ADMIN_TOKEN_LENGTH = 32;
 /**
  * An admin token no request can carry: a header value loses spaces and tabs at its ends and
- * cannot hold a line break or another control character. Such a secret (pasted with the newline
- * a terminal printed after it, say) answered the right token 401, each try one of the address's
- * failures.
+ * cannot hold a line break or another control character. Taken as it is, such a secret (pasted
+ * with the newline a terminal printed after it, say) would answer the right token 401, each try
+ * one of the address's failures.
  */
 const unsendable = (token: string) => /^[ \t]|[ \t]$/.test(token) || [...token].some((c) => (c < " " && c !== "\t") || c === "\u007f");
 

@@ -113,8 +113,8 @@ const badRequest = (detail: string) => problem(400, "bad-request", "Bad Request"
 /**
  * The deepest a body may nest objects and arrays. No route reads past five levels (an import's
  * {"entries":[{"overrides":{"<rule>":{…}}}]}); JSON.parse takes any depth, but the checks
- * after it walk a value recursively, and a body of some 100,000 brackets overflowed the stack:
- * a 500 for what is the caller's mistake.
+ * after it walk a value recursively, and a body of some 100,000 brackets would overflow the
+ * stack: a 500 for what is the caller's mistake.
  */
 const MAX_BODY_DEPTH = 16;
 
@@ -177,8 +177,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const registry = createRegistry({ config, redis });
 
   // The scheme is read in any case and after any run of spaces, as RFC 9110 §11.1 and §11.4 have
-  // it (and the gate's own key reading, src/decision/api-key.ts): "bearer <token>" compared whole
-  // refused the right token as a wrong one, one of the address's failures spent on each try.
+  // it (and the gate's own key reading, src/decision/api-key.ts): compared whole, "bearer <token>"
+  // would refuse the right token as a wrong one, one of the address's failures spent on each try.
   const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(BEARER.exec(request.headers.get("authorization") ?? "")?.[1] ?? ""), await expected);
 
   /**
@@ -326,7 +326,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       },
     },
     // a change of some fields of an entry that exists: one write that a delete cannot race (as a
-    // read then a write, the write brought a deleted key back); what the body leaves out stays
+    // read then a write, the write could bring a deleted key back); what the body leaves out stays
     "keys/update": {
       who: "key",
       takes: ["tier", "label", "disabled"],

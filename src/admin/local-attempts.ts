@@ -1,8 +1,8 @@
 /**
  * Admin authentication attempts counted in this isolate's memory, by the same sliding window as
  * the store's count: what still limits token guesses while the store is full (`maxmemory` under
- * `noeviction`) and refuses the script that counts them in Redis. Without it a full store shut
- * the operator out of the very calls that free memory (reset, unblock, keys/delete). Each
+ * `noeviction`) and refuses the script that counts them in Redis. Without it a full store would
+ * shut the operator out of the very calls that free memory (reset, unblock, keys/delete). Each
  * isolate counts its own, so across a fleet an address gets this limit per isolate while the
  * store is full: a bound still, on a token of 32 characters or more.
  *

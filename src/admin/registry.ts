@@ -71,8 +71,8 @@ const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end red
 /**
  * An import's write of one entry that names no tier: ARGV[1] (the default tier) set only where
  * the entry has none, then the field-value pairs after it, in one script: as two commands, a
- * store that filled up between them kept the first alone, a new entry of the default tier,
- * enabled, for a key the import meant to disable. A script that has not yet written is refused
+ * store that filled up between them would keep the first alone, a new entry of the default
+ * tier, enabled, for a key the import meant to disable. A script that has not yet written is refused
  * whole by a full store, and one that has runs to its end. An entry that names nothing but its
  * key has no pairs: HSET would refuse to be called without one.
  */
@@ -81,7 +81,7 @@ const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if AR
  * Changes some fields of an entry that exists, in one script: ARGV[1] is the count n of the
  * field-value pairs' arguments to HSET that follow, then fields to HDEL. Answers the entry as
  * it is after the change, or 0 when there is none. As a read, then a write, a delete between
- * them was undone: the write made the deleted (revoked) key an entry again, enabled.
+ * them would be undone: the write would make the deleted (revoked) key an entry again, enabled.
  */
 const UPDATE_IF_HELD =
   "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end local n = tonumber(ARGV[1]) if n > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, 2, n + 1)) end if #ARGV > n + 1 then redis.call('HDEL', KEYS[1], unpack(ARGV, n + 2)) end return redis.call('HGETALL', KEYS[1])";
@@ -131,7 +131,7 @@ export function fieldsOf(entry: Entry): Record<string, string> {
  * Most bytes of commands one store request carries: a quarter of the shim's default body limit
  * and of Upstash's smallest request size limit (1 MB). A batch of the largest entries an import
  * takes (labels of 200 characters of 3 bytes, overrides of many rules) is several times that:
- * in one pipeline the store refused it whole, a valid import answered as a store failure.
+ * in one pipeline the store would refuse it whole, a valid import answered as a store failure.
  */
 const REQUEST_BYTES = 256 * 1024;
 const utf8 = new TextEncoder();
@@ -255,8 +255,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
 
     /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */
     async override(identity: Identity, rule: string, o: Override | "clear"): Promise<boolean> {
-      // the check and the change in one script: an EXISTS, then an HSET, let a delete between
-      // them leave an entry of overrides alone — unlisted, and holding its limits for the
+      // the check and the change in one script: an EXISTS, then an HSET, would let a delete
+      // between them leave an entry of overrides alone — unlisted, and holding its limits for the
       // deleted key (an unknown key in the default tier gets them)
       const fields: string[] = [];
       if (o === "clear") fields.push(FIELD.limit(rule), FIELD.window(rule));

@@ -3,9 +3,9 @@ export const echo = (name: string) => JSON.stringify(name.slice(0, 64));
 
 /**
  * What a request body holds beyond the fields a route takes, as the words of a 400 (undefined:
- * nothing). A field misspelt ("windw", "curser") was ignored: the route ran as if it were left
- * out, and a dry run asked for by another name imported. Every such field is named, each cut
- * to 64 characters.
+ * nothing). A misspelt field ("windw", "curser") is not ignored: the route would run as if it
+ * were left out, and a dry run asked for by another name would import. Every such field is
+ * named, each cut to 64 characters.
  *
  * @example
  * unknownFields({ minutes: 5, minuts: 5 }, ["minutes"]); // '"minuts": unknown field (allowed: minutes)'

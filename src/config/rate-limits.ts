@@ -442,8 +442,8 @@ function normaliseRule(r: RawRule, fail: FailMode, timeoutMs: number, shadow: bo
  * Rules that see the same requests at the same cost count them in one log, kept for the
  * longest of their windows: each extra rule then costs Redis one read instead of a log of its
  * own. A shadow rule keeps its own log (it records what it alone would admit). The log is
- * the one the longest rule has always written, so rules that shared nothing before keep their
- * count across the change.
+ * the one the longest rule writes on its own (named after it), so a shorter rule that joins or
+ * leaves its group leaves the group's count as it was.
  *
  * @example
  * sharedLogs([perSecond, perHour]).map((r) => r.log); // ["perHour", "perHour"]

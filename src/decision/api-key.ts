@@ -11,7 +11,7 @@
  * trims, and trimming more than some origin does only counts a key nobody issued against the
  * key it pads, never one key as two.
  *
- * - JavaScript's `trim()`, the gate's reading until now: Unicode spaces, line breaks, U+FEFF.
+ * - JavaScript's `trim()`: Unicode spaces, line breaks, U+FEFF.
  * - Every character up to U+0020: Java's `String.trim()` drops them all (C0 controls); Python's
  *   `str.strip()` also drops U+001C–U+001F.
  * - U+0085 (NEL): Python's `str.strip()`, .NET's `Trim()`, Go's `strings.TrimSpace`.

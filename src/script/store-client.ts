@@ -44,7 +44,7 @@ interface Requester {
  * `{"error": …}`; a pipeline, an array of those, one per command) before the client reads it.
  * The client reads any other frame with a TypeError of its own ("Request did not return a
  * result", "n.map is not a function"), which is what a bug in the gate throws: a store, or a
- * proxy in front of it, that answers `{}` or `[]` made the admin API answer a logged 500
+ * proxy in front of it, that answers `{}` or `[]` would make the admin API answer a logged 500
  * internal error. An UpstashError is a store failure, as every caller handles one.
  */
 function checkingReplies(redis: Redis): Redis {
