@@ -129,9 +129,9 @@ function nestsDeeper(value: unknown, max: number): boolean {
   }
   return false;
 }
-/** What a route about an identity takes: every form, so a caller with the wrong one learns the right one. */
 /** The fields that name whom a route is about, per kind of route. */
 const NAMED_BY = { any: ["key", "hash", "ip", "user", "tag"], key: ["key", "hash"], none: [] } as const;
+/** What a route about any identity takes: every form, so a caller with the wrong one learns the right one. */
 const NAME_ONE =
   'Give exactly one of "key" (the raw API key), "hash" (its SHA-256), "ip" (the client IP), "user" (an identity your application gave the library or the Hono middleware) or "tag" (an address\'s or a user\'s tag, as the figures list it), as a non-empty string.';
 

@@ -32,7 +32,7 @@ export interface Decide {
   (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict>;
   /** for an API key: its registry entry is read in the same call */
   (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup): Promise<Verdict | RegistryAnswer>;
-  /** forgets this isolate's cached denials and blocks of an identity (after an operator's reset or unblock) */
+  /** forgets this isolate's cached denials, blocks and registry refusals of an identity (after an operator's reset, unblock or registry change) */
   forget(tag: string): void;
 }
 

@@ -5,8 +5,8 @@
  *
  * @example
  * const cache = createDenialCache<Decision>(10_000);
- * cache.set("k…|free|minute", Date.now() + 30_000, decision, Date.now());
- * cache.get("k…|free|minute", Date.now()); // { until, value } while denied, else undefined
+ * cache.set("k…|free|minute*1", Date.now() + 30_000, decision, Date.now());
+ * cache.get("k…|free|minute*1", Date.now()); // { until, value } while denied, else undefined
  * cache.forget("k…|");                     // every entry of that identity, gone
  */
 export interface DenialCache<T> {

@@ -121,7 +121,7 @@ function combine(key: Verdict, address: Verdict): Verdict {
  * @example
  * const pipeline = createPipeline({ config, redisUrl, redisToken });
  * const step = await pipeline.run(request, { methods: ["GET"], paths: ["/v1/users"] });
- * if (step.kind === "decided") answer(step);
+ * const answered = answer(step, config.keyHeader); // src/http/answers.ts
  */
 export function createPipeline(options: DeciderOptions): Pipeline {
   const config: GateConfig = options.config;

@@ -33,7 +33,7 @@
  *   { event: "slidegate.blocked_summary", tag, tier, blocked, blockedForMs, from, to }
  *   { event: "slidegate.shadow_denied_summary", tag, tier, shadowDenied, rules: { name: count }, from, to }
  *   { event: "slidegate.refused_summary", reason, tag, tier, refused, from, to }
- *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary", other: true, denied | blocked, from, to }
+ *   { event: "slidegate.denied_summary" | "slidegate.blocked_summary" | "slidegate.shadow_denied_summary", other: true, denied | blocked | shadowDenied, from, to }
  *   { event: "slidegate.refused_summary", other: true, reason, refused, from, to }
  * `from` and `to` (ISO 8601) span the refusals a flush counts.
  *

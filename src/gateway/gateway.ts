@@ -19,7 +19,7 @@ export interface GateOptions {
   redisToken: string;
   /** enables the admin API under /__slidegate/ */
   adminToken?: string;
-  /** an admin token was set but refused (too short): every admin path answers the configuration error */
+  /** an admin token was set but refused (too short, or one no header can carry): every admin path answers the configuration error */
   adminRefused?: boolean;
   /** a Workers Analytics Engine dataset: data points of the gate's decisions */
   metrics?: AnalyticsEngineDataset;

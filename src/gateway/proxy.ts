@@ -12,8 +12,8 @@
  * JavaScript, and an admitted request crosses here twice.
  *
  * @example
- * const origin = createForwarder({ origin: new URL("https://api.example.com"), clientIpHeader: "x-client-ip", passForwardedHeaders: false });
- * const response = await origin.send(origin.prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }), [["X-RateLimit-Limit", "10"]]);
+ * const toOrigin = createForwarder({ origin: new URL("https://api.example.com"), clientIpHeader: "x-client-ip", passForwardedHeaders: false });
+ * const response = await toOrigin.send(toOrigin.prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }), [["X-RateLimit-Limit", "10"]]);
  */
 
 import type { GateConfig } from "../config/rate-limits.ts";
