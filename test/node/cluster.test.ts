@@ -72,7 +72,7 @@ describe("Redis Cluster behind the shim", () => {
     }
   });
 
-  it("runs the seed scenario: 5 per 10 s answers 200 ×5 then 429", async () => {
+  it("5 per 10 s per IP answers 200 ×5 then 429", async () => {
     const codes = [];
     for (let i = 0; i < 6; i++) codes.push(...(await seed.burst(1, { "cf-connecting-ip": "198.51.100.150" })));
     expect(codes).toEqual([200, 200, 200, 200, 200, 429]);

@@ -14,9 +14,9 @@ describe("documented configuration examples", () => {
     for (const block of blocks) expect(parseRateLimits(rateLimitsIn(block)), block).toMatchObject({ ok: true });
   });
 
-  it("every commented seed scenario in wrangler.toml is valid once uncommented", () => {
+  it("every commented example in wrangler.toml is valid once uncommented", () => {
     const scenarios = readFileSync("wrangler.toml", "utf8")
-      .split(/^# Seed scenario.*$/m)
+      .split(/^# Example \d.*$/m)
       .slice(1);
     expect(scenarios).toHaveLength(3);
     for (const scenario of scenarios) {

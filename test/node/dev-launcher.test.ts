@@ -92,7 +92,7 @@ async function startBanner(env: Record<string, string>): Promise<string> {
   });
 }
 
-/** The seed demo: six requests against 5 per 10 s. */
+/** The banner's demo: six requests against 5 per 10 s. */
 async function sixRequests(gate: string): Promise<{ codes: number[]; last: Response }> {
   const codes: number[] = [];
   let last: Response | undefined;

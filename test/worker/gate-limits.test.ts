@@ -6,7 +6,7 @@ const store = new Redis({ url: services.shimUrl, token: services.shimToken, enab
 
 const perIp = (limit: number, window: string, extra: Record<string, unknown> = {}) => makeGate({ rules: [{ name: "default", limit, window }], ...extra });
 
-describe("gate: the seed scenarios", () => {
+describe("gate: the example configurations", () => {
   it("5 per 10 s: six requests answer 200, 200, 200, 200, 200, 429", async () => {
     const gate = perIp(5, "10s");
     expect(await statuses(gate, 6)).toEqual([200, 200, 200, 200, 200, 429]);
