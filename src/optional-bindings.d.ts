@@ -5,6 +5,6 @@
 interface Env {
   /** secret: turns on the admin API under /__slidegate/ */
   ADMIN_TOKEN?: string;
-  /** [[analytics_engine_datasets]] binding: one data point per decision */
+  /** [[analytics_engine_datasets]] binding: a data point per decision, refusals as counted summaries */
   SLIDEGATE_METRICS?: AnalyticsEngineDataset;
 }

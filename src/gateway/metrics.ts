@@ -24,12 +24,12 @@ export interface DataPoint {
   count?: number;
 }
 
-export type Record = (point: DataPoint) => void;
+export type WritePoint = (point: DataPoint) => void;
 
 /** A tag's first letter names its identity's kind; a summary of many identities has no tag, and no kind. */
 const KINDS: { [first: string]: string } = { k: "key", i: "ip", u: "user" };
 
-export function createMetrics(dataset: AnalyticsEngineDataset | undefined): Record {
+export function createMetrics(dataset: AnalyticsEngineDataset | undefined): WritePoint {
   if (!dataset) return () => {};
   return (p) =>
     dataset.writeDataPoint({
