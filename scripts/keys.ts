@@ -399,7 +399,7 @@ async function importFile(path: string | undefined): Promise<unknown> {
  * deleted (revoked) meanwhile must stay deleted. keys/update sets what it names and keeps the
  * rest as the gate holds it, in one write that answers 404 for a key that is not there:
  * writing back the whole entry read a moment before (keys/set) would undo another operator's
- * change made in between, and a read then an import brought a deleted key back. A refusal is
+ * change made in between, and a read then an import would bring a deleted key back. A refusal is
  * told as of `what` the operator ran (`tier "gold"`), not as the route's ("tier: …").
  */
 async function changeField(what: string, target: Record<string, string>, field: Record<string, unknown>): Promise<unknown> {
