@@ -6,7 +6,7 @@
  * import { createRateLimiter } from "slidegate";
  * const limiter = createRateLimiter({ url, token, rules: [{ name: "default", limit: 5, window: "10s" }] });
  * const result = await limiter.limit(request);            // or limiter.limit("user-42", { cost: 3 })
- * if (!result.success) return result.response();          // 429/403/503 problem+json, headers set
+ * if (!result.success) return result.response();          // 400/401/403/429/503 problem+json, headers set
  * const response = await handle(request);
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
