@@ -4,14 +4,8 @@ import { addressBucket, ambiguousAddress } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
 
-/**
- * RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
- * per-request path needs. Every error names the field it is about.
- *
- * @example
- * const result = parseRateLimits('{"rules":[{"name":"default","limit":5,"window":"10s"}]}');
- * if (result.ok) result.config.tiers.get("default"); // [{ name: "default", limit: 5, windowMs: 10000, ... }]
- */
+// RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
+// per-request path needs. Every error names the field it is about.
 
 export type FailMode = "open" | "closed";
 
@@ -515,6 +509,10 @@ const RENAMED: Record<string, string> = { blockCacheSize: "denialCacheSize", blo
 /**
  * Validates RATE_LIMITS given as an object (a TOML table) or a JSON string. Errors name each
  * field from `root` ("RATE_LIMITS", or "options" for the library's options).
+ *
+ * @example
+ * const result = parseRateLimits('{"rules":[{"name":"default","limit":5,"window":"10s"}]}');
+ * if (result.ok) result.config.tiers.get("default"); // [{ name: "default", limit: 5, windowMs: 10000, ... }]
  */
 export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResult {
   if (raw === undefined || raw === null || raw === "") return { ok: false, errors: [`${root}: is not set`] };

@@ -4,6 +4,7 @@ import type { GateConfig } from "../config/rate-limits.ts";
 import { keyIdentity } from "../decision/identity.ts";
 import { tierOf } from "../decision/rules.ts";
 import { FIGURES_DEFAULTS, field, figureKeys, LATENCY_BUCKETS_MS } from "../gateway/live-figures.ts";
+import type { Outcome } from "../gateway/metrics.ts";
 
 /**
  * The console's view of the live figures (src/gateway/live-figures.ts): every isolate's
@@ -29,7 +30,9 @@ const OUTCOMES = [
   "disabled-key",
   "ambiguous-key",
   "key-required",
-] as const;
+] as const satisfies readonly Outcome[];
+// an outcome the gate records that the console would not count: a compile error here
+true satisfies [Exclude<Outcome, (typeof OUTCOMES)[number]>] extends [never] ? true : never;
 /** How far back "refused now" looks. */
 export const TOP_MINUTES = 10;
 const TOP_LISTED = 20;

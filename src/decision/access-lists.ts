@@ -1,16 +1,7 @@
 import ipaddr from "ipaddr.js";
 import { type Address, ambiguousAddress } from "./identity.ts";
 
-/**
- * Allow and deny lists: API keys by SHA-256 hex, client IPs by address or CIDR range (IPv4
- * and IPv6). Checked before any Redis call: a listed caller costs no round trip. Entries and
- * client addresses are compared in one canonical form, so an IPv4-mapped IPv6 entry
- * (`::ffff:198.51.100.0/120`) is its IPv4 range and matches IPv4 clients.
- *
- * @example
- * const lists = compileAccess({ deny: { ips: ["198.51.100.0/24"] }, allow: { keys: [sha256hex] } });
- * lists(parseAddress("::ffff:198.51.100.7"), undefined); // "deny"
- */
+/** An allow or a deny list: API keys by SHA-256 hex, client IPs by address or CIDR range (IPv4 and IPv6). */
 export interface AccessLists {
   keys?: readonly string[];
   ips?: readonly string[];
@@ -50,7 +41,16 @@ function compileList(list: AccessLists | undefined) {
 
 export type AccessCheck = (ip: Address | undefined, keyHash: string | undefined) => "allow" | "deny" | undefined;
 
-/** Deny wins over allow. Lists that were validated by the config (every entry parses). */
+/**
+ * The allow and deny lists as one check; deny wins over allow. Checked before any Redis call: a
+ * listed caller costs no round trip. Entries and client addresses are compared in one canonical
+ * form, so an IPv4-mapped IPv6 entry (`::ffff:198.51.100.0/120`) is its IPv4 range and matches
+ * IPv4 clients. Takes lists the configuration validated (every entry parses).
+ *
+ * @example
+ * const lists = compileAccess({ deny: { ips: ["198.51.100.0/24"] }, allow: { keys: [sha256hex] } });
+ * lists(parseAddress("::ffff:198.51.100.7"), undefined); // "deny"
+ */
 export function compileAccess(lists: { allow?: AccessLists; deny?: AccessLists }): AccessCheck {
   if (!lists.allow && !lists.deny) return () => undefined;
   const denied = compileList(lists.deny);

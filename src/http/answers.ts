@@ -3,7 +3,7 @@ import type { Decision, LimitState } from "../script/limiter.ts";
 import { PROBLEM_HEADERS, problem, problemBody } from "./problem.ts";
 import { type HeaderFields, rateLimitFields, retryAfterSeconds } from "./rate-limit-headers.ts";
 
-/** The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail. */
+// The gate's own answers, each a problem+json with a stable type. None carries configuration or internal detail.
 
 const keyRequired = (header: string) =>
   problem(401, "api-key-required", "API Key Required", `Send your API key in the ${header} header.`, { "WWW-Authenticate": 'Bearer realm="api"' });
