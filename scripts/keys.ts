@@ -45,6 +45,18 @@ const CALL_TIMEOUT_MS = (() => {
   return Number(text);
 })();
 
+/**
+ * What a terminal could act on rather than print: C0 controls but the line break, DEL, C1
+ * controls (a terminal may take U+009B as CSI) and the bidirectional overrides that reorder what
+ * is shown. A gate's words, a file's field names and a label the registry holds reach the
+ * terminal through this CLI: a file or a server could otherwise retitle the window, write the
+ * clipboard (OSC 52) or hide text.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const TERMINAL_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+/** `text` with each such character as a JSON escape (`\u001b`): inside JSON's strings, still the same JSON. */
+const printable = (text: string) => text.replace(TERMINAL_CONTROL, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+
 class UsageError extends Error {}
 class RefusedError extends Error {}
 
@@ -412,8 +424,8 @@ async function changeField(what: string, target: Record<string, string>, field: 
 }
 
 try {
-  console.log(JSON.stringify(await main(), null, 2));
+  console.log(printable(JSON.stringify(await main(), null, 2)));
 } catch (e) {
-  console.error(`slidegate keys: ${(e as Error).message}`);
+  console.error(`slidegate keys: ${printable((e as Error).message)}`);
   process.exit(e instanceof UsageError ? 2 : 1);
 }

@@ -391,3 +391,73 @@ describe("npm run keys, as the README shows it", () => {
     }
   });
 });
+
+/** A control character a terminal may act on (a C0 one but the line break, DEL, a C1 one), or a bidirectional override. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+const TERMINAL_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+
+/** The CLI run on its own (not through npm), so a server of the test's own can answer it meanwhile. */
+function cli(args: string[], env: Record<string, string>, killAfterMs = 20_000) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ["scripts/keys.ts", ...args], { env: { ...process.env, ADMIN_TOKEN, ...env } });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => child.kill("SIGKILL"), killAfterMs);
+    child.on("exit", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A server that answers every call with `answer(route, body)` (status and JSON), counting the calls. */
+async function fakeGate(answer: (route: string, body: Record<string, unknown>) => [number, unknown], host = "127.0.0.1") {
+  const { createServer } = await import("node:http");
+  const calls: string[] = [];
+  const server = createServer((req, res) => {
+    let text = "";
+    req.on("data", (c: Buffer) => (text += c.toString()));
+    req.on("end", () => {
+      const route = (req.url ?? "").replace("/__slidegate/", "");
+      calls.push(route);
+      const [status, body] = answer(route, text ? (JSON.parse(text) as Record<string, unknown>) : {});
+      res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  return { port: (server.address() as { port: number }).port, calls, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+describe("npm run keys, against a hostile file or server", () => {
+  it("prints what a file or a gate sends as escaped text, never as a control sequence the terminal would run", async () => {
+    const at = { SLIDEGATE_URL: url };
+    // a field name of a JSON file, which the gate's 400 names as it was sent
+    writeFileSync(join(dir, "escape.json"), JSON.stringify([{ hash: "ab".repeat(32), "\u001b]0;pwned\u0007": 1 }]));
+    const field = await cli(["import", join(dir, "escape.json")], at);
+    expect([field.code, field.stderr]).toEqual([2, expect.stringContaining("\\u001b]0;pwned\\u0007: unknown field")]);
+    expect(field.stderr).not.toMatch(TERMINAL_CONTROL);
+    // a column of a CSV's header line, which the CLI names itself
+    writeFileSync(join(dir, "escape.csv"), "key,\u001b[2J\u009b31m\nsk-escape,x\n");
+    const column = await cli(["import", join(dir, "escape.csv")], at);
+    expect([column.code, column.stderr]).toEqual([2, expect.stringContaining("unknown column")]);
+    expect(column.stderr).not.toMatch(TERMINAL_CONTROL);
+    // a label the registry holds (any text up to 200 characters): printed as JSON that still reads back the same
+    const label = "\u009b2J\u202eAcme\u007f";
+    expect((await cli(["set", "sk-escape-label", "--label", label], at)).code).toBe(0);
+    const shown = await cli(["show", "sk-escape-label"], at);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).not.toMatch(TERMINAL_CONTROL);
+    expect(JSON.parse(shown.stdout)).toMatchObject({ label });
+    // a server's own words
+    const hostile = await fakeGate(() => [400, { title: "\u001b[31mBad", detail: "\u001b]52;c;cHduZWQ=\u0007\u009b2J" }]);
+    try {
+      const r = await cli(["show", "sk-escape"], { SLIDEGATE_URL: `http://127.0.0.1:${hostile.port}` });
+      expect([r.code, r.stderr]).toEqual([1, expect.stringContaining("400 \\u001b[31mBad")]);
+      expect(r.stderr).not.toMatch(TERMINAL_CONTROL);
+    } finally {
+      await hostile.close();
+    }
+  });
+});
