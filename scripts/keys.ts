@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 /**
  * `npm run keys -- <verb> …`: manage the key registry of a running gate through its admin API.
- * SLIDEGATE_URL names the gate (http://127.0.0.1:8787 by default), ADMIN_TOKEN its admin token,
- * SLIDEGATE_TIMEOUT_MS how long one call may take (30000 by default).
+ * SLIDEGATE_URL names the gate (http://127.0.0.1:8787 by default; https://, or http:// on this
+ * machine only), ADMIN_TOKEN its admin token, SLIDEGATE_TIMEOUT_MS how long one call may take
+ * (30000 by default).
  *
  *   show      <key> | --hash <sha256>                      the key's entry
  *   set       <key> | --hash …  [--tier T] [--label L] [--disabled]   create or replace the entry
@@ -32,6 +33,7 @@ import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
 import { trimKey } from "../src/decision/api-key.ts";
+import { isLoopback } from "./shim/loopback.ts";
 
 const IMPORT_BATCH = 1000;
 /** How long one call to the gate may take before the CLI gives up on it (SLIDEGATE_TIMEOUT_MS). */
@@ -101,6 +103,24 @@ if (values.help) {
 const base = (process.env.SLIDEGATE_URL ?? "http://127.0.0.1:8787").replace(/\/$/, "");
 const token = process.env.ADMIN_TOKEN;
 
+/**
+ * Why the CLI will not call `base`, or undefined. Every call carries the admin token, and a
+ * `set`, `show` or import by key a raw key: over plain HTTP anyone on the way reads them, and a
+ * gate behind Cloudflare answers http:// with a redirect only after the token has crossed in
+ * clear. HTTP is for this machine alone (npm run dev's gate).
+ */
+function unsafeBase(): string | undefined {
+  let at: URL;
+  try {
+    at = new URL(base);
+  } catch {
+    return `SLIDEGATE_URL is not a URL: give the gate's, like https://api.example.com`;
+  }
+  if (at.protocol === "https:" || (at.protocol === "http:" && isLoopback(at.hostname))) return undefined;
+  if (at.protocol !== "http:") return `SLIDEGATE_URL must be an https:// URL (or http:// on this machine), not ${at.protocol}`;
+  return `SLIDEGATE_URL is plain HTTP to ${at.hostname}, which is not this machine: the admin token (and any raw key) would cross the network in clear. Use https://${at.host}, or http:// on a loopback address (127.0.0.1, localhost) through a tunnel`;
+}
+
 /** What each verb takes: its options, and how many arguments follow the key (or all of them, for a verb without a key). */
 const VERBS: Record<string, { options: string[]; key: boolean; args: number }> = {
   show: { options: ["hash"], key: true, args: 0 },
@@ -117,6 +137,8 @@ const VERBS: Record<string, { options: string[]; key: boolean; args: number }> =
 /** One admin call: the answer's JSON object, or a RefusedError carrying the gate's own words. */
 async function call(route: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
   if (!token) throw new UsageError("ADMIN_TOKEN is not set: export the gate's admin token first");
+  const unsafe = unsafeBase();
+  if (unsafe) throw new UsageError(unsafe);
   let res: Response;
   try {
     res = await fetch(`${base}/__slidegate/${route}`, {

@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import ipaddr from "ipaddr.js";
 import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
+import { isLoopback } from "./loopback.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
 import { type ClusterAuth, createClusterPool, createPool, type RedisPool, RedisUnavailable, type Replies, ShimBusy } from "./pool.ts";
@@ -59,14 +59,6 @@ export const DEFAULT_REDIS_URL = "redis://127.0.0.1:6379";
 
 /** Shortest token the shim takes when it listens beyond loopback: what the gate asks of its admin token. */
 export const MIN_REMOTE_TOKEN_LENGTH = 32;
-
-/** Whether a listen host keeps the shim to this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x). */
-export function isLoopback(host: string): boolean {
-  const bare = host.replace(/^\[(.*)\]$/, "$1");
-  if (bare.toLowerCase() === "localhost") return true;
-  // any other name may resolve anywhere: it is held to the longer token
-  return ipaddr.isValid(bare) && ipaddr.process(bare).range() === "loopback";
-}
 
 /**
  * Why `token` (named `name`) will not do on `host`, or undefined: beyond loopback anyone who

@@ -431,6 +431,30 @@ async function fakeGate(answer: (route: string, body: Record<string, unknown>) =
 }
 
 describe("npm run keys, against a hostile file or server", () => {
+  it("sends the admin token and raw keys over plain HTTP to a loopback address only: to any other it refuses before connecting", async () => {
+    const { networkInterfaces } = await import("node:os");
+    // an address of this machine's that is not loopback: what a gate elsewhere on the network is reached by
+    const lan = Object.values(networkInterfaces())
+      .flat()
+      .find((a) => a && a.family === "IPv4" && !a.internal)?.address;
+    const listening = await fakeGate(() => [200, { hash: "ab".repeat(32), tier: "free" }], "0.0.0.0");
+    try {
+      for (const host of [lan ?? "192.0.2.1", "gate.example"]) {
+        const r = await cli(["show", "sk-cleartext"], { SLIDEGATE_URL: `http://${host}:${listening.port}` });
+        expect([host, r.code, r.stderr]).toEqual([host, 2, expect.stringMatching(/plain HTTP.*https:\/\//)]);
+        expect(r.stderr).not.toContain(ADMIN_TOKEN);
+      }
+      expect(listening.calls, "nothing was sent").toEqual([]);
+      // loopback, in each spelling, is this machine: the local gate of npm run dev
+      for (const host of ["127.0.0.1", "localhost", "127.1.2.3"]) {
+        expect((await cli(["show", "sk-cleartext"], { SLIDEGATE_URL: `http://${host}:${listening.port}` })).code, host).toBe(0);
+      }
+      expect(listening.calls).toHaveLength(3);
+    } finally {
+      await listening.close();
+    }
+  });
+
   it("prints what a file or a gate sends as escaped text, never as a control sequence the terminal would run", async () => {
     const at = { SLIDEGATE_URL: url };
     // a field name of a JSON file, which the gate's 400 names as it was sent
