@@ -36,6 +36,8 @@ import { trimKey } from "../src/decision/api-key.ts";
 import { isLoopback } from "./shim/loopback.ts";
 
 const IMPORT_BATCH = 1000;
+/** A key's SHA-256 as the gate lists it, and as its list's cursor: 64 lowercase hex digits. */
+const KEY_HASH = /^[0-9a-f]{64}$/;
 /** How long one call to the gate may take before the CLI gives up on it (SLIDEGATE_TIMEOUT_MS). */
 const CALL_TIMEOUT_MS = (() => {
   const text = process.env.SLIDEGATE_TIMEOUT_MS;
@@ -371,6 +373,14 @@ async function main(): Promise<unknown> {
       do {
         const page = await call("keys/list", { cursor, limit });
         if (!Array.isArray(page.entries)) throw new RefusedError(`${base} answered a page without entries`);
+        // the gate's cursor is the page's last hash, past the one it was sent: one that is not
+        // (the same page again, from a cache in front that ignores the body) would loop for ever
+        const sent = typeof cursor === "string" ? cursor.toLowerCase() : "";
+        if (page.cursor !== null && (typeof page.cursor !== "string" || !KEY_HASH.test(page.cursor) || page.cursor <= sent)) {
+          throw new RefusedError(
+            `${base} answered a page whose cursor ${JSON.stringify(page.cursor)?.slice(0, 80)} does not follow ${sent ? `the one sent (${sent})` : "the start"}: not a slidegate gate's list; nothing printed`,
+          );
+        }
         entries.push(...page.entries);
         cursor = page.cursor;
       } while (cursor);

@@ -431,6 +431,20 @@ async function fakeGate(answer: (route: string, body: Record<string, unknown>) =
 }
 
 describe("npm run keys, against a hostile file or server", () => {
+  it("stops list --all, saying why, when a server answers a cursor that does not move past the one it was sent", async () => {
+    const entry = { hash: "cd".repeat(32), tier: "free", disabled: false, overrides: {} };
+    // the same page every time (a cache in front that ignores the body, say), then pages that go back
+    for (const next of [() => entry.hash, (sent: unknown) => (sent === undefined ? "ff".repeat(32) : "00".repeat(32)), () => 42]) {
+      const looping = await fakeGate((_, body) => [200, { entries: [entry], cursor: next(body.cursor) }]);
+      try {
+        const r = await cli(["list", "--all"], { SLIDEGATE_URL: `http://127.0.0.1:${looping.port}` });
+        expect([r.code, r.stderr, r.stdout]).toEqual([1, expect.stringMatching(/answered a page whose cursor .* does not follow/), ""]);
+        expect(looping.calls.length).toBeLessThanOrEqual(2);
+      } finally {
+        await looping.close();
+      }
+    }
+  });
   it("sends the admin token and raw keys over plain HTTP to a loopback address only: to any other it refuses before connecting", async () => {
     const { networkInterfaces } = await import("node:os");
     // an address of this machine's that is not loopback: what a gate elsewhere on the network is reached by
