@@ -7,7 +7,8 @@ import { CONSOLE_CSS } from "./style.ts";
  * holds no data and no secret: it asks for the admin token, keeps it in the tab's
  * sessionStorage only (never a cookie, never a URL) and sends it as a bearer token with each
  * admin call. A Content-Security-Policy allows exactly this script and stylesheet (by hash)
- * and connections to this origin only.
+ * and connections to this origin only; no page may frame it, and no page that opened it keeps
+ * its window (Cross-Origin-Opener-Policy).
  *
  * @example
  * GET /__slidegate/   → the page (the admin API must be on: ADMIN_TOKEN)
@@ -78,6 +79,11 @@ function pageHeaders(): Promise<Headers> {
       "X-Content-Type-Options": "nosniff",
       "Referrer-Policy": "no-referrer",
       "X-Frame-Options": "DENY",
+      // The console shares its origin with the API behind the gate: a page of that origin (user
+      // content, an XSS) that opened it, or that it was opened from, would otherwise hold its
+      // window, and read the token from its sessionStorage or script its page. Same-origin
+      // only: such an opener gets a closed window.
+      "Cross-Origin-Opener-Policy": "same-origin",
     }))();
   return headers;
 }

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
-import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
+import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 
 // The console in a real browser: Debian's Chromium driven by Playwright, against the built
 // Worker in workerd (three isolates sharing the test shim, Redis and origin). Screenshots go
@@ -320,6 +320,48 @@ describe("the console in a browser", () => {
     await page.locator("#sign-out").click();
     expect(await page.evaluate(() => sessionStorage.length)).toBe(0);
     await page.locator("#login-form").waitFor();
+  }, 60_000);
+
+  it("keeps a page of the origin it shares that opened it from its window: the opener cannot read the token or the page", async () => {
+    // the API's own origin serves a page (user content, an XSS): same origin as the console,
+    // since the gate answers /__slidegate/ in front of it
+    const { createServer } = await import("node:http");
+    const origin = createServer((_, res) => res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><title>an origin page</title><p>docs</p>"));
+    await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    const gate = await startGateIsolate({
+      ADMIN_TOKEN,
+      ORIGIN_URL: `http://127.0.0.1:${(origin.address() as { port: number }).port}`,
+      RATE_LIMITS: rateLimits({ rules: [{ name: "hour", limit: 1000, window: "1h" }] }),
+    });
+    const opener = await context.newPage();
+    try {
+      await opener.goto(`${(await gate.ready).href}docs`);
+      expect(await opener.title()).toBe("an origin page");
+      // it opens the console, and the operator signs in there (the address bar shows the gate's own console)
+      const opened = context.waitForEvent("page");
+      await opener.evaluate('window.consoleWindow = window.open("/__slidegate/")');
+      const popup = await opened;
+      await popup.locator("#token").fill(ADMIN_TOKEN);
+      await popup.locator("#login-form button").click();
+      await popup.locator("#refresh").waitFor();
+      expect(await popup.evaluate(() => sessionStorage.getItem("slidegate.adminToken"))).toBe(ADMIN_TOKEN);
+      // what the origin page's script can reach of it
+      const reach = await opener.evaluate(`(() => {
+        const w = window.consoleWindow;
+        let token = null, markup = null;
+        try { token = w.sessionStorage.getItem("slidegate.adminToken"); } catch (e) { token = "refused: " + e.name; }
+        try { markup = w.document.documentElement.outerHTML.slice(0, 40); } catch (e) { markup = "refused: " + e.name; }
+        return { closed: w.closed, token, markup };
+      })()`);
+      expect(reach).toMatchObject({ closed: true });
+      expect(JSON.stringify(reach)).not.toContain(ADMIN_TOKEN);
+      expect(JSON.stringify(reach)).not.toContain("<html");
+      await popup.close();
+    } finally {
+      await opener.close();
+      await gate.dispose();
+      origin.close();
+    }
   }, 60_000);
 
   it("draws nothing and calls nothing once signed out, though an answer asked for before arrives after", async () => {

@@ -47,6 +47,7 @@ describe("the console page", () => {
     expect(html).not.toMatch(/\bsrc=|https?:\/\/(?!www\.w3\.org\/2000\/svg")/);
     expect(html.match(/<link\b[^>]*>/g)).toEqual(['<link rel="icon" href="data:,">']);
     expect(res.headers.get("x-frame-options")).toBe("DENY");
+    expect(res.headers.get("cross-origin-opener-policy")).toBe("same-origin");
     const head = await gate(new Request("https://gate.example/__slidegate/", { method: "HEAD" }));
     expect(head.status).toBe(200);
   });
