@@ -250,6 +250,11 @@ function fromJson(path: string, text: string): FileEntry[] {
   }
   return entriesOf(path, parsed).map((entry, i) => {
     if (typeof entry !== "object" || entry === null || Array.isArray(entry)) throw new UsageError(`${path}: entry [${i}] is not an object; nothing was imported`);
+    // an entry keyed by its key ({"sk-live-…":"paid"}): the gate would name that field, a raw
+    // key, in its answer, so it is refused here without naming any
+    if (!Object.hasOwn(entry, "key") && !Object.hasOwn(entry, "hash")) {
+      throw new UsageError(`${path}: entry [${i}] has no "key" or "hash" field (its fields are not repeated here: one may be a raw key); nothing was imported`);
+    }
     return { entry: entry as Record<string, unknown>, at: `entry [${i}]` };
   });
 }
@@ -264,7 +269,9 @@ function entriesOf(path: string, parsed: unknown): unknown[] {
   const shape = 'must hold a JSON array of entries, or what "list --all" prints ({"entries":[…]})';
   if (typeof parsed !== "object" || parsed === null) throw new UsageError(`${path}: ${shape}`);
   const { entries, count, cursor, ...rest } = parsed as Record<string, unknown>;
-  const unknown = Object.keys(rest);
+  // a field beside "entries" is a misspelling, and named; without "entries" the object may be a
+  // map of raw keys to tiers ({"sk-live-…":"paid"}), and no field of it is repeated
+  const unknown = Object.hasOwn(parsed, "entries") ? Object.keys(rest) : [];
   if (!Array.isArray(entries) || unknown.length) {
     throw new UsageError(`${path}: ${shape}${unknown.length ? `, not a field ${JSON.stringify(unknown[0]!.slice(0, 64))}` : ""}; nothing was imported`);
   }

@@ -194,6 +194,24 @@ describe("npm run keys, as the README shows it", () => {
     expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(/cannot read .*nope\.csv: ENOENT/)]);
   });
 
+  it("never echoes a JSON file's field that may be a raw key: a map of keys to tiers, or entries keyed by the key", () => {
+    const cases: [string, RegExp][] = [
+      // the shape of RATE_LIMITS' keys (hash → tier), with raw keys: no "entries" at all
+      ['{"sk-map-secret-1":"paid","sk-map-secret-2":"free"}', /must hold a JSON array of entries/],
+      ['[{"sk-map-secret-3":"paid"}]', /entry \[0\] has no "key" or "hash"/],
+    ];
+    for (const [text, message] of cases) {
+      writeFileSync(join(dir, "map.json"), text);
+      const r = run(`node scripts/keys.ts import ${join(dir, "map.json")}`);
+      expect([r.code, r.stderr], text).toEqual([2, expect.stringMatching(message)]);
+      expect(r.stderr, text).toContain("nothing was imported");
+      expect(r.stderr, text).not.toContain("sk-map-secret");
+    }
+    // a field misspelt beside the ones a list holds is named, as a CSV's misspelt column is
+    writeFileSync(join(dir, "misspelt.json"), '{"entries":[],"cursr":null}');
+    expect(run(`node scripts/keys.ts import ${join(dir, "misspelt.json")}`).stderr).toMatch(/not a field "cursr"/);
+  });
+
   it("refuses command lines it would misread, without echoing a key, and changes only keys that exist", () => {
     const cases: [string, RegExp][] = [
       ["node scripts/keys.ts override sk-x minute --limit abc", /--limit takes a whole number/],
