@@ -432,8 +432,15 @@ async function importFile(path: string | undefined): Promise<unknown> {
     try {
       answer = await call("keys/import", { entries: batch.map((e) => e.entry) });
     } catch (e) {
-      // the admin API names entries by their place in the batch: say where the batch is in the file
-      throw new RefusedError(`${path} ${sending} (entries ${i + 1}–${i + batch.length}; ${imported} imported before them, none after): ${(e as Error).message}`);
+      // the admin API names entries by their place in the batch: say where the batch is in the file.
+      // A gate that refused it before the route wrote (a 400 of its check, 401, 404, 405, 429)
+      // wrote none of it; one that failed or did not answer may have written some or all (a
+      // store failing part-way, a 409 for a key of another type, an answer lost after the writes)
+      const message = (e as Error).message;
+      const landed = /^(?:400|401|404|405|429) /.test(message)
+        ? "none of these landed"
+        : "these may have landed, in part or whole; an import merges, so running the file again is safe";
+      throw new RefusedError(`${path} ${sending} (entries ${i + 1}–${i + batch.length}; ${imported} imported before them, none after; ${landed}): ${message}`);
     }
     if (answer.imported !== batch.length)
       throw new RefusedError(`${base} answered ${JSON.stringify(answer).slice(0, 200)} for a batch of ${batch.length}, not {"imported":${batch.length}}`);

@@ -403,7 +403,12 @@ describe("npm run keys, as the README shows it", () => {
         child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
         child.on("exit", (code) => resolve({ code, stderr }));
       });
-      expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/0 imported before them, none after\): 503 Service Unavailable/)]);
+      expect([r.code, r.stderr]).toEqual([
+        1,
+        expect.stringMatching(
+          /0 imported before them, none after; these may have landed, in part or whole; an import merges, so running the file again is safe\): 503 Service Unavailable/,
+        ),
+      ]);
     } finally {
       failing.close();
     }
@@ -449,6 +454,34 @@ async function fakeGate(answer: (route: string, body: Record<string, unknown>) =
 }
 
 describe("npm run keys, against a hostile file or server", () => {
+  it("says of an import's batch that failed or went unanswered that it may have landed, and how many before it did", async () => {
+    const { createServer } = await import("node:http");
+    // checks pass; the first batch lands; the second is written (as a gate does) but its answer never comes
+    let writes = 0;
+    const slow = createServer((req, res) => {
+      let text = "";
+      req.on("data", (c: Buffer) => (text += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(text) as { entries: unknown[]; check?: boolean };
+        if (body.check) return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ checked: body.entries.length }));
+        if (++writes === 1) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ imported: body.entries.length }));
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+    try {
+      const lines = ["key"];
+      for (let i = 0; i < 1500; i++) lines.push(`sk-landed-${i}`);
+      writeFileSync(join(dir, "landed.csv"), `${lines.join("\n")}\n`);
+      const r = await cli(["import", join(dir, "landed.csv")], { SLIDEGATE_URL: `http://127.0.0.1:${(slow.address() as { port: number }).port}`, SLIDEGATE_TIMEOUT_MS: "2000" });
+      expect([r.code, r.stdout]).toEqual([1, ""]);
+      expect(r.stderr).toMatch(
+        /line 1002 to line 1501 \(entries 1001–1500; 1000 imported before them, none after; these may have landed, in part or whole; an import merges, so running the file again is safe\): .* did not answer/,
+      );
+    } finally {
+      slow.closeAllConnections();
+      slow.close();
+    }
+  });
   it("stops list --all, saying why, when a server answers a cursor that does not move past the one it was sent", async () => {
     const entry = { hash: "cd".repeat(32), tier: "free", disabled: false, overrides: {} };
     // the same page every time (a cache in front that ignores the body, say), then pages that go back
