@@ -109,7 +109,8 @@ const token = process.env.ADMIN_TOKEN;
  * Why the CLI will not call `base`, or undefined. Every call carries the admin token, and a
  * `set`, `show` or import by key a raw key: over plain HTTP anyone on the way reads them, and a
  * gate behind Cloudflare answers http:// with a redirect only after the token has crossed in
- * clear. HTTP is for this machine alone (npm run dev's gate).
+ * clear. HTTP is for this machine alone (npm run dev's gate). And the URL is the gate's alone:
+ * the admin API is at its root.
  */
 function unsafeBase(): string | undefined {
   let at: URL;
@@ -118,6 +119,13 @@ function unsafeBase(): string | undefined {
   } catch {
     return `SLIDEGATE_URL is not a URL: give the gate's, like https://api.example.com`;
   }
+  // not repeated: a user name or password there may be the token itself
+  if (at.username || at.password) return "SLIDEGATE_URL holds a user name or password: give the gate's URL alone (the token goes in ADMIN_TOKEN)";
+  // The admin API is at the root of the gate's host (/__slidegate/): under a path, every call
+  // would be a request to the origin, carrying the admin token there (and into its logs).
+  if (at.pathname !== "/")
+    return `SLIDEGATE_URL has a path (${JSON.stringify(at.pathname.slice(0, 64))}): give the gate's URL without one, like https://${at.host}; the admin API is at its root`;
+  if (at.search || at.hash) return `SLIDEGATE_URL has a query or a fragment: give the gate's URL without one, like https://${at.host}`;
   if (at.protocol === "https:" || (at.protocol === "http:" && isLoopback(at.hostname))) return undefined;
   if (at.protocol !== "http:") return `SLIDEGATE_URL must be an https:// URL (or http:// on this machine), not ${at.protocol}`;
   return `SLIDEGATE_URL is plain HTTP to ${at.hostname}, which is not this machine: the admin token (and any raw key) would cross the network in clear. Use https://${at.host}, or http:// on a loopback address (127.0.0.1, localhost) through a tunnel`;

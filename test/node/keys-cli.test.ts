@@ -496,6 +496,29 @@ describe("npm run keys, against a hostile file or server", () => {
       }
     }
   });
+  it("refuses a SLIDEGATE_URL with a path, a query or credentials before connecting, without repeating it: the admin API is at the root, and a path would carry the token to the origin", async () => {
+    const listening = await fakeGate(() => [404, { title: "Not Found", detail: "an origin's page" }]);
+    try {
+      for (const [at, message] of [
+        [`http://127.0.0.1:${listening.port}/v1`, /SLIDEGATE_URL has a path .*"\/v1"/],
+        [`http://127.0.0.1:${listening.port}/?x=1`, /SLIDEGATE_URL has a query/],
+        [`http://admin:${ADMIN_TOKEN}@127.0.0.1:${listening.port}`, /SLIDEGATE_URL holds a user name or password/],
+      ] as const) {
+        const r = await cli(["show", "sk-pathed"], { SLIDEGATE_URL: at });
+        expect([at, r.code, r.stderr]).toEqual([at, 2, expect.stringMatching(message)]);
+        expect(r.stderr).not.toContain(ADMIN_TOKEN);
+      }
+      expect(listening.calls, "nothing was sent").toEqual([]);
+      // the root, with or without its slash, is the gate's
+      for (const at of [`http://127.0.0.1:${listening.port}`, `http://127.0.0.1:${listening.port}/`]) {
+        expect((await cli(["show", "sk-pathed"], { SLIDEGATE_URL: at })).code, at).toBe(1);
+      }
+      expect(listening.calls).toEqual(["keys/get", "keys/get"]);
+    } finally {
+      await listening.close();
+    }
+  });
+
   it("sends the admin token and raw keys over plain HTTP to a loopback address only: to any other it refuses before connecting", async () => {
     const { networkInterfaces } = await import("node:os");
     // an address of this machine's that is not loopback: what a gate elsewhere on the network is reached by
