@@ -32,7 +32,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
-import { trimKey } from "../src/decision/api-key.ts";
+import { readKey, trimKey } from "../src/decision/api-key.ts";
 import { isLoopback } from "./shim/loopback.ts";
 
 const IMPORT_BATCH = 1000;
@@ -232,19 +232,28 @@ function readEntries(path: string): FileEntry[] {
     throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }
   const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
-  // one key twice (as itself, trimmed or not — the gate trims keys, with the same trimKey — or as
-  // its hash): which of the two lines wins would be an accident of batching
+  // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
+  for (const { entry } of entries) if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
+  // as the gate reads any key header but Authorization: trimmed, with the same trimKey
+  refuseTwice(path, entries, trimKey);
+  return entries;
+}
+
+/**
+ * Refuses a file that names one key twice (as itself, read as `read` reads it, or as its hash):
+ * which of the two lines wins would be an accident of batching, as the gate refuses it only
+ * within a batch.
+ */
+function refuseTwice(path: string, entries: FileEntry[], read: (key: string) => string | undefined): void {
   const seen = new Map<string, string>();
   for (const { entry, at } of entries) {
-    // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
-    if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
-    const id = typeof entry.hash === "string" ? entry.hash : typeof entry.key === "string" ? createHash("sha256").update(trimKey(entry.key)).digest("hex") : undefined;
+    const key = typeof entry.key === "string" ? read(entry.key) : undefined;
+    const id = typeof entry.hash === "string" ? entry.hash : key !== undefined ? createHash("sha256").update(key).digest("hex") : undefined;
     if (id === undefined) continue;
     const first = seen.get(id);
     if (first) throw new UsageError(`${path}: ${at} names the same key as ${first}; nothing was imported`);
     seen.set(id, at);
   }
-  return entries;
 }
 
 function fromJson(path: string, text: string): FileEntry[] {
@@ -409,6 +418,17 @@ async function main(): Promise<unknown> {
 async function importFile(path: string | undefined): Promise<unknown> {
   if (!path) throw new UsageError("name the file: import <file.csv | file.json>");
   const entries = readEntries(path);
+  // From Authorization the gate reads the token after the scheme ("Bearer K" is K), which trimKey
+  // alone does not: asked of the gate, as only it knows its key header
+  if (entries.some(({ entry }) => typeof entry.key === "string")) {
+    const identity = (await call("configuration", {})).identity as { header?: unknown } | undefined;
+    if (identity?.header === "authorization") {
+      refuseTwice(path, entries, (key) => {
+        const read = readKey("authorization", key);
+        return read.kind === "key" ? read.key : undefined;
+      });
+    }
+  }
   // the gate checks every batch first (tiers, rules, hashes: what only it knows), writing nothing
   for (let i = 0; i < entries.length; i += IMPORT_BATCH) {
     const batch = entries.slice(i, i + IMPORT_BATCH);

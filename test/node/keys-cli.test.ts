@@ -137,6 +137,25 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-csv-8").json).toMatchObject({ tier: "paid", label: "Plain", disabled: false });
   }, 60_000);
 
+  it("refuses a key named twice in batches of its own, as the gate reads it from Authorization (Bearer <key> and <key>), and imports nothing", async () => {
+    const bearer = await startGateIsolate({ ADMIN_TOKEN, RATE_LIMITS: rateLimits({ ...TIERS, identity: { header: "authorization" } }) });
+    try {
+      const at = { SLIDEGATE_URL: (await bearer.ready).href.replace(/\/$/, "") };
+      // line 2 and line 1002: one key to the gate, a batch apart, so no batch holds both
+      const lines = ["key,tier", "sk-bearer-twice,paid"];
+      for (let i = 0; i < 999; i++) lines.push(`sk-bearer-${i},free`);
+      lines.push("Bearer sk-bearer-twice,free");
+      writeFileSync(join(dir, "bearer.csv"), `${lines.join("\n")}\n`);
+      const r = run(`node scripts/keys.ts import ${join(dir, "bearer.csv")}`, at);
+      expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/line 1002 names the same key as line 2; nothing was imported/)]);
+      expect(r.stderr).not.toContain("sk-bearer");
+      expect(run("node scripts/keys.ts show sk-bearer-twice", at).code).toBe(1);
+      expect(run("node scripts/keys.ts show sk-bearer-0", at).code).toBe(1);
+    } finally {
+      await bearer.dispose();
+    }
+  }, 60_000);
+
   it("has the gate check every batch of a file before it imports any: a bad line after the first thousand imports nothing", async () => {
     const lines = ["key,tier"];
     for (let i = 0; i < 1000; i++) lines.push(`sk-checked-${i},paid`);
@@ -385,7 +404,8 @@ describe("npm run keys, as the README shows it", () => {
       req.on("end", () => {
         const body = JSON.parse(text) as { entries: unknown[]; check?: boolean };
         res.setHeader("content-type", "application/json");
-        if (body.check) res.end(JSON.stringify({ checked: body.entries.length }));
+        if (req.url?.endsWith("/configuration")) res.end(JSON.stringify({ identity: { header: "x-api-key" } }));
+        else if (body.check) res.end(JSON.stringify({ checked: body.entries.length }));
         else {
           res.statusCode = 503;
           res.end(JSON.stringify({ title: "Service Unavailable", detail: "The rate-limit store failed." }));
@@ -463,6 +483,7 @@ describe("npm run keys, against a hostile file or server", () => {
       req.on("data", (c: Buffer) => (text += c.toString()));
       req.on("end", () => {
         const body = JSON.parse(text) as { entries: unknown[]; check?: boolean };
+        if (req.url?.endsWith("/configuration")) return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ identity: { header: "x-api-key" } }));
         if (body.check) return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ checked: body.entries.length }));
         if (++writes === 1) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ imported: body.entries.length }));
       });
