@@ -147,6 +147,12 @@ const VERBS: Record<string, { options: string[]; key: boolean; args: number }> =
 /** One admin call: the answer's JSON object, or a RefusedError carrying the gate's own words. */
 async function call(route: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
   if (!token) throw new UsageError("ADMIN_TOKEN is not set: export the gate's admin token first");
+  // fetch refuses such a header with an error that quotes it, token and all: refused here, unquoted
+  // (at its ends fetch drops spaces and line breaks, as from a token file's CRLF: those go)
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what it finds
+  if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""))) {
+    throw new UsageError("ADMIN_TOKEN holds a line break or another control character, which no header can carry (a token file of more than one line?): export the token alone");
+  }
   const unsafe = unsafeBase();
   if (unsafe) throw new UsageError(unsafe);
   let res: Response;

@@ -517,6 +517,23 @@ describe("npm run keys, against a hostile file or server", () => {
       }
     }
   });
+  it("refuses an ADMIN_TOKEN no header can carry (a line break inside: a token file of two lines) without printing it", async () => {
+    const listening = await fakeGate(() => [200, {}]);
+    try {
+      for (const token of ["admin-line-one\nadmin-line-two", "admin-line-one\r\nadmin-line-two", "admin\u007fline"]) {
+        const r = await cli(["show", "sk-x"], { SLIDEGATE_URL: `http://127.0.0.1:${listening.port}`, ADMIN_TOKEN: token });
+        expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/ADMIN_TOKEN holds a line break or another control character/)]);
+        expect(r.stderr).not.toMatch(/admin-?line/);
+      }
+      expect(listening.calls).toEqual([]);
+      // a token file's CRLF at its end: dropped by fetch as by any header, the token sent as it is
+      expect((await cli(["show", "sk-x"], { SLIDEGATE_URL: `http://127.0.0.1:${listening.port}`, ADMIN_TOKEN: `${ADMIN_TOKEN}\r\n` })).code).toBe(0);
+      expect(listening.calls).toEqual(["keys/get"]);
+    } finally {
+      await listening.close();
+    }
+  });
+
   it("refuses a SLIDEGATE_URL with a path, a query or credentials before connecting, without repeating it: the admin API is at the root, and a path would carry the token to the origin", async () => {
     const listening = await fakeGate(() => [404, { title: "Not Found", detail: "an origin's page" }]);
     try {
