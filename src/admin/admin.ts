@@ -3,18 +3,17 @@ import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { readKey } from "../decision/api-key.ts";
-import { createDenialCache } from "../decision/denial-cache.ts";
-import { ambiguousAddress, clientAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress, sha256 } from "../decision/identity.ts";
+import { ambiguousAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf, tierRules } from "../decision/rules.ts";
 import { createFailureLog } from "../gateway/failure-log.ts";
 import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
-import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { blockLeft, createLimiter, decisionOf, isStoreFull, type Limit, LimiterError, redisKeys } from "../script/limiter.ts";
+import { blockLeft, LimiterError, redisKeys } from "../script/limiter.ts";
 import { storeClient } from "../script/store-client.ts";
-import { createLocalAttempts } from "./local-attempts.ts";
 import { createRegistry, type Entry, type Given, IMPORT_BATCH, LIST_PAGE } from "./registry.ts";
+import { createSignIn } from "./sign-in.ts";
+import { isStoreFailure, storeFailed } from "./store-failure.ts";
 import { echo, unknownFields } from "./unknown-fields.ts";
 
 /** Every path under this prefix belongs to the gate: it is never forwarded to the origin. */
@@ -22,33 +21,12 @@ const ADMIN_PREFIX = "/__slidegate/";
 const MAX_BLOCK_SECONDS = 30 * 86_400;
 /** A key's SHA-256 as sent: either case is taken, and lower-cased, as the registry and the gate write it. */
 const KEY_HASH = /^[0-9a-f]{64}$/i;
-/** An Authorization value of the Bearer scheme, and all that follows its spaces as the token: a token sent twice, or a word after it, is a wrong one. */
-const BEARER = /^bearer +(.*)$/i;
 /** The tag of an address ("i…") or of an application's own identity ("u…"), as the figures list them. */
 const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
 export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
 
-/**
- * Failed authentications allowed per client IP (IPv6 per `ipv6Prefix`, a /64 at most) in a sliding window. Past
- * them every admin request from that address answers 429 until the window frees, whatever
- * token it carries. Every attempt is recorded before its token is compared, in the same
- * atomic call that checks the count, on whichever isolate: however many arrive at once, at
- * most this many tokens are compared, and an answer never tells a right guess from a wrong
- * one. A right token's attempt is taken back once it is known to be right.
- */
-const ADMIN_AUTH_FAILURES: Limit = { name: "auth-failures", limit: 10, windowMs: 10 * 60_000, cost: 1 };
-/**
- * The longest IPv6 prefix failures are counted by: a customer holds a /64 at least, so an
- * `ipv6Prefix` longer than this, chosen for the limits, would give each of its 2^64 addresses
- * failures of its own.
- */
-const AUTH_IPV6_PREFIX = 64;
-/** How long an isolate answers an address over the failure limit without asking the store. */
-const THROTTLE_HELD_MS = 1000;
-/** The scope of the counters: "@" is never part of a tier name, so no tier shares their keys. */
-const AUTH_SCOPE = "@admin";
 /** How long the admin API waits on the store, for the authentication count and for a route's calls. */
 const STORE_TIMEOUT_MS = 5000;
 
@@ -68,20 +46,6 @@ export interface AdminOptions {
   forget?: (tag: string) => void;
 }
 
-/**
- * Whether an admin route failed because of the store: the client's own errors (an error
- * answer, an unreadable one), workerd's network failures (a plain Error) and aborts (a
- * DOMException). Programming errors are TypeError, RangeError and the like: those are bugs.
- */
-export function isStoreFailure(error: unknown): boolean {
-  return (
-    error instanceof errors.UpstashError ||
-    error instanceof LimiterError ||
-    error instanceof DOMException ||
-    (error instanceof Error && Object.getPrototypeOf(error) === Error.prototype)
-  );
-}
-
 const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
 const notFound = () =>
   problem(
@@ -91,15 +55,6 @@ const notFound = () =>
     `Admin routes: POST ${ADMIN_PREFIX}usage, reset, block, unblock, keys/set, keys/update, keys/get, keys/delete, keys/override, keys/list, keys/import, figures, configuration; the console: GET ${ADMIN_PREFIX}.`,
   );
 const noEntry = () => problem(404, "no-such-key", "No Such Key", "The registry holds no entry for this key.");
-const unauthorized = (sent: boolean) =>
-  problem(401, "unauthorized", "Unauthorized", "Send the admin token as a bearer token.", {
-    "WWW-Authenticate": sent ? 'Bearer realm="slidegate-admin", error="invalid_token"' : 'Bearer realm="slidegate-admin"',
-  });
-const tooManyAttempts = (ms: number) =>
-  problem(429, "too-many-attempts", "Too Many Attempts", "Too many failed admin authentications from this address; wait before trying again.", {
-    "Retry-After": retryAfterSeconds(ms),
-  });
-const storeFailed = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed.", { "Retry-After": "1" });
 /** Redis's refusal of a command on a key of another type: the store answered, and a retry would get the same. */
 const WRONG_TYPE = /\bWRONGTYPE\b/;
 const wrongType = () =>
@@ -149,9 +104,9 @@ const totals = (member: unknown): { before: number; after: number } | undefined 
 /**
  * The operator's API: read an identity's usage per rule, reset it, block and unblock it. The
  * identity comes as the raw API key or IP in the JSON body and is hashed here, as the gate
- * hashes it (an IP in its canonical form and IPv6 prefix); the admin token is compared in
- * constant time, and failed attempts are limited per client address with the gate's own
- * limiter. A reset or unblock also clears the serving isolate's cached denials at once.
+ * hashes it (an IP in its canonical form and IPv6 prefix). Every call but the console's page
+ * passes the sign-in first (src/admin/sign-in.ts). A reset or unblock also clears the serving
+ * isolate's cached denials at once.
  *
  * @example
  * POST /__slidegate/block  Authorization: Bearer $ADMIN_TOKEN  {"key":"sk-live-…","seconds":600}
@@ -166,20 +121,20 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   // second, the rest counted, so a flood of them cannot flood the log
   const failures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, secret: options.redisToken, write: (line) => log("error", line) });
   const isolateNow = options.now ?? Date.now;
-  const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
-  // addresses known to be over the failure limit: refused here without a store call or a token check
-  const throttled = createDenialCache<true>(10_000);
-  // the count while the store is full and refuses the script's write
-  const attemptsHere = createLocalAttempts({ limit: ADMIN_AUTH_FAILURES.limit, windowMs: ADMIN_AUTH_FAILURES.windowMs, addresses: 10_000 });
-  const expected = sha256(adminToken);
   const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: STORE_TIMEOUT_MS });
 
   const registry = createRegistry({ config, redis });
-
-  // The scheme is read in any case and after any run of spaces, as RFC 9110 §11.1 and §11.4 have
-  // it (and the gate's own key reading, src/decision/api-key.ts): compared whole, "bearer <token>"
-  // would refuse the right token as a wrong one, one of the address's failures spent on each try.
-  const authorised = async (request: Request) => crypto.subtle.timingSafeEqual(await sha256(BEARER.exec(request.headers.get("authorization") ?? "")?.[1] ?? ""), await expected);
+  const signIn = createSignIn({
+    config,
+    adminToken,
+    redis,
+    redisUrl: options.redisUrl,
+    redisToken: options.redisToken,
+    storeTimeoutMs: STORE_TIMEOUT_MS,
+    now: options.now,
+    log,
+    failures,
+  });
 
   /**
    * Every log of one identity: every rule's of every tier, and (an address's) the address
@@ -457,71 +412,6 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     return keyIdentity((hash as string).toLowerCase());
   }
 
-  // Held here for a second at most: a refusal may come from attempts still in flight (a right
-  // token's is taken back a moment later), not from failures, and must not shut an operator
-  // out of this isolate for the rest of the window.
-  const refuse = (tag: string, now: number, ms: number) => {
-    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), true, now);
-    return tooManyAttempts(ms);
-  };
-
-  /**
-   * The authentication gate: undefined when the token is right and the address is not over
-   * its failure limit, else the answer (429 while over it, 401 for a wrong token, counted).
-   * A request without any Authorization header guesses nothing: 401 at once, uncounted.
-   */
-  async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
-    if (!request.headers.has("authorization")) return unauthorized(false);
-    // recorded first: a token is compared only once its attempt is counted (a check, then a
-    // record, would let a burst of guesses all pass the check before any was recorded)
-    let attempt: ReturnType<typeof decisionOf>;
-    try {
-      attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], STORE_TIMEOUT_MS));
-    } catch (e) {
-      if (!isStoreFull(e)) throw e;
-      failures.record({ error: e instanceof Error ? e.message : String(e) });
-      return authenticateHere(request, tag, now);
-    }
-    if (!attempt.admitted) return refuse(tag, now, attempt.retryAfterMs);
-    if (await authorised(request)) {
-      await takeBack(tag);
-      return undefined;
-    }
-    log("warn", { event: "slidegate.admin_unauthorized", tag });
-    return unauthorized(true);
-  }
-
-  /**
-   * `authenticate` with the attempts counted in this isolate (the store is full: the routes that
-   * only read or delete still work, and they are what frees it). Counted before the comparison,
-   * as in the store, so a burst of guesses cannot all pass the check first.
-   */
-  async function authenticateHere(request: Request, tag: string, now: number): Promise<Response | undefined> {
-    const wait = attemptsHere.record(tag, now);
-    if (wait > 0) return refuse(tag, now, wait);
-    if (await authorised(request)) {
-      attemptsHere.takeBack(tag);
-      return undefined;
-    }
-    log("warn", { event: "slidegate.admin_unauthorized", tag });
-    return unauthorized(true);
-  }
-
-  /**
-   * Takes a right token's attempt back off the failure count: the newest entry of the log,
-   * whoever's it is, lowers the count by one (the script counts by running totals from the
-   * newest entry back; see sliding-window.lua). Best effort: a store that fails here leaves
-   * one attempt counted, never one fewer.
-   */
-  async function takeBack(tag: string): Promise<void> {
-    try {
-      await redis.zremrangebyrank(redisKeys.log(config.prefix, tag, AUTH_SCOPE, ADMIN_AUTH_FAILURES.name), -1, -1);
-    } catch (e) {
-      if (!isStoreFailure(e)) throw e;
-      failures.record({ error: e instanceof Error ? e.message : String(e) });
-    }
-  }
-
   return async (request, path) => {
     if (failures.due()) failures.flush();
     // the prefix without its slash is the gate's too: sent on to the console, never to the origin
@@ -533,19 +423,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       if (new URL(request.url).pathname !== ADMIN_PREFIX) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
       return consolePage(request.method);
     }
-    // a tag of its own, apart from the address's rate-limit identity (and any block of it)
-    const caller = (await identify("i", `@admin ${clientAddress(request, Math.min(config.ipv6Prefix, AUTH_IPV6_PREFIX)).bucket}`)).tag;
-    const now = isolateNow();
-    const over = throttled.get(caller, now);
-    if (over) return tooManyAttempts(over.until - now);
-    try {
-      const refused = await authenticate(request, caller, now);
-      if (refused) return refused;
-    } catch (e) {
-      if (!isStoreFailure(e)) throw e;
-      failures.record({ error: e instanceof Error ? e.message : String(e) });
-      return storeFailed(); // an unknown count of failures: closed, never an unlimited 401
-    }
+    const refused = await signIn(request);
+    if (refused) return refused;
     const name = path.slice(ADMIN_PREFIX.length).toLowerCase();
     const route = routeTable.get(name);
     if (!route) return notFound();

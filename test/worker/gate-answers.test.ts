@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isStoreFailure } from "../../src/admin/admin.ts";
+import { isStoreFailure } from "../../src/admin/store-failure.ts";
 import { makeGate, request, testClock } from "./helpers.ts";
 
 // Each failure gets its own answer: a bug in the gate is a logged 500, never dressed up as the
