@@ -202,7 +202,9 @@ export interface ForwardOptions {
 
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
 function targetUrl(url: URL, path: string, origin: string | undefined): string {
-  return (origin ?? url.origin) + path + url.search;
+  // `search` is "" for a bare "?" too, which the client sent (a request URL holds no fragment)
+  const query = url.search || (url.href.endsWith("?") ? "?" : "");
+  return (origin ?? url.origin) + path + query;
 }
 
 export interface Forwarder {

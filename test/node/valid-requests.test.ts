@@ -55,6 +55,20 @@ describe("GET and HEAD with a body or a Content-Length", () => {
   });
 });
 
+describe("the query string", () => {
+  it.each([
+    // an empty query is still one: "?" ends the target the client signed or the origin keys a cache by
+    ["/v1/users?", "/v1/users?"],
+    ["/v1/users?q=%zz&r=%7e&s=a+b&t=&&u", "/v1/users?q=%zz&r=%7e&s=a+b&t=&&u"],
+    ["/v1/users?%%", "/v1/users?%%"],
+  ])("%s reaches the origin byte for byte, as workerd hands it to the gate", async (target, forwarded) => {
+    const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
+    const res = await rawRequest(base, { target, headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(200);
+    expect((JSON.parse(res.body) as Echo).target).toBe(forwarded);
+  });
+});
+
 describe("an upload that expects 100 Continue", () => {
   it("reaches the origin whole and gets the origin's answer, as it would sent directly", async () => {
     const base = await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] });
