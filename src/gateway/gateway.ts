@@ -41,6 +41,9 @@ export type Gate = (request: Request, ctx?: Background) => Promise<Response>;
 /** What a request's method is matched as when no rule names methods: nothing reads it. */
 const UNREAD_METHODS: readonly string[] = [];
 
+/** An Expect header asking for 100 Continue (its one defined expectation, in any case). */
+const EXPECTS_CONTINUE = /^\s*100-continue\s*$/i;
+
 /** The most of an unread upload the gate reads (and drops) before answering on its own. */
 const DRAIN_LIMIT = 1 << 20;
 
@@ -144,7 +147,10 @@ export function createGate(options: GateOptions): Gate {
         response = internalError();
       }
     }
-    if (pending.body) await discard(pending.body);
+    // a client that asked to be told before it sends its body (Expect: 100-continue) has sent
+    // none: it takes this answer in place of 100 Continue, which workerd never sends, and
+    // sends nothing (RFC 9110 §10.1.1); draining would wait for a body that is not coming
+    if (pending.body && !EXPECTS_CONTINUE.test(request.headers.get("expect") ?? "")) await discard(pending.body);
     if (failures.due()) failures.flush();
     if (denials.due()) {
       if (ctx) ctx.waitUntil(denials.flush());

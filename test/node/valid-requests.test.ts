@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { request as httpRequest } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket from "ws";
@@ -85,6 +86,43 @@ describe("an upload that expects 100 Continue", () => {
     });
     expect(res.status).toBe(200);
     expect((JSON.parse(res.body) as Echo).bodyBytes).toBe(payload.length);
+  });
+});
+
+describe("an upload that expects 100 Continue, refused by the gate", () => {
+  it("gets its 429 before it sends the body, as RFC 9110 lets a server answer in place of 100 Continue", async () => {
+    const base = new URL(await gate({ rules: [{ name: "m", limit: 1, window: "10m" }] }));
+    const ip = freshIp();
+    expect((await rawRequest(base.href, { target: "/v1/users", headers: [["cf-connecting-ip", ip]] })).status).toBe(200);
+    // the headers alone: a client that waits for 100 Continue (curl does, for bodies over 1 MB)
+    // sends nothing more until the server speaks; before, the gate waited for the body it drains
+    const sent = { body: false };
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: base.hostname,
+          port: base.port,
+          method: "POST",
+          path: "/upload",
+          agent: false,
+          headers: { "cf-connecting-ip": ip, "content-length": String(4 << 20), expect: "100-continue" },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+          req.destroy();
+        },
+      );
+      req.on("continue", () => {
+        sent.body = true;
+        req.end(Buffer.alloc(4 << 20));
+      });
+      req.on("error", (e) => (sent.body ? undefined : reject(e)));
+      req.setTimeout(20_000, () => reject(new Error("no answer within 20 s to the headers alone")));
+      req.flushHeaders();
+    });
+    expect(status).toBe(429);
+    expect(sent.body).toBe(false);
   });
 });
 
