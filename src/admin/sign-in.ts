@@ -1,6 +1,6 @@
 import type { Redis } from "@upstash/redis/cloudflare";
 import type { GateConfig } from "../config/rate-limits.ts";
-import { createDenialCache } from "../decision/denial-cache.ts";
+import { createExpiringCache } from "../decision/expiring-cache.ts";
 import { clientAddress, identify, sha256 } from "../decision/identity.ts";
 import type { FailureLog } from "../gateway/failure-log.ts";
 import { problem } from "../http/problem.ts";
@@ -72,7 +72,7 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
   const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // addresses known to be over the failure limit: refused here without a store call or a token check
-  const throttled = createDenialCache<true>(10_000);
+  const throttled = createExpiringCache<true>(10_000);
   // the count while the store is full and refuses the script's write
   const attemptsHere = createLocalAttempts({ limit: ADMIN_AUTH_FAILURES.limit, windowMs: ADMIN_AUTH_FAILURES.windowMs, addresses: 10_000 });
   const expected = sha256(adminToken);

@@ -1,6 +1,6 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { createLimiter, type Decision, type KeyLookup, LimiterError, type Reply } from "../script/limiter.ts";
-import { createDenialCache } from "./denial-cache.ts";
+import { createExpiringCache } from "./expiring-cache.ts";
 import type { Identity } from "./identity.ts";
 
 /** What one decision came to, before anyone turns it into a response. */
@@ -73,7 +73,7 @@ export function createDecider(options: DeciderOptions): Decide {
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
   // what the store refused an identity with, held for the isolate: a denial, an operator's
   // block, or the registry's refusal of an API key (unknown, disabled)
-  const denials = createDenialCache<{ decision: Decision; at: number } | { blockedMs: number; at: number } | { registry: RegistryAnswer }>(config.denialCacheSize);
+  const denials = createExpiringCache<{ decision: Decision; at: number } | { blockedMs: number; at: number } | { registry: RegistryAnswer }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {

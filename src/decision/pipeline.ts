@@ -1,7 +1,7 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
-import { createDenialCache } from "./denial-cache.ts";
+import { createExpiringCache } from "./expiring-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { matching, rulesFor, tierOf } from "./rules.ts";
 
@@ -129,7 +129,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
   const clock = options.now ?? Date.now;
   const defaultRules = config.tiers.get(config.defaultTier) ?? [];
   // key tag → the tier the registry last put it in (a hint: the script checks it on every call)
-  const registryTiers = createDenialCache<string>(config.denialCacheSize);
+  const registryTiers = createExpiringCache<string>(config.denialCacheSize);
   const addressRules = config.addressRules.map((r) => ({ ...r, scope: ADDRESS_SCOPE }));
 
   const checkCost = (cost: number | undefined, rules: readonly Rule[]) => {

@@ -1,10 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { createDenialCache } from "./denial-cache.ts";
+import { createExpiringCache } from "./expiring-cache.ts";
 
-describe("denial cache", () => {
+describe("createExpiringCache", () => {
   it("holds an entry until it lapses, and makes the least recently used one room when full", () => {
-    const cache = createDenialCache<string>(2);
+    const cache = createExpiringCache<string>(2);
     cache.set("a", 100, "A", 0);
     cache.set("b", 100, "B", 0);
     expect(cache.get("a", 50)?.value).toBe("A"); // now the most recently used
@@ -14,7 +14,7 @@ describe("denial cache", () => {
   });
 
   it("lets lapsed entries go as new ones come, so a cache that is never full does not keep every caller it ever refused", () => {
-    const cache = createDenialCache<number>(10_000);
+    const cache = createExpiringCache<number>(10_000);
     for (let i = 0; i < 1000; i++) cache.set(`caller-${i}`, i + 10, i, i);
     // each caller was held 10 ms: at most the ones of the last 10 ms (and one more) are left
     expect(cache.size).toBeLessThanOrEqual(12);
@@ -22,7 +22,7 @@ describe("denial cache", () => {
   });
 
   it("shrinks back after a burst once its entries have lapsed", () => {
-    const cache = createDenialCache<number>(100_000);
+    const cache = createExpiringCache<number>(100_000);
     for (let i = 0; i < 10_000; i++) cache.set(`burst-${i}`, 1_000, i, 0);
     expect(cache.size).toBe(10_000);
     // an hour on, a trickle of refusals: each takes two lapsed entries with it
@@ -39,7 +39,7 @@ describe("denial cache", () => {
     );
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 4 }), fc.array(op, { maxLength: 60, size: "max" }), (size, ops) => {
-        const cache = createDenialCache<number>(size);
+        const cache = createExpiringCache<number>(size);
         // the model: keys from least to most recently used
         let model: { key: string; until: number; value: number }[] = [];
         // the clock: one step per operation
@@ -72,7 +72,7 @@ describe("denial cache", () => {
   });
 
   it("counts a key read again as used again, also right after another key came in", () => {
-    const cache = createDenialCache<string>(3);
+    const cache = createExpiringCache<string>(3);
     cache.set("A", 100, "A", 0);
     cache.set("B", 100, "B", 0);
     cache.get("A", 0);
@@ -84,7 +84,7 @@ describe("denial cache", () => {
   });
 
   it("forgets every entry of an identity by its prefix", () => {
-    const cache = createDenialCache<number>(10);
+    const cache = createExpiringCache<number>(10);
     cache.set("iA|t|m", 100, 1, 0);
     cache.set("iA|t|h", 100, 2, 0);
     cache.set("iB|t|m", 100, 3, 0);

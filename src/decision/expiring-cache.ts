@@ -1,15 +1,17 @@
 /**
- * Isolate-local memory of denials and how long they hold, so a caller hammering through a
- * 429 costs no Redis round trip until their wait is over. Bounded: the least recently used
- * entry goes first once `size` is reached (a Map keeps insertion order).
+ * Isolate-local memory of values that hold until a time: the denial cache (a denial, a block or
+ * a registry refusal, so a caller hammering through a 429 costs no Redis round trip until their
+ * wait is over), a key's registry tier, an address over the admin sign-in's failure limit.
+ * Bounded: the least recently used entry goes first once `size` is reached (a Map keeps
+ * insertion order).
  *
  * @example
- * const cache = createDenialCache<Decision>(10_000);
+ * const cache = createExpiringCache<Decision>(10_000);
  * cache.set("k…|free|minute*1", Date.now() + 30_000, decision, Date.now());
- * cache.get("k…|free|minute*1", Date.now()); // { until, value } while denied, else undefined
+ * cache.get("k…|free|minute*1", Date.now()); // { until, value } until then, else undefined
  * cache.forget("k…|");                     // every entry of that identity, gone
  */
-export interface DenialCache<T> {
+export interface ExpiringCache<T> {
   get(key: string, now: number): { until: number; value: T } | undefined;
   /** `now`: the caller's clock, by which an entry that has lapsed makes room */
   set(key: string, until: number, value: T, now: number): void;
@@ -18,7 +20,7 @@ export interface DenialCache<T> {
   readonly size: number;
 }
 
-export function createDenialCache<T>(size: number): DenialCache<T> {
+export function createExpiringCache<T>(size: number): ExpiringCache<T> {
   const entries = new Map<string, { until: number; value: T }>();
   return {
     get(key, now) {
