@@ -38,5 +38,10 @@ export function describeLimits(config: GateConfig): string[] {
     const what = counted.filter(Boolean).join(", ");
     if (what) lines.push(`${list} list: ${what}`);
   }
+  const cors = config.cors;
+  if (cors) {
+    const origins = cors.origins === "*" ? "every site (*)" : [...cors.origins].join(", ");
+    lines.push(`CORS on the gate's own answers (429, 401, 403, 503, …) for ${origins}${cors.credentials ? ", with credentials" : ""}`);
+  }
   return lines;
 }

@@ -23,8 +23,11 @@ export type { Reason } from "../http/answers.ts";
 export type { Decision, LimitState } from "../script/limiter.ts";
 export { CostError } from "../script/limiter.ts";
 
-/** The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`, `timeout`, lists, … */
-export interface RateLimiterOptions extends RateLimits {
+/**
+ * The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`,
+ * `timeout`, lists, … — but `cors`: the answers are the application's to open to other sites.
+ */
+export interface RateLimiterOptions extends Omit<RateLimits, "cors"> {
   /** the Upstash REST URL (or the slidegate shim's) */
   url: string;
   token: string;
@@ -88,7 +91,13 @@ const passed = () => new Response(null, { status: 204 });
  * header with made-up keys let through and no address floor) is said once, in a warning, as
  * `npm run check-config` says it for the gateway.
  */
-export function parseLimits(limits: RateLimits): GateConfig {
+export function parseLimits(limits: Omit<RateLimits, "cors">): GateConfig {
+  // taken, it would do nothing: the application sends the answers, and opens them itself
+  if (Object.hasOwn(Object(limits), "cors")) {
+    throw new Error(
+      "slidegate: invalid options: options.cors: is the gateway's alone: put CORS headers on the answers of your application yourself (with Hono, register hono/cors before rateLimit, listing Retry-After and the rate-limit headers in exposeHeaders)",
+    );
+  }
   const parsed = parseRateLimits(limits, "options");
   if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.join("; ")}`);
   for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);

@@ -376,3 +376,64 @@ describe("sharedLogs", () => {
     ).toEqual(["burst→day", "day→day"]);
   });
 });
+
+describe("cors (CORS headers on the gate's own answers)", () => {
+  const rules = [{ name: "m", limit: 1, window: "1s" }];
+  const corsOf = (cors: unknown) => {
+    const r = parseRateLimits({ rules, cors });
+    if (!r.ok) throw new Error(r.errors.join("; "));
+    return r.config.cors;
+  };
+
+  it("is off unless configured", () => {
+    const r = parseRateLimits({ rules });
+    expect(r.ok && r.config.cors).toBeUndefined();
+  });
+
+  it("keeps each origin as browsers serialise it, the case of its scheme and host normalised, credentials off by default", () => {
+    expect(corsOf({ origins: ["https://app.example.com", "HTTPS://Admin.Example.COM", "http://127.0.0.1:8080", "http://[::1]:3000"] })).toEqual({
+      origins: new Set(["https://app.example.com", "https://admin.example.com", "http://127.0.0.1:8080", "http://[::1]:3000"]),
+      credentials: false,
+    });
+    expect(corsOf({ origins: ["https://app.example.com"], credentials: true })?.credentials).toBe(true);
+    expect(corsOf({ origins: ["*"] })).toEqual({ origins: "*", credentials: false });
+  });
+
+  it("refuses what is no origin as a browser sends it, naming the entry and what to write", () => {
+    const at = (origin: string) => errorsOf({ rules, cors: { origins: ["https://ok.example", origin] } });
+    for (const [entry, write] of [
+      ["https://app.example.com/", "https://app.example.com"],
+      ["https://app.example.com/v1", "https://app.example.com"],
+      ["https://app.example.com?x", "https://app.example.com"],
+      ["https://app.example.com:443", "https://app.example.com"],
+      ["https://user:secret@app.example.com", "https://app.example.com"],
+      ["https://bücher.example", "https://xn--bcher-kva.example"],
+    ]) {
+      const errors = at(entry!);
+      expect(errors, entry).toEqual([
+        expect.stringMatching(/^RATE_LIMITS\.cors\.origins\[1\]: must be an origin as browsers send it, scheme:\/\/host\[:port\] \(no path, no wildcard\)/),
+      ]);
+      expect(errors[0], entry).toContain(`write "${write}"`);
+      // the entry itself is not repeated: it may hold credentials
+      expect(errors[0], entry).not.toContain("secret");
+    }
+    for (const entry of ["app.example.com", "*.example.com", "https://*.example.com", "ftp://files.example.com", "", " https://app.example.com"]) {
+      expect(at(entry), entry).toEqual([expect.stringMatching(/^RATE_LIMITS\.cors\.origins\[1\]: must be an origin as browsers send it/)]);
+    }
+    expect(at("null")).toEqual([expect.stringMatching(/^RATE_LIMITS\.cors\.origins\[1\]: "null" is sent by sandboxed frames and local files of every site: never allowed/)]);
+  });
+
+  it('refuses "*" beside other origins or with credentials, an empty list and unknown fields, naming the field', () => {
+    expect(errorsOf({ rules, cors: { origins: ["*", "https://app.example.com"] } })).toEqual([expect.stringMatching(/^RATE_LIMITS\.cors\.origins: "\*" stands alone/)]);
+    expect(errorsOf({ rules, cors: { origins: ["*"], credentials: true } })).toEqual([
+      expect.stringMatching(/^RATE_LIMITS\.cors\.credentials: cannot be true with "\*": every site could read the gate's answers/),
+    ]);
+    expect(errorsOf({ rules, cors: { origins: [] } })).toEqual([expect.stringMatching(/^RATE_LIMITS\.cors\.origins: needs at least one origin/)]);
+    expect(errorsOf({ rules, cors: {} })[0]).toMatch(/^RATE_LIMITS\.cors\.origins: /);
+    expect(errorsOf({ rules, cors: { origins: ["https://app.example.com"], credentials: "yes" } })[0]).toMatch(/^RATE_LIMITS\.cors\.credentials: /);
+    expect(errorsOf({ rules, cors: { origins: ["https://app.example.com"], methods: ["GET"] } })[0]).toMatch(
+      /^RATE_LIMITS\.cors\.methods: unknown field \(allowed: origins, credentials\)/,
+    );
+    expect(errorsOf({ rules, cors: true })[0]).toMatch(/^RATE_LIMITS\.cors: must be an object/);
+  });
+});

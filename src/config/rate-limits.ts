@@ -72,6 +72,16 @@ export interface GateConfig {
   clientIpHeader: string;
   /** true: client-sent X-Forwarded-Host, X-Forwarded-Proto, … reach the origin */
   passForwardedHeaders: boolean;
+  /** CORS headers on the gate's own answers; undefined: none */
+  cors?: CorsConfig;
+}
+
+/** Which sites' browser code may read the gate's own answers (src/http/cors.ts). */
+export interface CorsConfig {
+  /** serialised origins, compared exactly with a request's Origin; "*": every site, answered `*` */
+  origins: ReadonlySet<string> | "*";
+  /** Access-Control-Allow-Credentials: true (never with "*") */
+  credentials: boolean;
 }
 
 export type ConfigResult = { ok: true; config: GateConfig } | { ok: false; errors: string[] };
@@ -181,6 +191,28 @@ const rule = fields({
 
 const rules = v.pipe(v.array(rule), v.minLength(1, "needs at least one rule"));
 
+/**
+ * An origin as browsers serialise it (`https://app.example.com`; scheme and host in any case),
+ * or undefined. A `*` in a host is taken literally by the URL parser: as no wildcard, refused.
+ */
+const serialisedOrigin = (entry: string) => {
+  const url = URL.canParse(entry) ? new URL(entry) : undefined;
+  return url && /^https?:$/.test(url.protocol) && url.origin === entry.toLowerCase() && !entry.includes("*") ? url.origin : undefined;
+};
+// the entry is not repeated: a URL may hold credentials
+const ORIGIN = v.pipe(
+  v.string(),
+  v.check(
+    (entry) => entry === "*" || serialisedOrigin(entry) !== undefined,
+    ({ input }) => {
+      if (input === "null") return '"null" is sent by sandboxed frames and local files of every site: never allowed';
+      const url = URL.canParse(input as string) ? new URL(input as string) : undefined;
+      const write = url && /^https?:$/.test(url.protocol) && !url.host.includes("*") ? `: write "${url.origin}"` : "";
+      return `must be an origin as browsers send it, scheme://host[:port] (no path, no wildcard), or "*"${write}`;
+    },
+  ),
+);
+
 const KEY_HASH = v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "must be the SHA-256 of an API key, as 64 lowercase hex digits"));
 const accessList = v.optional(
   fields({
@@ -215,6 +247,12 @@ const schema = fields({
   caseSensitivePaths: v.optional(v.boolean()),
   clientIpHeader: v.optional(HEADER),
   passForwardedHeaders: v.optional(v.boolean()),
+  cors: v.optional(
+    fields({
+      origins: v.pipe(v.array(ORIGIN), v.minLength(1, "needs at least one origin")),
+      credentials: v.optional(v.boolean()),
+    }),
+  ),
 });
 
 type Raw = v.InferOutput<typeof schema>;
@@ -291,6 +329,11 @@ function crossCheck(c: Raw, root: string): string[] {
       if (ambiguous) issue(`.${side}.ips[${i}]`, `"${entry}" has ${ambiguous}`);
       else if (!parseRange(entry)) issue(`.${side}.ips[${i}]`, `"${entry}" is not an IP address or CIDR range`);
     });
+  }
+  const origins = c.cors?.origins ?? [];
+  if (origins.includes("*") && origins.length > 1) issue(".cors.origins", '"*" stands alone');
+  else if (origins.includes("*") && c.cors?.credentials) {
+    issue(".cors.credentials", "cannot be true with \"*\": every site could read the gate's answers with its visitors' credentials; list the origins");
   }
   const lists: [string, RawRule[]][] = c.tiers ? Object.entries(c.tiers).map(([t, { rules }]) => [`.tiers.${t}.rules`, rules]) : [[".rules", c.rules ?? []]];
   if (c.addressRules) lists.push([".addressRules", c.addressRules]);
@@ -563,6 +606,7 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
       ipv6Prefix: c.ipv6Prefix ?? DEFAULTS.ipv6Prefix,
       clientIpHeader: (c.clientIpHeader ?? DEFAULTS.clientIpHeader).toLowerCase(),
       passForwardedHeaders: c.passForwardedHeaders ?? false,
+      cors: c.cors && { origins: c.cors.origins[0] === "*" ? "*" : new Set(c.cors.origins.map((o) => serialisedOrigin(o)!)), credentials: c.cors.credentials ?? false },
     },
   };
 }

@@ -406,6 +406,7 @@ export const CONSOLE_JS = String.raw`
       ["default tier", cfg.defaultTier], ["fail", cfg.fail], ["timeout", duration(cfg.timeoutMs)], ["denial cache", cfg.denialCacheSize + " identities, " + duration(cfg.denialCacheMaxAgeMs)],
       ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client IP header", cfg.clientIpHeader],
       ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["key prefix", cfg.prefix],
+      ["CORS", cfg.cors ? cfg.cors.origins.join(", ") + (cfg.cors.credentials ? " (credentials)" : "") : "off"],
     ];
     view.replaceChildren(
       el("h2", { text: "Configuration (read-only)" }),

@@ -46,5 +46,6 @@ export function describeConfiguration(config: GateConfig) {
     caseSensitivePaths: config.caseSensitivePaths ?? false,
     clientIpHeader: config.clientIpHeader,
     passForwardedHeaders: config.passForwardedHeaders,
+    cors: config.cors ? { origins: config.cors.origins === "*" ? ["*"] : [...config.cors.origins], credentials: config.cors.credentials } : null,
   };
 }

@@ -4,6 +4,7 @@ import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
+import { corsForAnswers } from "../http/cors.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createFailureLog } from "./failure-log.ts";
@@ -131,6 +132,9 @@ export function createGate(options: GateOptions): Gate {
   const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders, respelled });
   // the method (and its override headers) is read only when some rule asks for it
   const byMethod = [...config.tiers.values(), config.addressRules].some((rules) => rules.some((r) => r.methods));
+  // CORS on the gate's own answers: undefined unless configured, so they cost nothing then
+  const cors = corsForAnswers(config.cors);
+  const own = (request: Request, response: Response) => (cors ? cors(request, response) : response);
 
   return async (request, ctx) => {
     // the body not yet handed on: whatever the gate answers itself, it drains this first
@@ -141,10 +145,10 @@ export function createGate(options: GateOptions): Gate {
     } catch (error) {
       if (error instanceof OriginError) {
         safeLog("error", { event: "slidegate.upstream_error", error: error.message });
-        response = badGateway();
+        response = own(request, badGateway());
       } else {
         safeLog("error", { event: "slidegate.internal_error", error: message(error), stack: error instanceof Error ? error.stack : undefined });
-        response = internalError();
+        response = own(request, internalError());
       }
     }
     // a client that asked to be told before it sends its body (Expect: 100-continue) has sent
@@ -217,7 +221,7 @@ export function createGate(options: GateOptions): Gate {
   async function handle(request: Request, pending: { body: ReadableStream<Uint8Array> | null }): Promise<Response> {
     const url = new URL(request.url);
     const canonical = canonicalPath(url.pathname);
-    if (!canonical.ok) return invalidPath(canonical.refused);
+    if (!canonical.ok) return own(request, invalidPath(canonical.refused));
     const path = canonical.path;
     // any form: an origin that drops `;` parameters or trailing dots would route "/__slidegate;x/usage" as the gate's own
     const adminPath = canonical.matchOn.find(isAdminPath);
@@ -227,7 +231,7 @@ export function createGate(options: GateOptions): Gate {
     const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : UNREAD_METHODS, paths: canonical.matchOn }, { client });
     report(step, request, path);
     const answered = answer(step, config.keyHeader);
-    if (!answered.pass) return answered.response();
+    if (!answered.pass) return own(request, answered.response());
     // built only for a request that goes on: a flood of denials builds none. It is made of
     // what the runtime has accepted already (method, headers) and the canonical path.
     return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields);

@@ -17,6 +17,7 @@
  */
 
 import type { GateConfig } from "../config/rate-limits.ts";
+import { exposeGateFields } from "../http/cors.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 
 /** The origin could not be reached, or answered what no response can carry: the one failure that is a 502. */
@@ -215,8 +216,9 @@ export interface Forwarder {
   prepare(request: Request, canonical: { url: URL; path: string; clientIp?: string }): Request;
   /**
    * Sends `outbound`; `extra` headers (the rate-limit ones) replace any of the same name on
-   * the origin's answer. Throws `OriginError` when the origin cannot be reached or answers a
-   * status no response can carry.
+   * the origin's answer, and are exposed to browser code when the origin answered with CORS.
+   * Throws `OriginError` when the origin cannot be reached or answers a status no response can
+   * carry.
    */
   send(outbound: Request, extra: Readonly<HeaderFields>): Promise<Response>;
 }
@@ -270,6 +272,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       else response = new Response(upstream.body, upstream);
       if (!many) for (const name of dropped) response.headers.delete(name);
       for (const [name, value] of extra) response.headers.set(name, value);
+      // an answer the origin opened to another site: that site's code may read them too
+      exposeGateFields(response.headers, extra);
       return response;
     },
   };

@@ -44,9 +44,11 @@ describe("npm run check-config", () => {
         ],
         addressRules: [{ name: "floor", limit: 1000, window: "60s" }],
         deny: { ips: ["192.0.2.0/24"] },
+        cors: { origins: ["https://app.example.com", "http://localhost:5173"] },
       }),
     );
     const described = run("scripts/check-config.ts", [file]).stdout;
+    expect(described).toContain("CORS on the gate's own answers (429, 401, 403, 503, …) for https://app.example.com, http://localhost:5173\n");
     expect(described).toContain("minute: 100 per 1m per x-api-key, else per client IP on GET /v1/*");
     expect(described).toMatch(/trial: 5 per 1m .*\(shadow: reported, never enforced/);
     expect(described).toContain("address/floor: 1000 per 1m per client address, whatever its key");

@@ -165,5 +165,12 @@ describe("the console's admin routes", () => {
     expect(config.allow).toEqual({ keys: [], ips: ["192.0.2.0/24"] });
     expect(config.deny).toEqual({ keys: ["ef".repeat(32)], ips: ["198.51.100.7"] });
     expect(config.identity).toEqual({ header: "x-api-key", required: false, unknownKeys: "defaultTier" });
+    expect(config.cors).toBeNull();
+  });
+
+  it("configuration shows the origins the gate's own answers are opened to, as the gate compares them", async () => {
+    const gate = makeGate({ rules: [{ name: "m", limit: 1, window: "1m" }], cors: { origins: ["https://App.Example.com"], credentials: true } }, { adminToken: TOKEN });
+    const config = (await (await admin(gate, "configuration")).json()) as { cors: unknown };
+    expect(config.cors).toEqual({ origins: ["https://app.example.com"], credentials: true });
   });
 });

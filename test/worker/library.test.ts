@@ -1,5 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { Hono } from "hono";
+import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
 import { rateLimit } from "../../src/adapters/hono.ts";
@@ -221,6 +222,29 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }], keyHeader: "x" } as never)).toThrow(/options: .*unknown field|options\.keyHeader/);
   });
 
+  it("answers its 429 with CORS headers from Hono's cors middleware registered before it, exposing what the app lists", async () => {
+    const app = new Hono();
+    const exposeHeaders = ["Retry-After", "RateLimit", "RateLimit-Policy", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"];
+    app.use(cors({ origin: "https://app.example.com", exposeHeaders }));
+    app.use(onTestStore({ rules: [{ name: "default", limit: 1, window: "1m" }] }));
+    app.get("/", (c) => c.text("ok"));
+    const call = () => app.fetch(request("/", { ip: "198.51.100.33", headers: { origin: "https://app.example.com" } }));
+    const admitted = await call();
+    const denied = await call();
+    expect([admitted.status, denied.status]).toEqual([200, 429]);
+    for (const res of [admitted, denied]) {
+      expect(res.headers.get("Access-Control-Allow-Origin")).toBe("https://app.example.com");
+      expect(res.headers.get("Access-Control-Expose-Headers")).toBe(exposeHeaders.join(","));
+    }
+    expect(denied.headers.get("Content-Type")).toBe("application/problem+json");
+  });
+
+  it("refuses the gateway's cors option, which an app's own CORS middleware stands for", () => {
+    expect(() => onTestStore({ rules: [{ name: "default", limit: 5, window: "10s" }], cors: { origins: ["https://app.example.com"] } } as never)).toThrow(
+      /options\.cors: is the gateway's alone: .*hono\/cors/,
+    );
+  });
+
   it("refuses a store given in code that no request could use when the middleware is built, not on each request", () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     expect(() => rateLimit({ url: "localhost:8079", rules })).toThrow(/options\.url: must be an http\(s\) URL/);
@@ -339,6 +363,10 @@ describe("createRateLimiter", () => {
   });
 
   it("refuses bad options at once, naming the field", () => {
+    // the gateway's answers' CORS: the application's own answers are its to open
+    expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules: [{ name: "a", limit: 1, window: "1m" }], cors: { origins: ["*"] } } as never)).toThrow(
+      /options\.cors: is the gateway's alone/,
+    );
     expect(() => limiter([{ name: "a", limit: 0, window: "1m" }])).toThrow("options.rules[0].limit: must be at least 1");
     expect(() => createRateLimiter({ url: "", token: "", rules: [] })).toThrow(/options.url and options.token are required/);
     expect(() => createRateLimiter({ url: "localhost:8079", token: "t", rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(/options\.url: must be an http\(s\) URL/);
