@@ -238,6 +238,32 @@ describe("preflights", () => {
     expect(statuses).toEqual([204, 204, 429]);
   });
 
+  it("with identity.required and cors, go on without the key they never carry, counted as their address; other requests without a key still get 401", async () => {
+    const identity = { header: "x-api-key", required: true };
+    const base = await gate({ identity, rules: [{ name: "minute", limit: 2, window: "10m" }], cors: { origins: [APP] } });
+    const ip = freshIp();
+    const statuses: number[] = [];
+    for (let i = 0; i < 3; i++) statuses.push((await call(base, "/v1/things?acao=origin", ip, preflight, "OPTIONS")).status);
+    expect(statuses).toEqual([204, 204, 429]);
+    const other = freshIp();
+    expect((await call(base, "/v1/things", other, [["origin", APP]], "OPTIONS")).status).toBe(401);
+    expect((await call(base, "/v1/things", other, [["origin", APP]])).status).toBe(401);
+    expect((await call(base, "/v1/things", other, [["access-control-request-method", "PUT"]], "OPTIONS")).status).toBe(401);
+    // nor one an origin could handle as another method: an override, or a body that may name one
+    expect((await call(base, "/v1/things", other, [...preflight, ["x-http-method-override", "DELETE"]], "OPTIONS")).status).toBe(401);
+    expect((await call(base, "/v1/things?_method=DELETE", other, preflight, "OPTIONS")).status).toBe(401);
+    const withBody = await rawRequest(base, {
+      method: "OPTIONS",
+      target: "/v1/things",
+      headers: [["cf-connecting-ip", other], ...preflight, ["content-type", "application/x-www-form-urlencoded"], ["content-length", "14"]],
+      body: "_method=DELETE",
+    });
+    expect(withBody.status).toBe(401);
+    // without cors the gate was not told browsers call the API: the key is required of every request, as before
+    const closed = await gate({ identity, rules: [{ name: "minute", limit: 2, window: "10m" }] });
+    expect((await call(closed, "/v1/things?acao=origin", freshIp(), preflight, "OPTIONS")).status).toBe(401);
+  });
+
   it("are not counted by rules that name their methods", async () => {
     const base = await gate({ rules: [{ name: "writes", limit: 1, window: "10m", methods: ["GET", "PUT", "POST", "PATCH", "DELETE"] }] });
     const ip = freshIp();
