@@ -19,13 +19,30 @@ describe("createLocalAttempts", () => {
     expect(attempts.record("a", 1)).toBe(0);
   });
 
-  it("forgets the address counted longest ago once it holds as many as it may", () => {
+  it("forgets an address once its attempts have all left the window, the one whose newest came first", () => {
     const attempts = createLocalAttempts({ limit: 1, windowMs: 1000, addresses: 2 });
     attempts.record("a", 0);
-    attempts.record("b", 0);
-    attempts.record("a", 1); // refused, and counted most recently
-    attempts.record("c", 2); // b goes
-    expect(attempts.record("a", 3)).toBeGreaterThan(0);
-    expect(attempts.record("b", 3)).toBe(0);
+    attempts.record("b", 500);
+    attempts.record("a", 600); // refused: a's newest attempt is still the one at 0
+    expect(attempts.record("c", 1000)).toBe(0); // a goes, b stays
+    expect(attempts.record("b", 1001)).toBe(499);
+    expect(attempts.record("a", 1002)).toBe(498); // the map is full of b and c: refused, not counted afresh
+  });
+
+  it("refuses another address, rather than forget one still counted, while every address held has attempts in the window", () => {
+    const attempts = createLocalAttempts({ limit: 10, windowMs: 1000, addresses: 2 });
+    for (let i = 0; i < 10; i++) attempts.record("a", i);
+    attempts.record("b", 100);
+    // before, cycling through more addresses than it holds forgot a's ten failures
+    expect(attempts.record("c", 200)).toBe(809);
+    expect(attempts.record("a", 300)).toBe(700);
+    expect(attempts.record("c", 1010)).toBe(0);
+  });
+
+  it("lets a right token's attempt free its address's place", () => {
+    const attempts = createLocalAttempts({ limit: 10, windowMs: 1000, addresses: 1 });
+    attempts.record("operator", 0);
+    attempts.takeBack("operator");
+    expect(attempts.record("other", 1)).toBe(0);
   });
 });

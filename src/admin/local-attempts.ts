@@ -6,7 +6,11 @@
  * isolate counts its own, so across a fleet an address gets this limit per isolate while the
  * store is full: a bound still, on a token of 32 characters or more.
  *
- * Bounded: past `addresses` the address counted longest ago is forgotten first.
+ * Bounded, and closed when full: an address is forgotten only once its attempts have all left
+ * the window. Forgetting one still counted would give a caller cycling through more addresses
+ * than `addresses` (a /48 holds 65,536 /64s) fresh guesses on each, without any limit; while
+ * every address held has attempts in the window, another is refused until the first of them
+ * frees.
  *
  * @example
  * const attempts = createLocalAttempts({ limit: 10, windowMs: 600_000, addresses: 10_000 });
@@ -15,7 +19,7 @@
  */
 export function createLocalAttempts(options: { limit: number; windowMs: number; addresses: number }) {
   const { limit, windowMs, addresses } = options;
-  /** per address, when each attempt in the window came, oldest first */
+  /** per address, when each attempt in the window came, oldest first; addresses in the order of their newest attempt */
   const times = new Map<string, number[]>();
   return {
     /** Counts an attempt of `tag` at `now` (ms): 0, or (over the limit: nothing counted) the ms until it may try again. */
@@ -23,19 +27,28 @@ export function createLocalAttempts(options: { limit: number; windowMs: number; 
       let at = times.get(tag);
       if (at) {
         while (at.length && at[0]! <= now - windowMs) at.shift();
-        times.delete(tag); // counted now: the last to be forgotten
+        if (at.length >= limit) return at[0]! + windowMs - now;
+        times.delete(tag); // moved last, behind every address whose newest attempt came before
       } else {
-        if (times.size >= addresses) times.delete(times.keys().next().value!);
+        if (times.size >= addresses) {
+          // the first address's newest attempt is the oldest of all (or was, before a take-back:
+          // then an address is kept longer, never forgotten early): in the window, all are
+          const [first, its] = times.entries().next().value!;
+          const newest = its.at(-1) ?? Number.NEGATIVE_INFINITY;
+          if (newest > now - windowMs) return newest + windowMs - now;
+          times.delete(first);
+        }
         at = [];
       }
-      times.set(tag, at);
-      if (at.length >= limit) return at[0]! + windowMs - now;
       at.push(now);
+      times.set(tag, at);
       return 0;
     },
     /** Takes back the newest attempt of `tag`. */
     takeBack(tag: string): void {
-      times.get(tag)?.pop();
+      const at = times.get(tag);
+      at?.pop();
+      if (at?.length === 0) times.delete(tag);
     },
   };
 }

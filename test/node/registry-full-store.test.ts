@@ -187,4 +187,28 @@ describe("the admin API on a full store (noeviction)", () => {
       await admin.config("SET", "maxmemory", "0");
     }
   });
+
+  it("keeps an address's ten failures however many other addresses try meanwhile: 10,000 /64s of one /48 buy it no fresh guesses", async () => {
+    // the isolate holds the counts of 10,000 addresses; before, the one counted longest ago was
+    // forgotten to make room, so a caller cycling through more addresses than that guessed
+    // without any limit while the store was full
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const wrong = randomBytes(32).toString("hex");
+      const ip = "2001:db8:5eed:ffff::1";
+      // ten, none refused: the answer of the eleventh is the count's, not a held refusal's
+      expect((await Promise.all(Array.from({ length: 10 }, () => from(ip, wrong, "keys/list", {})))).map((a) => a.status)).toEqual(Array(10).fill(401));
+      const others = new Map<number, number>();
+      for (let b = 0; b < 10_000; b += 100) {
+        const batch = await Promise.all(Array.from({ length: 100 }, (_, i) => from(`2001:db8:5eed:${(b + i).toString(16)}::1`, wrong, "keys/list", {})));
+        for (const { status } of batch) others.set(status, (others.get(status) ?? 0) + 1);
+      }
+      expect((await from(ip, wrong, "keys/list", {})).status).toBe(429);
+      expect((await from(ip, ADMIN, "keys/list", {})).status).toBe(429);
+      // the isolate cannot count an address more while it holds 10,000 with failures in the window: refused, not guessed
+      expect([...others.keys()].sort()).toEqual([401, 429]);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
+  }, 180_000);
 });
