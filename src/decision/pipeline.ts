@@ -1,5 +1,4 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
-import { methodsOf } from "../http/canonical.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
 import { createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
 import { createExpiringCache } from "./expiring-cache.ts";
@@ -56,20 +55,6 @@ export interface Pipeline {
 }
 
 const ABSENT = { kind: "absent" } as const;
-
-/**
- * A browser's CORS preflight, which never carries credentials: with `cors` configured (browsers
- * call the API) it is decided as its client address where a key is required, since a 401
- * would fail every cross-site call that sends the key; it is still counted, so a flood of
- * them is limited like any other. Only one that no origin could handle as another method: no
- * body, no method override (`methodsOf` reads them as the rules do).
- */
-const isPreflight = (request: Request) =>
-  request.method === "OPTIONS" &&
-  request.body === null &&
-  request.headers.has("origin") &&
-  request.headers.has("access-control-request-method") &&
-  methodsOf(request, new URL(request.url)).length === 1;
 /** The scope (in Redis keys) of the rules a request answers to per client address, whatever its key. */
 export const ADDRESS_SCOPE = "@address";
 /** How often the registry may move a key between tiers within one decision before the store counts as failing. */
@@ -276,7 +261,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       if (listed === "deny") return { kind: "denylisted", caller };
       if (key.kind === "ambiguous") return { kind: "ambiguous-key", caller };
       if (listed === "allow") return { kind: "allowlisted", caller };
-      if (key.kind !== "key" && config.keyRequired && !(config.cors && isPreflight(request))) return { kind: "key-required", caller };
+      if (key.kind !== "key" && config.keyRequired) return { kind: "key-required", caller };
       return key.kind === "key" ? decideKey(caller, match, cost) : decideAddress(caller, match, cost);
     },
     async decideFor(identity, cost) {
