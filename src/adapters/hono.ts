@@ -13,6 +13,7 @@
 import type { Context, MiddlewareHandler } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
+import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError } from "../script/limiter.ts";
 import { assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
@@ -44,6 +45,38 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
    * null throws a TypeError, for `app.onError`.
    */
   clientIp?: (c: Context) => string | null | undefined;
+}
+
+/**
+ * The headers of every slidegate middleware a request has passed, outermost first: a global
+ * limit and a stricter one on a route both write theirs after `next()`, the outer last, and
+ * its own alone would put its remaining over the route's (a 429 saying 97 remain).
+ */
+const stacked = new WeakMap<Context, Headers[]>();
+const TRIO = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] as const;
+const LISTS = ["RateLimit-Policy", "RateLimit", "X-Slidegate-Shadow", "X-Slidegate-Shadow-Denied"] as const;
+
+/** Several middlewares' headers as one decision over all their rules would say them (see rateLimitFields). */
+function mergeHeaders(all: readonly Headers[]): Headers {
+  if (all.length === 1) return all[0]!;
+  const merged = new Headers();
+  // the trio of the limit a client should watch: least remaining; on a tie, the one that resets last
+  const remaining = (h: Headers) => Number(h.get("X-RateLimit-Remaining"));
+  const reset = (h: Headers) => Number(h.get("X-RateLimit-Reset"));
+  let tightest: Headers | undefined;
+  for (const h of all.filter((h) => h.has("X-RateLimit-Remaining"))) {
+    if (!tightest || remaining(h) < remaining(tightest) || (remaining(h) === remaining(tightest) && reset(h) > reset(tightest))) tightest = h;
+  }
+  if (tightest) for (const name of TRIO) merged.set(name, tightest.get(name)!);
+  for (const name of LISTS) {
+    const items = all.flatMap((h) => h.get(name) ?? []);
+    if (items.length) merged.set(name, items.join(", "));
+  }
+  const failedOpen = all.find((h) => h.has(FAIL_OPEN_HEADER));
+  if (failedOpen) merged.set(FAIL_OPEN_HEADER, failedOpen.get(FAIL_OPEN_HEADER)!);
+  const waits = all.flatMap((h) => h.get("Retry-After") ?? []);
+  if (waits.length) merged.set("Retry-After", String(Math.max(...waits.map(Number))));
+  return merged;
 }
 
 /** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
@@ -99,6 +132,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
 
   return async (c, next) => {
     let result: LimitResult;
+    const passed = stacked.get(c) ?? [];
     try {
       result = await limiterOf(c).limit(c.req.raw, { cost: costOf(c), identity: identityOf(c), clientIp: clientIpOf(c) });
     } catch (e) {
@@ -108,11 +142,13 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       }
       throw e;
     }
+    stacked.set(c, [...passed, result.headers]);
     if (!result.success) {
       const res = result.response();
       throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
     }
     await next();
-    for (const [name, value] of result.headers) c.header(name, value);
+    // an inner one's, refusal included, are all there by now
+    for (const [name, value] of mergeHeaders(stacked.get(c)!)) c.header(name, value);
   };
 }

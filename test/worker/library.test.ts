@@ -206,6 +206,29 @@ describe("Hono middleware", () => {
     expect(await denied.json()).toEqual({ error: "slow down", was: 429, retryAfter: expect.stringMatching(/^(59|60)$/) });
   });
 
+  it("stacked on one request (a global limit, a stricter one on a route), shows the tightest of both: never the global's remaining on the route's 429", async () => {
+    const app = new Hono();
+    app.use(onTestStore({ rules: [{ name: "global", limit: 100, window: "1m" }] }));
+    app.use("/login", onTestStore({ rules: [{ name: "login", limit: 2, window: "1m" }] }));
+    app.post("/login", (c) => c.text("in"));
+    app.get("/", (c) => c.text("ok"));
+    const call = (method: string, path: string) => app.fetch(request(path, { method, ip: "198.51.100.34" }));
+    const answers = [await call("POST", "/login"), await call("POST", "/login"), await call("POST", "/login")];
+    expect(answers.map((r) => r.status)).toEqual([200, 200, 429]);
+    const [, last, denied] = answers;
+    expect([last!.headers.get("X-RateLimit-Limit"), last!.headers.get("X-RateLimit-Remaining")]).toEqual(["2", "0"]);
+    expect(last!.headers.get("RateLimit")).toBe('"global";r=98;t=60, "login";r=0;t=60');
+    expect(last!.headers.get("RateLimit-Policy")).toBe('"global";q=100;w=60, "login";q=2;w=60');
+    expect([denied!.headers.get("X-RateLimit-Limit"), denied!.headers.get("X-RateLimit-Remaining")]).toEqual(["2", "0"]);
+    expect(denied!.headers.get("RateLimit")).toMatch(/^"global";r=97;t=60, "login";r=0;t=(59|60)$/);
+    expect(denied!.headers.get("Retry-After")).toMatch(/^(59|60)$/);
+    expect(denied!.headers.get("Content-Type")).toBe("application/problem+json");
+    // a route the stricter one does not cover: the global's alone
+    const other = await call("GET", "/");
+    expect(other.headers.get("X-RateLimit-Remaining")).toBe("96");
+    expect(other.headers.get("RateLimit")).toBe('"global";r=96;t=60');
+  });
+
   it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
     const app = new Hono();
     app.use(onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
