@@ -22,6 +22,34 @@ function integerEnv(name: string, fallback: number): number {
   return Number(raw);
 }
 
+const USAGE = `Usage: slidegate-shim
+The Upstash REST API in front of a Redis. It takes no arguments: it reads the environment.
+  SHIM_TOKEN                 the bearer token clients must send (required; at least 32
+                             characters unless SHIM_HOST is loopback): openssl rand -hex 32
+  SHIM_PREVIOUS_TOKEN        a second token also accepted, while clients move to a new one
+  REDIS_URL                  the Redis behind it (default ${DEFAULT_REDIS_URL})
+  REDIS_CLUSTER_NODES        host:port,host:port,… of a Redis Cluster, instead of REDIS_URL
+  REDIS_CLUSTER_USERNAME, REDIS_CLUSTER_PASSWORD   what the cluster's nodes ask to AUTH with
+  SHIM_HOST, SHIM_PORT       where it listens (default 127.0.0.1, 8079)
+  SHIM_TLS_CERT, SHIM_TLS_KEY   PEM certificate chain and key: HTTPS instead of HTTP
+  SHIM_BODY_LIMIT            largest request body, in bytes (default 1048576)
+  SHIM_MAX_TRANSACTIONS      /multi-exec calls holding a Redis connection at once (default 16)
+  SHIM_MAX_STREAMS           open /subscribe, /psubscribe and /monitor streams (default 64)
+  SHIM_MAX_CONNECTIONS       client connections open at once (default ${DEFAULT_MAX_CONNECTIONS})
+Example: SHIM_TOKEN=$(openssl rand -hex 32) REDIS_URL=redis://127.0.0.1:6379 npx slidegate-shim`;
+
+// An argument would be ignored: with SHIM_TOKEN set, `--help` started a shim, and `--port 9000`
+// one on another port than the user asked for.
+const [arg] = process.argv.slice(2);
+if (arg === "--help" || arg === "-h") {
+  console.log(USAGE);
+  process.exit(0);
+}
+if (arg !== undefined) {
+  console.error(`slidegate shim: takes no arguments (not ${JSON.stringify(arg)}): it reads environment variables, such as SHIM_PORT; --help lists them`);
+  process.exit(2);
+}
+
 // The installed package is plain JavaScript, so an older Node runs it: without JSON.rawJSON
 // (Node 22) every integer reply would throw after Redis had run the command, a write the client
 // sees as a failure. Refuse to start instead.

@@ -125,6 +125,25 @@ describe("npm run check-config", () => {
 });
 
 describe("npm run shim", () => {
+  it("answers --help with its variables and starts nothing, and refuses an argument instead of ignoring it, even with SHIM_TOKEN set", () => {
+    // with a token, a shim that reads no arguments starts serving: the timeout of run() then fails it
+    const env = { SHIM_TOKEN: "t", REDIS_URL: services().redisUrl, SHIM_PORT: "0" };
+    for (const flag of ["--help", "-h"]) {
+      const help = run("scripts/shim/main.ts", [flag], undefined, env);
+      expect(help.status, flag).toBe(0);
+      expect(help.stdout).toMatch(/^Usage: slidegate-shim\n/);
+      for (const name of ["SHIM_TOKEN", "SHIM_PREVIOUS_TOKEN", "REDIS_URL", "REDIS_CLUSTER_NODES", "SHIM_HOST", "SHIM_PORT", "SHIM_TLS_CERT", "SHIM_MAX_CONNECTIONS"]) {
+        expect(help.stdout).toContain(name);
+      }
+      expect(help.stdout).not.toContain("listening");
+    }
+    // `--port 9000` would have been ignored, the shim listening on 8079 all the same
+    const wrong = run("scripts/shim/main.ts", ["--port", "9000"], undefined, env);
+    expect(wrong.status).toBe(2);
+    expect(wrong.stdout).toBe("");
+    expect(wrong.stderr).toMatch(/^slidegate shim: takes no arguments \(not "--port"\): it reads environment variables, such as SHIM_PORT; --help lists them/);
+  });
+
   it("refuses to start without SHIM_TOKEN, saying why", () => {
     const r = run("scripts/shim/main.ts", [], undefined, { SHIM_TOKEN: "" });
     expect(r.status).toBe(1);

@@ -301,6 +301,8 @@ describe("the package, installed from its tarball as a user installs it", () => 
     expect(existsSync(join(shimHost, "node_modules", ".bin", "slidegate-shim"))).toBe(true);
     // what a production install of slidegate alone brings: no dev tooling beside it
     expect(existsSync(join(shimHost, "node_modules", "typescript"))).toBe(false);
+    // the variables, from the installed command, without SHIM_TOKEN and without starting a shim
+    expect(await run("npx", ["slidegate-shim", "--help"], shimHost)).toMatch(/^Usage: slidegate-shim\n[\s\S]*SHIM_TOKEN[\s\S]*REDIS_URL/);
 
     const token = crypto.randomUUID();
     const port = await freePort();
