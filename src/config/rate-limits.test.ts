@@ -217,6 +217,14 @@ describe("parseRateLimits", () => {
     expect(errorsOf([])[0]).toMatch(/^RATE_LIMITS: must be an object/);
   });
 
+  it("names a required field that is missing as missing, not as a wrong type", () => {
+    expect(errorsOf({ rules: [{ limit: 5, window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].name: is required"]);
+    expect(errorsOf({ rules: [{ name: "a", window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].limit: is required"]);
+    expect(errorsOf({ rules: [{ name: "a", limit: 5 }] })).toEqual(["RATE_LIMITS.rules[0].window: is required"]);
+    expect(errorsOf({ rules: [{ name: "a", limit: 5, window: "10s" }], cors: {} })).toEqual(["RATE_LIMITS.cors.origins: is required"]);
+    expect(errorsOf({ tiers: { free: {} }, defaultTier: "free", identity: { header: "k" } })).toEqual(["RATE_LIMITS.tiers.free.rules: is required"]);
+  });
+
   it("defaults the request-shaping fields: IPv6 per /64, denials cached 10 s at most, X-Forwarded-For, case-insensitive paths", () => {
     const r = parseRateLimits({ rules: [{ name: "m", limit: 1, window: "1s", path: "/v1/*" }] });
     expect(r.ok && r.config).toMatchObject({ ipv6Prefix: 64, denialCacheMaxAgeMs: 10_000, clientIpHeader: "x-forwarded-for", passForwardedHeaders: false });

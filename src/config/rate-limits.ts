@@ -154,8 +154,16 @@ const NAME = v.pipe(
 const HEADER = v.pipe(v.string(), v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"));
 const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 const TIMEOUT = int(1, 30_000);
+// The object's own issues: a field it does not take (expected "never"), a field it needs that is
+// absent (expected its quoted name), or a value that is no object at all.
 const fields = <T extends v.ObjectEntries>(entries: T) =>
-  v.strictObject(entries, (issue) => (issue.expected === "never" ? `unknown field (allowed: ${Object.keys(entries).join(", ")})` : `must be an object, not ${issue.received}`));
+  v.strictObject(entries, (issue) =>
+    issue.expected === "never"
+      ? `unknown field (allowed: ${Object.keys(entries).join(", ")})`
+      : issue.expected?.startsWith('"')
+        ? "is required"
+        : `must be an object, not ${issue.received}`,
+  );
 
 /** A duration as a number of ms or text with a unit ("10s"), at most `max` ms (`maxText` says it in words). */
 const duration = (max: number, maxText: string) =>
