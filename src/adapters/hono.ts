@@ -16,7 +16,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError } from "../script/limiter.ts";
-import { assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
+import { assertOptionsObject, assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -81,6 +81,7 @@ function mergeHeaders(all: readonly Headers[]): Headers {
 
 /** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
 export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
+  assertOptionsObject(options, "rateLimit()");
   const { url, token, identify, cost, clientIp, ...limits } = options;
   if (identify !== undefined && typeof identify !== "function") throw new TypeError("slidegate: options.identify must be a function");
   if (cost !== undefined && typeof cost !== "function") throw new TypeError("slidegate: options.cost must be a function");

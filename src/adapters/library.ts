@@ -134,6 +134,11 @@ export function assertStoreOption(name: "url" | "token", value: unknown): void {
   }
 }
 
+/** Throws a TypeError saying what to pass when `options` is no object: destructuring it would say only "Cannot destructure". */
+export function assertOptionsObject(options: unknown, called: string): void {
+  if (typeof options !== "object" || options === null) throw new TypeError(`slidegate: ${called} takes an options object ({ url, token, rules }), not ${describe(options)}`);
+}
+
 const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
 
 /**
@@ -166,7 +171,11 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   // gateway logs it: the first failure of each second in full (without the token), the rest counted.
   const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
   return {
-    async limit(input, { cost, identity, clientIp } = {}) {
+    async limit(input, options = {}) {
+      if (typeof options !== "object" || options === null) {
+        throw new TypeError(`slidegate: limit()'s options must be an object ({ cost, identity, clientIp }) or left out, not ${describe(options)}`);
+      }
+      const { cost, identity, clientIp } = options;
       let step: Step;
       if (clientIp !== undefined && clientIp !== null && typeof clientIp !== "string") {
         throw new TypeError(`slidegate: the clientIp option must be a string, null or undefined, not ${describe(clientIp)}`);
@@ -204,6 +213,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
 
 /** Validates `options` once (throwing an error that names the bad field) and returns the limiter. */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
+  assertOptionsObject(options, "createRateLimiter()");
   const { url, token, ...limits } = options;
   // the store first: without one nothing else matters
   assertStore(url, token);

@@ -124,6 +124,16 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ rules: [{ name: "a", limit: 1, window: "1m" }], clientIp: "10.0.0.1" as never })).toThrow(/options\.clientIp must be a function/);
   });
 
+  it("refuses a missing options object with a TypeError that says what to pass, at construction and in limit()", async () => {
+    expect(() => createRateLimiter(undefined as never)).toThrow(/^slidegate: createRateLimiter\(\) takes an options object \(\{ url, token, rules \}\), not undefined$/);
+    expect(() => createRateLimiter(null as never)).toThrow(/takes an options object .*, not null$/);
+    expect(() => rateLimit(undefined as never)).toThrow(/^slidegate: rateLimit\(\) takes an options object \(\{ url, token, rules \}\), not undefined$/);
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
+    await expect(l.limit(request("/"), null as never)).rejects.toThrow(
+      /^slidegate: limit\(\)'s options must be an object \(\{ cost, identity, clientIp \}\) or left out, not null$/,
+    );
+  });
+
   it("takes clientIp beside a Request only, as a string or null, in the library", async () => {
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
     await expect(l.limit(request("/"), { clientIp: 42 as unknown as string })).rejects.toThrow(/the clientIp option must be a string, null or undefined, not number/);
