@@ -250,6 +250,12 @@ describe("methodsOf", () => {
     expect(withBody("PUT", { "content-type": "application/json" })).toEqual(["PUT", "PATCH"]);
   });
 
+  it("counts a POST that declares Content-Length 0 but is chunked as any method: the chunked body is what the origin reads, and it may name one", () => {
+    const post = (headers: Record<string, string>) => methodsOf(new Request("https://x/", { method: "POST", headers, body: "_method=DELETE" }), new URL("https://x/"));
+    expect(post({ "content-length": "0", "transfer-encoding": "chunked" })).toEqual(["POST", ANY_METHOD]);
+    expect(post({ "content-length": " 0 " })).toEqual(["POST"]);
+  });
+
   it("reads _method in the query as PHP names parameters too", () => {
     expect(methods("POST", {}, "https://x/?.method=delete")).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?%20_method=put&x=1")).toEqual(["POST", "PUT", "PATCH"]);
