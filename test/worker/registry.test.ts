@@ -418,6 +418,32 @@ describe("key registry", () => {
     expect(reason).toBe("failed-closed");
   });
 
+  it("the isolate that served a tier change forgets the tier it remembered for the key: its next request is decided in one store call", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "hinted", tier: "paid" })).status).toBe(200);
+    // a meets the key as paid (the registry says so) and remembers it
+    expect((await a(request("/", { key: "hinted" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
+    expect((await admin(a, "keys/set", { key: "hinted", tier: "free" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "hinted" })).body.identity as { tag: string }).tag;
+    const entry = `${prefix}:{${tag}}:key`;
+    let asks = 0;
+    const real = globalThis.fetch;
+    globalThis.fetch = ((input: RequestInfo | URL, init?: RequestInit) => {
+      const sent = typeof init?.body === "string" ? init.body : "";
+      if (/^\["eval(sha)?"/i.test(sent) && sent.includes(entry)) asks++;
+      return real(input as RequestInfo, init);
+    }) as typeof fetch;
+    let res: Response;
+    try {
+      res = await a(request("/", { key: "hinted" }));
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(res.headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
+    // a remembered "paid" would be asked about first, answered "free", and asked again
+    expect(asks).toBe(1);
+  });
+
   it("decides a key the registry moves to another tier within one timeout budget, not one per ask", async () => {
     // every store call answers verySlowShimMs late: one ask fits the budget, two in a row do not
     const budget = 1000;
