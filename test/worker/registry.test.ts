@@ -326,6 +326,27 @@ describe("key registry", () => {
     expect((await admin(a, "usage", { key: "weighed" })).body.rules).toEqual([expect.objectContaining({ name: "minute", used: 0 })]);
   });
 
+  it('counts a library caller\'s invented keys with a cost on the address rules under unknownKeys "reject": rotating keys buys no fresh address quota', async () => {
+    const config = { identity: { header: "x-api-key", unknownKeys: "reject" as const }, addressRules: [{ name: "per-address", limit: 3, window: "1m" }] };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    const ip = "198.51.100.83";
+    for (let i = 0; i < 3; i++) expect((await limiter.limit(request("/", { key: `invented-${i}`, ip }), { cost: 1 })).reason).toBe("unknown-key");
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 3 })]);
+    // the address has spent its rule: the caller without a key is refused too
+    expect((await limiter.limit(request("/", { ip }), { cost: 1 })).reason).toBe("rate-limited");
+  });
+
+  it("counts a library caller's disabled key with a cost on the address rules: a disabled key buys no fresh address quota", async () => {
+    const config = { addressRules: [{ name: "per-address", limit: 2, window: "1m" }] };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    const ip = "198.51.100.84";
+    expect((await admin(a, "keys/set", { key: "switched-off", tier: "free", disabled: true })).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await limiter.limit(request("/", { key: "switched-off", ip }), { cost: 1 })).reason).toBe("disabled-key");
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 2 })]);
+  });
+
   it("holds a library caller's cost to its key's own limit: an override raises it, a cost above it is refused and recorded nowhere", async () => {
     const config = { tiers: { free: { rules: [{ name: "tokens", limit: 10, window: "1m" }] } }, addressRules: [{ name: "per-address", limit: 1000, window: "1m" }] };
     const { a, prefix } = fleet(config);
