@@ -54,6 +54,23 @@ describe("proxy to the origin", () => {
     expect(JSON.stringify(echo)).not.toContain(services.shimToken);
   });
 
+  it("drops every hop-by-hop header a client sends (RFC 9110 §7.6.1), Proxy-Connection among them", async () => {
+    const hopByHop = {
+      "keep-alive": "timeout=5",
+      "proxy-authorization": "Basic eDp5",
+      "proxy-authenticate": "Basic",
+      "proxy-connection": "keep-alive",
+      te: "trailers",
+      trailer: "x-sum",
+      upgrade: "h2c",
+    };
+    const res = await generous()(request("/v1/echo", { headers: { ...hopByHop, "x-custom": "kept" } }));
+    expect(res.status).toBe(200);
+    const { headers } = (await res.json()) as { headers: Record<string, string> };
+    expect(headers["x-custom"]).toBe("kept");
+    for (const name of Object.keys(hopByHop)) expect(headers[name], name).toBeUndefined();
+  });
+
   it("withholds from the origin exactly the key headers withheldFromOrigin names, which check-config warns about", async () => {
     const names = [
       "x-api-key",
