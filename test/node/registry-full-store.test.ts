@@ -188,6 +188,19 @@ describe("the admin API on a full store (noeviction)", () => {
     }
   });
 
+  it("never counts the right token's calls as failures while the store cannot count them: an operator who called 15 times is not shut out", async () => {
+    await admin.config("SET", "maxmemory", "1");
+    try {
+      const ip = "198.51.100.43";
+      for (let i = 0; i < 15; i++) expect((await from(ip, ADMIN, "keys/list", {})).status).toBe(200);
+      // a wrong token is still one failure of ten, not the sixteenth attempt
+      expect((await from(ip, randomBytes(32).toString("hex"), "keys/list", {})).status).toBe(401);
+      expect((await from(ip, ADMIN, "keys/list", {})).status).toBe(200);
+    } finally {
+      await admin.config("SET", "maxmemory", "0");
+    }
+  });
+
   it("keeps an address's ten failures however many other addresses try meanwhile: 10,000 /64s of one /48 buy it no fresh guesses", async () => {
     // the isolate holds the counts of 10,000 addresses; before, the one counted longest ago was
     // forgotten to make room, so a caller cycling through more addresses than that guessed
