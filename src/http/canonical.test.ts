@@ -230,6 +230,9 @@ describe("methodsOf", () => {
     expect(methods("GET")).toEqual(["GET"]);
     expect(methods("POST", { "x-http-method-override": "delete" })).toEqual(["POST", "DELETE"]);
     expect(methods("POST", { "x-http-method": "PUT", "x-method-override": "PATCH" })).toEqual(["POST", "PUT", "PATCH"]);
+    // each header on its own: PUT and PATCH name each other, so the pair above cannot tell one missing
+    expect(methods("POST", { "x-http-method": "DELETE" })).toEqual(["POST", "DELETE"]);
+    expect(methods("POST", { "x-method-override": "DELETE" })).toEqual(["POST", "DELETE"]);
     expect(methods("POST", {}, "https://x/?_method=head")).toEqual(["POST", "HEAD", "GET"]);
   });
 
