@@ -298,6 +298,42 @@ describe("cached denials", () => {
     clock += 1_001;
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]); // the cap ran out: Redis says go
   });
+
+  it("an unblock reaches every other isolate within denialCacheMaxAge, however long the block was", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = { prefix, denialCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 100, window: "1d" }] };
+    let clock = Date.now();
+    const serving = makeGate(config, { adminToken: ADMIN });
+    const elsewhere = makeGate(config, { now: () => clock });
+    const ip = freshIp();
+    expect((await call(serving, "block", { body: { ip, seconds: 600 } })).status).toBe(200);
+    expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([403]); // cached there until the cap, not for the block's 600 s
+    expect((await call(serving, "unblock", { body: { ip } })).status).toBe(200);
+    clock += 4_000;
+    expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([403]);
+    clock += 1_001;
+    expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]);
+  });
+
+  it("a key registered after another isolate refused it as unknown is let through there within denialCacheMaxAge", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = {
+      prefix,
+      denialCacheMaxAge: "5s",
+      timeout: 10_000,
+      identity: { header: "x-api-key", unknownKeys: "reject" },
+      rules: [{ name: "day", limit: 100, window: "1d" }],
+    };
+    let clock = Date.now();
+    const serving = makeGate(config, { adminToken: ADMIN });
+    const elsewhere = makeGate(config, { now: () => clock });
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([401]);
+    expect((await call(serving, "keys/set", { body: { key: "sk-registered-late", tier: "default" } })).status).toBe(200);
+    clock += 4_000;
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([401]); // still the cached refusal
+    clock += 1_001;
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([200]);
+  });
 });
 
 describe("a field or query parameter a route does not take", () => {
