@@ -168,6 +168,31 @@ describe("key registry", () => {
     expect(res.headers.get("retry-after")).toBe(String(70 * 60));
   });
 
+  it("a fresh key that meets a cached address denial waits what is left of the address's wait, not all of it", async () => {
+    let clock = 1_800_000_000_000;
+    const gate = makeGate(
+      {
+        clock: "edge",
+        denialCacheMaxAge: "1h",
+        identity: { header: "x-api-key" },
+        defaultTier: "slow",
+        tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
+        addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
+      },
+      { now: () => clock },
+    );
+    const ip = "198.51.100.85";
+    expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
+    clock += 1000;
+    // the address is spent: this denial of the address is cached for its whole wait
+    expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
+    clock += 50 * 60_000 - 1000;
+    // "third" fits its own rule; the address's cached denial has 10 of its 60 minutes left
+    const res = await gate(request("/", { key: "third", ip }));
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe(String(10 * 60));
+  });
+
   it("an operator sees an address's address rules in usage, and a reset clears them", async () => {
     const { a } = fleet({ addressRules: [{ name: "per-address", limit: 2, window: "1m" }] });
     const ip = "198.51.100.81";
