@@ -143,7 +143,11 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/other", login())).toEqual([200]);
   });
 
-  it("ages only the cached side when a fresh key denial meets a cached address denial: Retry-After is the key's whole wait", async () => {
+  /**
+   * A gate on the edge clock whose address rule `ip` spent 50 minutes ago, with key "first" (its
+   * cached denial of the address has 10 of its 60 minutes left), and "first" its own two-hour rule.
+   */
+  async function spentAddress(ip: string) {
     let clock = 1_800_000_000_000;
     const gate = makeGate(
       {
@@ -156,12 +160,17 @@ describe("key registry", () => {
       },
       { now: () => clock },
     );
-    const ip = "198.51.100.84";
     expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
     clock += 1000;
     // the address is spent: this denial of the address is cached for its whole wait
     expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
     clock += 50 * 60_000 - 1000;
+    return gate;
+  }
+
+  it("ages only the cached side when a fresh key denial meets a cached address denial: Retry-After is the key's whole wait", async () => {
+    const ip = "198.51.100.84";
+    const gate = await spentAddress(ip);
     // "first" is denied afresh by its own two-hour rule, 70 minutes from now
     const res = await gate(request("/", { key: "first", ip }));
     expect(res.status).toBe(429);
@@ -169,24 +178,8 @@ describe("key registry", () => {
   });
 
   it("a fresh key that meets a cached address denial waits what is left of the address's wait, not all of it", async () => {
-    let clock = 1_800_000_000_000;
-    const gate = makeGate(
-      {
-        clock: "edge",
-        denialCacheMaxAge: "1h",
-        identity: { header: "x-api-key" },
-        defaultTier: "slow",
-        tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
-        addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
-      },
-      { now: () => clock },
-    );
     const ip = "198.51.100.85";
-    expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
-    clock += 1000;
-    // the address is spent: this denial of the address is cached for its whole wait
-    expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
-    clock += 50 * 60_000 - 1000;
+    const gate = await spentAddress(ip);
     // "third" fits its own rule; the address's cached denial has 10 of its 60 minutes left
     const res = await gate(request("/", { key: "third", ip }));
     expect(res.status).toBe(429);
