@@ -168,22 +168,16 @@ describe("key registry", () => {
     return gate;
   }
 
-  it("ages only the cached side when a fresh key denial meets a cached address denial: Retry-After is the key's whole wait", async () => {
-    const ip = "198.51.100.84";
+  // "first" is denied afresh by its own two-hour rule, 70 minutes from now; "third" fits its own
+  // rule, and the address's cached denial has 10 of its 60 minutes left
+  it.each([
+    ["ages only the cached side when a fresh key denial meets a cached address denial: Retry-After is the key's whole wait", "198.51.100.84", "first", 70],
+    ["a fresh key that meets a cached address denial waits what is left of the address's wait, not all of it", "198.51.100.85", "third", 10],
+  ] as const)("%s", async (_behaviour, ip, key, minutes) => {
     const gate = await spentAddress(ip);
-    // "first" is denied afresh by its own two-hour rule, 70 minutes from now
-    const res = await gate(request("/", { key: "first", ip }));
+    const res = await gate(request("/", { key, ip }));
     expect(res.status).toBe(429);
-    expect(res.headers.get("retry-after")).toBe(String(70 * 60));
-  });
-
-  it("a fresh key that meets a cached address denial waits what is left of the address's wait, not all of it", async () => {
-    const ip = "198.51.100.85";
-    const gate = await spentAddress(ip);
-    // "third" fits its own rule; the address's cached denial has 10 of its 60 minutes left
-    const res = await gate(request("/", { key: "third", ip }));
-    expect(res.status).toBe(429);
-    expect(res.headers.get("retry-after")).toBe(String(10 * 60));
+    expect(res.headers.get("retry-after")).toBe(String(minutes * 60));
   });
 
   it("an operator sees an address's address rules in usage, and a reset clears them", async () => {
