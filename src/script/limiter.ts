@@ -286,10 +286,14 @@ export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boo
   // and name a tier as a configuration can (the registry writes only those): any other text
   // would go on as the caller's tier into the isolate's cache, the log and the data points
   if (keyLookup && kind === 5 && reply.length === 2 && typeof arg === "string" && NAME_PATTERN.test(arg)) return { kind: "other-tier", tier: arg };
-  if (kind === 2 && reply.length === 2 && typeof arg === "number") {
+  if (kind === 2 && reply.length === 2 && typeof arg === "number" && Number.isInteger(arg)) {
     // -1 means a block without end, and so does one too long to count (a hand-made block of
-    // "9999999999999999999" µs); never 0, so a block in its last millisecond still reads as one
-    return { kind: "blocked", ms: arg < 0 || !Number.isSafeInteger(arg) ? Number.POSITIVE_INFINITY : Math.max(1, arg) };
+    // "9999999999999999999" µs, or longer, which Redis's cast to an integer wraps to -2^63);
+    // never 0, so a block in its last millisecond still reads as one
+    if (arg === -1 || !Number.isSafeInteger(arg)) return { kind: "blocked", ms: Number.POSITIVE_INFINITY };
+    // any other negative length is no block the script gives: an endless block made of it
+    // would refuse the caller whatever the rules' fail mode
+    if (arg >= 0) return { kind: "blocked", ms: Math.max(1, arg) };
   }
   if (!reply.every(Number.isSafeInteger)) throw malformed();
   if (keyLookup && kind === 3 && reply.length === 1) return { kind: "unknown-key" };

@@ -117,6 +117,9 @@ describe("faults between the Worker and Redis", () => {
     ["a limit that is not the rule's", [1, 4, 0, 0, 99, 600_000]],
     ["a wait of years", [0, 0, 0, 10 ** 15, LIMIT, 600_000]],
     ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
+    // a block's length is whole milliseconds, or -1 for one without end (or past 2^53: a hand-made block too long to count)
+    ["a block of a negative length other than -1", [2, -7]],
+    ["a block of a fraction of a millisecond", [2, 1.5]],
   ])("the store answers %s", (_, result) => withFault({ kind: "reply", result }));
 
   it("the store names a tier no configuration can hold: a failure by the fail mode, and its text reaches no log line", async () => {
