@@ -208,7 +208,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       }
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
-    return toReply(reply, limits, key !== undefined);
+    return toReply(reply, limits, key);
   };
 }
 
@@ -273,13 +273,15 @@ const MAX_WINDOW_MS = 366 * 86_400_000;
 /**
  * A reply as the script can give it, or a LimiterError (a store failure, handled by the rules'
  * fail mode): a store that answers well-typed nonsense must neither deny, nor admit with
- * headers made of it, nor reach code that expects another kind of call's answer.
+ * headers made of it, nor reach code that expects another kind of call's answer. `key`: how
+ * the call asked the registry about an API key, undefined for a call that asked no registry.
  *
  * @example
- * toReply([1, 4, 60000, 0, 5, 60000], [{ name: "minute", limit: 5, windowMs: 60_000 }], false).kind; // "decided"
+ * toReply([1, 4, 60000, 0, 5, 60000], [{ name: "minute", limit: 5, windowMs: 60_000 }], undefined).kind; // "decided"
  */
-export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boolean): Reply {
+export function toReply(reply: unknown, limits: readonly Limit[], key: Pick<KeyLookup, "fallback"> | undefined): Reply {
   const malformed = () => new LimiterError(`rate-limit store sent an unexpected reply: ${JSON.stringify(reply)?.slice(0, 200)}`);
+  const keyLookup = key !== undefined;
   if (!Array.isArray(reply)) throw malformed();
   const [kind, arg] = reply as unknown[];
   // the registry's answers come only to a call that asked the registry
@@ -296,7 +298,10 @@ export function toReply(reply: unknown, limits: readonly Limit[], keyLookup: boo
     if (arg >= 0) return { kind: "blocked", ms: Math.max(1, arg) };
   }
   if (!reply.every(Number.isSafeInteger)) throw malformed();
-  if (keyLookup && kind === 3 && reply.length === 1) return { kind: "unknown-key" };
+  // unknown only to a call for a key without a tier of its own: a key with one (configured in
+  // `keys`, or every key with unknownKeys "defaultTier") is never unknown to the script, and
+  // an isolate would refuse it, and keep refusing it, whatever the rules' fail mode
+  if (keyLookup && kind === 3 && reply.length === 1 && key.fallback === "") return { kind: "unknown-key" };
   if (keyLookup && kind === 4 && reply.length === 1) return { kind: "disabled-key" };
   if (reply.length !== 1 + 5 * limits.length || (kind !== 0 && kind !== 1)) throw malformed();
   const n = reply as number[];

@@ -56,7 +56,7 @@ interface Answer {
   ms: number;
 }
 
-async function ask(fleet: Fleet, headers: Record<string, string>, i = 0): Promise<Answer> {
+async function ask(fleet: Pick<Fleet, "isolates">, headers: Record<string, string>, i = 0): Promise<Answer> {
   const started = performance.now();
   const res = await fleet.isolates[i % fleet.isolates.length]!.dispatchFetch("http://gate.example/", { headers });
   await res.arrayBuffer();
@@ -150,6 +150,36 @@ describe("faults between the Worker and Redis", () => {
     for (const line of logs.slice(seen)) expect(line.length).toBeLessThan(2_000);
     // the isolate kept no such tier for the key: limited as its registry entry says, at once
     expect(await ask(keyed, { ...fresh(), "x-api-key": "tiered-key" })).toMatchObject({ status: 200, failOpen: false });
+  });
+
+  it("the store says a key is unknown to a call for a key that has a tier without the registry (unknownKeys defaultTier): a failure by the fail mode, never a 401 the isolate keeps", async () => {
+    // the script answers { 3 } only for a key nobody configured with unknownKeys other than
+    // "defaultTier": here every key has the default tier, so that answer is no script's
+    const isolates = await Promise.all(
+      (["open", "closed"] as const).map((fail) =>
+        startGateIsolate({
+          UPSTASH_REDIS_REST_URL: proxy.url,
+          UPSTASH_REDIS_REST_TOKEN: token,
+          RATE_LIMITS: rateLimits({ fail, timeout: TIMEOUT, identity: { header: "x-api-key" }, rules: [{ name: "default", limit: LIMIT, window: "10m" }] }),
+        }),
+      ),
+    );
+    const [opened, refused] = isolates.map((gate) => ({ isolates: [gate] }));
+    const key = { ...fresh(), "x-api-key": "any-key" };
+    try {
+      proxy.set({ kind: "reply", result: [3] });
+      try {
+        expect(await ask(opened!, key)).toMatchObject({ status: 200, failOpen: true });
+        expect(await ask(refused!, key)).toMatchObject({ status: 503, failOpen: false });
+      } finally {
+        proxy.set({ kind: "none" });
+      }
+      // nothing of that answer was kept: the key is limited at once
+      expect(await ask(opened!, key)).toMatchObject({ status: 200, failOpen: false });
+      expect(await ask(refused!, key)).toMatchObject({ status: 200, failOpen: false });
+    } finally {
+      await Promise.all(isolates.map((gate) => gate.dispose()));
+    }
   });
 
   // the client quotes the first 200 characters of a body it cannot parse: whole, or cut inside the token
