@@ -323,8 +323,12 @@ export function toReply(reply: unknown, limits: readonly Limit[], key: Pick<KeyL
     // of any rule; waits within the rule's window past the furthest an entry can stand ahead
     const own = keyLookup ? s.limit <= MAX_LIMIT && s.windowMs <= MAX_WINDOW_MS : s.limit === limits[i]!.limit && s.windowMs === limits[i]!.windowMs;
     const waits = s.windowMs + ahead;
+    // -1 (never fits) exactly when the request weighs more than the limit: a store's -1 under a
+    // limit the cost fits would deny the request as one that can never be admitted
+    const never = (limits[i]!.cost ?? 1) > s.limit;
     if (!own || s.limit < 1 || s.windowMs < 1 || s.remaining < 0 || s.remaining > s.limit || s.resetMs < 0 || s.resetMs > waits || s.retryMs < -1 || s.retryMs > waits)
       throw malformed();
+    if ((s.retryMs === -1) !== never) throw malformed();
   }
   const enforced = states.filter((s) => !s.shadow);
   // a denial names an enforced limit it waits for: shadow limits never deny

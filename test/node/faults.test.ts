@@ -116,6 +116,7 @@ describe("faults between the Worker and Redis", () => {
     ["a negative remaining", [1, -7, 0, 0, LIMIT, 600_000]],
     ["a limit that is not the rule's", [1, 4, 0, 0, 99, 600_000]],
     ["a wait of years", [0, 0, 0, 10 ** 15, LIMIT, 600_000]],
+    ["a request that can never fit (wait -1) under a limit its cost fits", [0, 0, 0, -1, LIMIT, 600_000]],
     ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
     // a block's length is whole milliseconds, or -1 for one without end (or past 2^53: a hand-made block too long to count)
     ["a block of a negative length other than -1", [2, -7]],
