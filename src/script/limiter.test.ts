@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Limit, LimiterError, toReply } from "./limiter.ts";
+import { isStoreFull, type Limit, LimiterError, toReply } from "./limiter.ts";
 
 const second: Limit = { name: "second", limit: 1, windowMs: 1000 };
 const hour: Limit = { name: "hour", limit: 100, windowMs: 3_600_000 };
@@ -26,5 +26,15 @@ describe("toReply", () => {
   it("reads a block too long to count as a block without end, as the script's -1", () => {
     for (const ms of [9.998e15, -9223372036854776000, -1]) expect(toReply([2, ms], [second], undefined)).toEqual({ kind: "blocked", ms: Number.POSITIVE_INFINITY });
     expect(toReply([2, 0], [second], undefined)).toEqual({ kind: "blocked", ms: 1 });
+  });
+});
+
+describe("isStoreFull", () => {
+  it("reads a full store from Redis's OOM refusal, not from a command that names OOM", () => {
+    const failed = (message: string) => new LimiterError(`rate-limit store failed: ${message}`, { cause: new Error(message) });
+    expect(isStoreFull(failed(`OOM command not allowed when used memory > 'maxmemory'., command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
+    // a tier, rule or prefix named OOM is quoted in every error about that command
+    expect(isStoreFull(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","OOM:{a}:block","OOM:{a}:key","OOM:{a}:t:OOM"]`))).toBe(false);
+    expect(isStoreFull(new LimiterError("rate-limit store failed: timeout"))).toBe(false);
   });
 });

@@ -90,8 +90,12 @@ export function blockLeft(value: string | null, ttlMs: number, nowUs: number): n
   return ttlMs >= 0 ? Math.max(ttlMs, 1) : 0;
 }
 
-/** Redis's refusal of a script that may write while it is at `maxmemory` under `noeviction`. */
-const OUT_OF_MEMORY = /\bOOM\b/;
+/**
+ * Redis's refusal of a script that may write while it is at `maxmemory` under `noeviction`: the
+ * start of the store's error, as the rest quotes the command, whose keys and arguments hold the
+ * prefix, tier and rule names (any of which may be "OOM").
+ */
+const OUT_OF_MEMORY = /^OOM /;
 
 /** Anything that kept the limiter from a decision: timeout, unreachable store, odd reply. */
 export class LimiterError extends Error {
@@ -99,7 +103,7 @@ export class LimiterError extends Error {
 }
 
 /** Whether the limiter failed because the store is full and refused the script's write. */
-export const isStoreFull = (error: unknown) => error instanceof LimiterError && OUT_OF_MEMORY.test(error.message);
+export const isStoreFull = (error: unknown) => error instanceof LimiterError && error.cause instanceof Error && OUT_OF_MEMORY.test(error.cause.message);
 
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup) => Promise<Reply>;
 
