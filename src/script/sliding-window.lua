@@ -134,16 +134,93 @@ local function totals(member)
   if b then return tonumber(b), b + c end
 end
 
+-- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
+-- entry whose running total reaches total + cost - limit, plus a window. Ranks from the
+-- oldest entry in the window on are in arrival order with growing totals: binary search.
+local function retry_after(log, window, limit, cost, total, oldest, since)
+  if cost > limit then return -1 end
+  local target = total + cost - limit
+  local first = totals(oldest)
+  -- every entry weighs at least 1, so the answer is at most this many ranks past the oldest
+  local span = target - first - 1
+  if span <= 0 then return math.ceil((since + window - now) / 1000) end
+  local lo = call('ZRANK', log, oldest)
+  local hi, at = lo + span, false
+  for _ = 1, 64 do
+    if lo >= hi then break end
+    local mid = math.floor((lo + hi) / 2)
+    local e = call('ZRANGE', log, mid, mid, 'WITHSCORES')
+    -- past the newest entry counts as reached: the newest entry always reaches the target
+    local reached = true
+    if e[1] then
+      local _, after = totals(e[1])
+      reached = not after or after >= target
+    end
+    if reached then hi, at = mid, e[2] and tonumber(e[2]) else lo = mid + 1 end
+  end
+  if not at then
+    local e = call('ZRANGE', log, hi, hi, 'WITHSCORES')
+    at = tonumber(e[2])
+    -- unreachable for a log this script wrote; a full window is always long enough
+    if not at then return math.ceil(window / 1000) end
+  end
+  return math.ceil((at + window - now) / 1000)
+end
+
 local rules = #KEYS - 2
 -- no rule covers the request (an API key asked about for its registry entry alone): nothing
 -- to count, and the reply holds no rule
 if rules == 0 then return { 1 } end
+-- One rule and no key's own numbers for it: most decisions. The same steps as the general path
+-- below, in straight-line code. Redis runs a script's Lua far slower than its own commands: that
+-- path's tables and loops cost, for one rule, about what the seed script's whole decision does
+-- (docs/benchmarks.md, section a). The model-based tests hold both paths to one model.
+if rules == 1 and not overrides then
+  local key = KEYS[3]
+  local limit, window, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if not (limit and window and cost and limit >= 1 and window >= 1 and window < 1e12 and cost >= 1 and cost % 1 == 0) then
+    return redis.error_reply('slidegate: rule 1 needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
+  end
+  window = window * 1000
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
+  local total, newest, used, oldest, since = 0, false, 0, false, false
+  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if e[1] then
+    local _, after = totals(e[1])
+    newest = e[2] + 0
+    -- a member it cannot read or an entry more than a window ahead, then totals out of order:
+    -- not a log this script wrote; it starts afresh
+    local f = after and newest <= now + window
+      and (newest <= now and call('ZRANGE', key, '0', '0', 'WITHSCORES')
+        or call('ZRANGE', key, format('%d', newest - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES'))
+    local before = f and f[1] and totals(f[1])
+    if before and before < after then
+      total, used, oldest, since = after, after - before, f[1], f[2] + 0
+    else
+      call('DEL', key)
+      newest = false
+    end
+  end
+  if used + cost > limit then
+    return { ARGV[8] == '1' and 1 or 0, math.max(limit - used, 0), since and math.ceil((since + window - now) / 1000) or 0,
+      retry_after(key, window, limit, cost, total, oldest, since), limit, window / 1000 }
+  end
+  local at = now
+  if newest and newest >= now then at = newest + 1 end
+  call('ZADD', key, format('%d', at), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
+  local eighth = window / 8
+  if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth then
+    call('PEXPIRE', key, math.ceil((at + window + eighth - now) / 1000))
+  end
+  if not since then since = at end
+  return { 1, limit - used - cost, math.ceil((since + window - now) / 1000), 0, limit, window / 1000 }
+end
 -- Per rule i, at 8i-7 .. 8i: limit, window µs, cost, log slot, used, oldest member and oldest
 -- score in its window (false when none), fits. Per log slot s, at 7s-6 .. 7s: key, longest
 -- window µs, cost, total after the newest entry, newest score (false when none), the longest
 -- configured window µs of a rule on it that has a key's own window (false when none), and true
 -- (record) / false (do not) / the score recorded.
--- Two tables for the whole call, sized up front for the usual single rule.
+-- Two tables for the whole call (one rule without a key's own numbers took the path above).
 local rule = { 0, 0, 0, 0, 0, 0, 0, 0 }
 local log = { 0, 0, 0, 0, 0, 0, 0 }
 local slot_of = rules > 1 and {} or false
@@ -273,39 +350,6 @@ for i = 1, rules do
   end
 end
 
-
--- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
--- entry whose running total reaches total + cost - limit, plus a window. Ranks from the
--- oldest entry in the window on are in arrival order with growing totals: binary search.
-local function retry_after(log, window, limit, cost, total, oldest, since)
-  if cost > limit then return -1 end
-  local target = total + cost - limit
-  local first = totals(oldest)
-  -- every entry weighs at least 1, so the answer is at most this many ranks past the oldest
-  local span = target - first - 1
-  if span <= 0 then return math.ceil((since + window - now) / 1000) end
-  local lo = call('ZRANK', log, oldest)
-  local hi, at = lo + span, false
-  for _ = 1, 64 do
-    if lo >= hi then break end
-    local mid = math.floor((lo + hi) / 2)
-    local e = call('ZRANGE', log, mid, mid, 'WITHSCORES')
-    -- past the newest entry counts as reached: the newest entry always reaches the target
-    local reached = true
-    if e[1] then
-      local _, after = totals(e[1])
-      reached = not after or after >= target
-    end
-    if reached then hi, at = mid, e[2] and tonumber(e[2]) else lo = mid + 1 end
-  end
-  if not at then
-    local e = call('ZRANGE', log, hi, hi, 'WITHSCORES')
-    at = tonumber(e[2])
-    -- unreachable for a log this script wrote; a full window is always long enough
-    if not at then return math.ceil(window / 1000) end
-  end
-  return math.ceil((at + window - now) / 1000)
-end
 
 local out = { fits and 1 or 0, 0, 0, 0, 0, 0 }
 for i = 1, rules do
