@@ -171,49 +171,129 @@ local rules = #KEYS - 2
 -- no rule covers the request (an API key asked about for its registry entry alone): nothing
 -- to count, and the reply holds no rule
 if rules == 0 then return { 1 } end
--- One rule and no key's own numbers for it: most decisions. The same steps as the general path
--- below, in straight-line code. Redis runs a script's Lua far slower than its own commands: that
--- path's tables and loops cost, for one rule, about what the seed script's whole decision does
--- (docs/benchmarks.md, section a). The model-based tests hold both paths to one model.
-if rules == 1 and not overrides then
-  local key = KEYS[3]
+-- Rules on one log (one rule, or rules that see the same requests at the same cost) and no key's
+-- own numbers for them: most decisions. The same steps as the general path below, with the
+-- first rule in locals and the others in one small table. Redis runs a script's Lua far slower
+-- than its own commands: the general path's per-rule and per-log tables and its loops cost, for
+-- one rule, about what the seed script's whole decision does (docs/benchmarks.md, section a).
+-- The model-based tests hold both paths to one model.
+local key = KEYS[3]
+local one_log = not overrides
+for i = 4, #KEYS do
+  if KEYS[i] ~= key then
+    one_log = false
+    break
+  end
+end
+if one_log then
   local limit, window, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   if not (limit and window and cost and limit >= 1 and window >= 1 and window < 1e12 and cost >= 1 and cost % 1 == 0) then
     return redis.error_reply('slidegate: rule 1 needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
   end
-  window = window * 1000
-  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
+  local longest = window
+  -- rule i past the first, at m = 5i - 10: limit, window µs, used, oldest score and oldest member
+  -- in its window (false when none)
+  local more = rules > 1 and {} or false
+  for i = 2, rules do
+    local a = 5 * i - 1
+    local l, w, c = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+    if not (l and w and c and l >= 1 and w >= 1 and w < 1e12 and c >= 1 and c % 1 == 0) then
+      return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
+    end
+    if c ~= cost then return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a rule of another cost') end
+    if ARGV[a + 4] == '1' or ARGV[8] == '1' then
+      return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a shadow rule, or is one')
+    end
+    if w > longest then longest = w end
+    local m = 5 * i - 10
+    more[m + 1], more[m + 2], more[m + 3], more[m + 4], more[m + 5] = l, w * 1000, 0, false, false
+  end
+  window, longest = window * 1000, longest * 1000
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then call('DEL', key) end
   local total, newest, used, oldest, since = 0, false, 0, false, false
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if e[1] then
     local _, after = totals(e[1])
     newest = e[2] + 0
-    -- a member it cannot read or an entry more than a window ahead, then totals out of order:
-    -- not a log this script wrote; it starts afresh
-    local f = after and newest <= now + window
-      and (newest <= now and call('ZRANGE', key, '0', '0', 'WITHSCORES')
-        or call('ZRANGE', key, format('%d', newest - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES'))
-    local before = f and f[1] and totals(f[1])
-    if before and before < after then
-      total, used, oldest, since = after, after - before, f[1], f[2] + 0
+    if after and newest <= now + longest then
+      total = after
     else
+      -- a member it cannot read, an entry more than a window ahead: not a log this script wrote
       call('DEL', key)
       newest = false
     end
   end
+  -- each rule's window from its oldest entry, read as the general path's pass 3 reads it;
+  -- totals out of order or a member it cannot read: the log starts afresh for every rule
+  if newest then
+    local f = newest <= now and window == longest and call('ZRANGE', key, '0', '0', 'WITHSCORES')
+      or call('ZRANGE', key, format('%d', math.max(now, newest) - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+    if f[1] then
+      local before = totals(f[1])
+      if before and before < total then
+        used, oldest, since = total - before, f[1], f[2] + 0
+      else
+        call('DEL', key)
+        total, newest = 0, false
+      end
+    end
+  end
+  for m = 0, 5 * rules - 10, 5 do
+    if not newest then break end
+    local w = more[m + 2]
+    local f = newest <= now and w == longest and call('ZRANGE', key, '0', '0', 'WITHSCORES')
+      or call('ZRANGE', key, format('%d', math.max(now, newest) - w + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+    if f[1] then
+      local before = totals(f[1])
+      if before and before < total then
+        more[m + 3], more[m + 4], more[m + 5] = total - before, f[2] + 0, f[1]
+      else
+        call('DEL', key)
+        total, newest = 0, false
+        used, oldest, since = 0, false, false
+        for j = 0, m - 5, 5 do
+          more[j + 3], more[j + 4], more[j + 5] = 0, false, false
+        end
+      end
+    end
+  end
+  -- all or nothing: one entry records the request for every rule, or none does
+  local fits = used + cost <= limit
+  for m = 0, 5 * rules - 10, 5 do
+    if more[m + 3] + cost > more[m + 1] then fits = false end
+  end
+  local at = false
+  if fits then
+    at = now
+    if newest and newest >= now then at = newest + 1 end
+    call('ZADD', key, format('%d', at), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
+    local eighth = longest / 8
+    if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth then
+      call('PEXPIRE', key, math.ceil((at + longest + eighth - now) / 1000))
+    end
+  end
+  -- a shadow rule (never on a log with another) is decided and reported, never enforced
+  local out = { (fits or ARGV[8] == '1') and 1 or 0, 0, 0, 0, limit, window / 1000 }
   if used + cost > limit then
-    return { ARGV[8] == '1' and 1 or 0, math.max(limit - used, 0), since and math.ceil((since + window - now) / 1000) or 0,
-      retry_after(key, window, limit, cost, total, oldest, since), limit, window / 1000 }
+    out[4] = retry_after(key, window, limit, cost, total, oldest, since)
+  elseif at then
+    used = used + cost
+    since = since or at
   end
-  local at = now
-  if newest and newest >= now then at = newest + 1 end
-  call('ZADD', key, format('%d', at), cost > 1 and format('%d:%d', total, cost) or format('%d', total))
-  local eighth = window / 8
-  if not newest or at ~= now or at - at % eighth ~= newest - newest % eighth then
-    call('PEXPIRE', key, math.ceil((at + window + eighth - now) / 1000))
+  out[2], out[3] = math.max(limit - used, 0), since and math.ceil((since + window - now) / 1000) or 0
+  for i = 2, rules do
+    local m, o = 5 * i - 10, 5 * i - 3
+    local l, w, u, s = more[m + 1], more[m + 2], more[m + 3], more[m + 4]
+    local retry = 0
+    if u + cost > l then
+      retry = retry_after(key, w, l, cost, total, more[m + 5], s)
+    elseif at then
+      u = u + cost
+      s = s or at
+    end
+    out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = math.max(l - u, 0), s and math.ceil((s + w - now) / 1000) or 0, retry, l, w / 1000
   end
-  if not since then since = at end
-  return { 1, limit - used - cost, math.ceil((since + window - now) / 1000), 0, limit, window / 1000 }
+  return out
 end
 -- Per rule i, at 8i-7 .. 8i: limit, window µs, cost, log slot, used, oldest member and oldest
 -- score in its window (false when none), fits. Per log slot s, at 7s-6 .. 7s: key, longest

@@ -350,6 +350,22 @@ describe("sliding-window script on state it did not write", () => {
     expect(await evalsha("b:{v}", ["l:{v}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
+  it("starts a shared log afresh for every rule on it when a shorter rule's window begins at an entry it cannot read", async () => {
+    // rules of 4 s, 2 s and 1 s on one log: the first two read their oldest entries (3 and 2
+    // used), the third finds an entry no slidegate wrote; none of the three may keep counting
+    // a log that is gone
+    await redis.zadd("l:{u}", T0 - 3_000_000, "0", T0 - 1_500_000, "1", T0 - 500_000, "not ours", T0 - 100_000, "2");
+    const windows = [4000, 2000, 1000];
+    const reply = await evalsha(
+      "b:{u}",
+      ["l:{u}", "l:{u}", "l:{u}"],
+      T0,
+      windows.map((windowMs) => ({ limit: 10, windowMs, cost: 1, shadow: false })),
+    );
+    expect(reply).toEqual([1, ...windows.flatMap((w) => [9, w, 0, 10, w])]);
+    expect(await redis.zrange("l:{u}", "0", "-1")).toEqual(["0"]);
+  });
+
   it("finds a weighted wait by binary search in a large log, not by a walk through it", async () => {
     // 100,000 entries of cost 3 over 10 s; a request of cost 250,000 against a limit of 300,000
     // must wait until entries holding 250,000 units have left: the 83,334th oldest entry
