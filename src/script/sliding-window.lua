@@ -144,6 +144,10 @@ local function retry_after(log, window, limit, cost, total, oldest, since)
   -- every entry weighs at least 1, so the answer is at most this many ranks past the oldest
   local span = target - first - 1
   if span <= 0 then return math.ceil((since + window - now) / 1000) end
+  -- totals no slidegate wrote (a fraction, or more than any log holds, which no rank can reach
+  -- and Lua would hand Redis in exponent form): no rank to search for; a full window, as for
+  -- any log it did not write
+  if not (span < 1e13) or span % 1 ~= 0 then return math.ceil(window / 1000) end
   local lo = call('ZRANK', log, oldest)
   local hi, at = lo + span, false
   for _ = 1, 64 do
