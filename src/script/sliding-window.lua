@@ -134,6 +134,40 @@ local function totals(member)
   if b then return tonumber(b), b + c end
 end
 
+-- A log's first reads, for both paths below: what has left `window` (its longest) goes first,
+-- so the log never holds more than that window; then its newest entry gives the running total
+-- and the newest score (0, false: an empty log).
+-- (numbers cross into Redis as text: "%d" spares the float formatting Redis would apply,
+-- and "+ 0" reads a score with one parse where tonumber takes two)
+local function open_log(key, window)
+  -- pcall: a value of another type here is not a log this script wrote; it starts afresh
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
+  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
+  if not e[1] then return 0, false end
+  local _, after = totals(e[1])
+  local newest = e[2] + 0
+  if after and newest <= now + window then return after, newest end
+  -- Not a log this script wrote (a member it cannot read, an entry more than a window ahead of
+  -- the clock): start the window afresh.
+  call('DEL', key)
+  return 0, false
+end
+
+-- A rule's part of a log opened for `longest`: used, and the oldest member and score in the
+-- rule's window (0, false, false: none); nothing when the log is not one this script wrote
+-- (totals out of order, a member it cannot read), which is then deleted for the caller to start
+-- afresh. A log's clock never runs back: read by a clock behind its newest entry, the window
+-- ends at that entry, so what once left the window stays out whoever's clock asks next.
+local function window_of(key, window, longest, total, newest)
+  -- evicted by this very window: the first entry is the oldest in it
+  local f = newest <= now and window == longest and call('ZRANGE', key, '0', '0', 'WITHSCORES')
+    or call('ZRANGE', key, format('%d', math.max(now, newest) - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
+  if not f[1] then return 0, false, false end
+  local before = totals(f[1])
+  if before and before < total then return total - before, f[1], f[2] + 0 end
+  call('DEL', key)
+end
+
 -- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the
 -- entry whose running total reaches total + cost - limit, plus a window. Ranks from the
 -- oldest entry in the window on are in arrival order with growing totals: binary search.
@@ -213,51 +247,23 @@ if one_log then
     more[m + 1], more[m + 2], more[m + 3], more[m + 4], more[m + 5] = l, w * 1000, 0, false, false
   end
   window, longest = window * 1000, longest * 1000
-  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - longest))) == 'table' then call('DEL', key) end
-  local total, newest, used, oldest, since = 0, false, 0, false, false
-  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if e[1] then
-    local _, after = totals(e[1])
-    newest = e[2] + 0
-    if after and newest <= now + longest then
-      total = after
-    else
-      -- a member it cannot read, an entry more than a window ahead: not a log this script wrote
-      call('DEL', key)
-      newest = false
-    end
-  end
-  -- each rule's window from its oldest entry, read as the general path's pass 3 reads it;
-  -- totals out of order or a member it cannot read: the log starts afresh for every rule
+  local total, newest = open_log(key, longest)
+  local used, oldest, since = 0, false, false
+  -- each rule's window; a log this script did not write starts afresh for every rule on it
   if newest then
-    local f = newest <= now and window == longest and call('ZRANGE', key, '0', '0', 'WITHSCORES')
-      or call('ZRANGE', key, format('%d', math.max(now, newest) - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
-    if f[1] then
-      local before = totals(f[1])
-      if before and before < total then
-        used, oldest, since = total - before, f[1], f[2] + 0
-      else
-        call('DEL', key)
-        total, newest = 0, false
-      end
-    end
+    used, oldest, since = window_of(key, window, longest, total, newest)
+    if not used then used, oldest, since, total, newest = 0, false, false, 0, false end
   end
   for m = 0, 5 * rules - 10, 5 do
     if not newest then break end
-    local w = more[m + 2]
-    local f = newest <= now and w == longest and call('ZRANGE', key, '0', '0', 'WITHSCORES')
-      or call('ZRANGE', key, format('%d', math.max(now, newest) - w + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
-    if f[1] then
-      local before = totals(f[1])
-      if before and before < total then
-        more[m + 3], more[m + 4], more[m + 5] = total - before, f[2] + 0, f[1]
-      else
-        call('DEL', key)
-        total, newest = 0, false
-        used, oldest, since = 0, false, false
-        for j = 0, m - 5, 5 do
-          more[j + 3], more[j + 4], more[j + 5] = 0, false, false
-        end
+    local u, o, t = window_of(key, more[m + 2], longest, total, newest)
+    if u then
+      more[m + 3], more[m + 4], more[m + 5] = u, t, o
+    else
+      total, newest = 0, false
+      used, oldest, since = 0, false, false
+      for j = 0, m - 5, 5 do
+        more[j + 3], more[j + 4], more[j + 5] = 0, false, false
       end
     end
   end
@@ -358,61 +364,26 @@ for i = 1, rules do
   rule[k - 7], rule[k - 6], rule[k - 5], rule[k - 4] = limit, window, cost, s
 end
 
--- Pass 2: each log once. What has left its longest window goes first, so the log never holds
--- more than that window; then its newest entry gives the running total.
--- (numbers cross into Redis as text: "%d" spares the float formatting Redis would apply,
--- and "+ 0" reads a score with one parse where tonumber takes two)
+-- Pass 2: each log once (open_log).
 for s = 1, slots do
   local b = 7 * s
-  local key, window = log[b - 6], log[b - 5]
-  -- pcall: a value of another type here is not a log this script wrote; it starts afresh
-  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
-  local total, newest = 0, false
-  local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
-  if e[1] then
-    local _, after = totals(e[1])
-    newest = e[2] + 0
-    if after and newest <= now + window then
-      total = after
-    else
-      -- Not a log this script wrote (a member it cannot read, an entry more than a window
-      -- ahead of the clock): start the window afresh.
-      call('DEL', key)
-      newest = false
-    end
-  end
-  log[b - 3], log[b - 2] = total, newest
+  log[b - 3], log[b - 2] = open_log(log[b - 6], log[b - 5])
 end
 
--- Pass 3: each rule's window, from its oldest entry. A log's clock never runs back: read by a
--- clock behind its newest entry, the window ends at that entry, so what once left the window
--- stays out whoever's clock asks next.
+-- Pass 3: each rule's window, from its oldest entry (window_of).
 for i = 1, rules do
   local k = 8 * i
   local window, s = rule[k - 6], rule[k - 4]
   local b = 7 * s
-  local key, total, newest = log[b - 6], log[b - 3], log[b - 2]
   local used, oldest, since = 0, false, false
-  if newest then
-    local f
-    if newest <= now and window == log[b - 5] then
-      -- evicted by this very window: the first entry is the oldest in it
-      f = call('ZRANGE', key, '0', '0', 'WITHSCORES')
-    else
-      f = call('ZRANGE', key, format('%d', math.max(now, newest) - window + 1), '+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')
-    end
-    if f[1] then
-      local before = totals(f[1])
-      if before and before < total then
-        used, oldest, since = total - before, f[1], f[2] + 0
-      else
-        -- totals out of order or a member it cannot read: not a log this script wrote; the
-        -- rules before this one that read it start afresh with it
-        call('DEL', key)
-        log[b - 3], log[b - 2] = 0, false
-        for j = 1, i - 1 do
-          if rule[8 * j - 4] == s then rule[8 * j - 3], rule[8 * j - 2], rule[8 * j - 1] = 0, false, false end
-        end
+  if log[b - 2] then
+    used, oldest, since = window_of(log[b - 6], window, log[b - 5], log[b - 3], log[b - 2])
+    if not used then
+      -- the rules before this one that read the log start afresh with it
+      used, oldest, since = 0, false, false
+      log[b - 3], log[b - 2] = 0, false
+      for j = 1, i - 1 do
+        if rule[8 * j - 4] == s then rule[8 * j - 3], rule[8 * j - 2], rule[8 * j - 1] = 0, false, false end
       end
     end
   end

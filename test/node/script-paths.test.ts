@@ -1,12 +1,10 @@
 import fc from "fast-check";
-import Redis from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
-import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
-import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
+import type Redis from "ioredis";
+import { describe, expect, it } from "vitest";
+import { scriptRedis } from "../helpers/script-redis.ts";
 
-// The script decides one rule without a key's own numbers on a straight-line fast path, and
-// everything else on its general path (passes 1-3). Both must decide alike: this file writes one
+// The script decides rules on one log without a key's own numbers on a straight-line path, and
+// everything else on its general path (passes 1-3); these cases are of one rule. Both must decide alike: this file writes one
 // arbitrary state into two identities, asks the fast path on one and the general path on the
 // other, and compares replies, the logs left behind and their TTLs. The general path is forced
 // for one rule the way a real key would reach it: an API key whose registry entry overrides a
@@ -15,21 +13,10 @@ import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 // SLIDEGATE_PATH_RUNS=5000 for a longer hunt; CI runs the default.
 const RUNS = Number(process.env.SLIDEGATE_PATH_RUNS ?? 250);
 const T0 = 1_764_000_000_000_000; // µs
-const script = rewriteShebang(SLIDING_WINDOW_SCRIPT) ?? SLIDING_WINDOW_SCRIPT;
 
-let server: LocalRedis;
 let redis: Redis;
 let sha: string;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = new Redis(server.url);
-  sha = (await redis.script("LOAD", script)) as string;
-});
-afterAll(async () => {
-  redis.disconnect();
-  await server.stop();
-});
+scriptRedis((r, s) => ([redis, sha] = [r, s]));
 
 // ---- what a case is made of --------------------------------------------------------------
 

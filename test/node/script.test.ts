@@ -1,17 +1,15 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import fc from "fast-check";
-import Redis from "ioredis";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type Redis from "ioredis";
+import { beforeEach, describe, expect, it } from "vitest";
 import { compact, LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
-import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
-import { rewriteShebang } from "../../scripts/shim/lua-flags.ts";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
+import { scriptRedis } from "../helpers/script-redis.ts";
 import { type Call, type Reply, type RuleCall, SlidingWindowModel } from "../model/sliding-window.ts";
 
-// The script as it ships, driven over RESP on a redis-server of this file's own (so INFO
-// commandstats counts only its work), with the flag rewrite the shim applies for stock Redis.
-const script = rewriteShebang(SLIDING_WINDOW_SCRIPT) ?? SLIDING_WINDOW_SCRIPT;
+// The script as it ships, driven over RESP on a redis-server of this file's own, with the flag
+// rewrite the shim applies for stock Redis (test/helpers/script-redis.ts).
 
 describe("the shipped script", () => {
   it("is sliding-window.lua without its comments, named by its SHA1 (run `npm run gen:script` after editing the .lua)", () => {
@@ -41,19 +39,9 @@ const T0 = 1_764_000_000_000_000; // µs
 /** A rule as the tests below write it: named r0, r1, … by position. */
 type Rule = Omit<RuleCall, "name">;
 
-let server: LocalRedis;
 let redis: Redis;
 let sha: string;
-
-beforeAll(async () => {
-  server = await startRedis();
-  redis = new Redis(server.url);
-  sha = (await redis.script("LOAD", script)) as string;
-});
-afterAll(async () => {
-  redis.disconnect();
-  await server.stop();
-});
+scriptRedis((r, s) => ([redis, sha] = [r, s]));
 beforeEach(async () => {
   await redis.flushall();
 });
@@ -350,20 +338,31 @@ describe("sliding-window script on state it did not write", () => {
     expect(await evalsha("b:{v}", ["l:{v}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
-  it("starts a shared log afresh for every rule on it when a shorter rule's window begins at an entry it cannot read", async () => {
+  // with a fourth rule on a log of its own, the call takes the general path
+  it.each([
+    ["", []],
+    [" (and a rule on a log of its own beside them)", ["l:{u}:own"]],
+  ])("starts a shared log afresh for every rule on it when a shorter rule's window begins at an entry it cannot read%s", async (_, own) => {
     // rules of 4 s, 2 s and 1 s on one log: the first two read their oldest entries (3 and 2
     // used), the third finds an entry no slidegate wrote; none of the three may keep counting
     // a log that is gone
     await redis.zadd("l:{u}", T0 - 3_000_000, "0", T0 - 1_500_000, "1", T0 - 500_000, "not ours", T0 - 100_000, "2");
-    const windows = [4000, 2000, 1000];
+    const windows = [4000, 2000, 1000, ...own.map(() => 500)];
+    const logs = [...windows.slice(0, 3).map(() => "l:{u}"), ...own];
     const reply = await evalsha(
       "b:{u}",
-      ["l:{u}", "l:{u}", "l:{u}"],
+      logs,
       T0,
       windows.map((windowMs) => ({ limit: 10, windowMs, cost: 1, shadow: false })),
     );
     expect(reply).toEqual([1, ...windows.flatMap((w) => [9, w, 0, 10, w])]);
     expect(await redis.zrange("l:{u}", "0", "-1")).toEqual(["0"]);
+  });
+
+  it("starts afresh when the oldest entry's total is the newest's total after it (out of order, at the boundary)", async () => {
+    await redis.zadd("l:{t}", T0 - 2000, "6", T0 - 1000, "5");
+    expect(await evalsha("b:{t}", ["l:{t}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+    expect(await redis.zrange("l:{t}", "0", "-1")).toEqual(["0"]);
   });
 
   it("finds a weighted wait by binary search in a large log, not by a walk through it", async () => {
