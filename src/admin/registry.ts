@@ -201,14 +201,17 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
      * through), and a store that fills up between them refuses the HSET after the DEL has run
      * (the entry lost). A full store refuses the whole transaction instead. The index comes
      * first (another slot of a cluster, so not in the transaction): an entry is never
-     * written that the list cannot find.
+     * written that the list cannot find. And again after it: a delete that runs between the
+     * two (its DEL, then its ZREM) would otherwise leave the entry written last unlisted.
      */
     async put(identity: Identity, entry: Entry): Promise<void> {
-      await redis.zadd(index, { score: 0, member: identity.keyHash! });
+      const listed = () => redis.zadd(index, { score: 0, member: identity.keyHash! });
+      await listed();
       const t = redis.multi();
       t.del(entryKey(identity));
       t.hset(entryKey(identity), fieldsOf(entry));
       await t.exec();
+      await listed();
     },
 
     async get(identity: Identity): Promise<Entry | undefined> {

@@ -562,6 +562,34 @@ describe("key registry", () => {
     expect((await a(request("/", { key: "raced" }))).headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   });
 
+  it("a keys/set racing a delete of its key leaves an entry the list finds: the key set last is listed, never registered unseen", async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "set-raced", tier: "free" })).status).toBe(200);
+    const hash = await hashOf("set-raced");
+    // another operator deletes the key once the set's index write has been answered, before its entry is written
+    const real = globalThis.fetch;
+    let raced = false;
+    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+      const res = await real(input as RequestInfo, init);
+      const sent = typeof init?.body === "string" ? init.body : "";
+      if (!raced && /^\["zadd"/i.test(sent)) {
+        raced = true;
+        expect((await admin(a, "keys/delete", { key: "set-raced" })).body).toEqual({ deleted: true });
+      }
+      return res;
+    }) as typeof fetch;
+    try {
+      expect((await admin(a, "keys/set", { key: "set-raced", tier: "paid" })).status).toBe(200);
+    } finally {
+      globalThis.fetch = real;
+    }
+    expect(raced).toBe(true);
+    // the set came last: the key is registered, and so listed (a backup by keys/list keeps it)
+    expect((await admin(a, "keys/get", { key: "set-raced" })).body).toMatchObject({ hash, tier: "paid" });
+    const listed = (await admin(a, "keys/list", { limit: 1000 })).body.entries as { hash: string }[];
+    expect(listed.map((e) => e.hash)).toContain(hash);
+  });
+
   it("lists no entry deleted while the page is read: never a key with an empty tier, and the next page still follows", async () => {
     const { a } = fleet();
     for (const key of ["paged-1", "paged-2", "paged-3"]) expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
