@@ -38,12 +38,17 @@ import { isLoopback } from "./shim/loopback.ts";
 const IMPORT_BATCH = 1000;
 /** A key's SHA-256 as the gate lists it, and as its list's cursor: 64 lowercase hex digits. */
 const KEY_HASH = /^[0-9a-f]{64}$/;
+/**
+ * The longest wait a node timer keeps: past it the timer fires after 1 ms (a call "did not
+ * answer" at once, an import's batch "may have landed"), and past 2^32 - 1 the signal is refused.
+ */
+const TIMER_MAX_MS = 2 ** 31 - 1;
 /** How long one call to the gate may take before the CLI gives up on it (SLIDEGATE_TIMEOUT_MS). */
 const CALL_TIMEOUT_MS = (() => {
   const text = process.env.SLIDEGATE_TIMEOUT_MS;
   if (text === undefined || text === "") return 30_000;
-  if (!/^\d+$/.test(text) || Number(text) < 1) {
-    console.error(`slidegate keys: SLIDEGATE_TIMEOUT_MS must be a whole number of milliseconds, not ${JSON.stringify(text)}`);
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > TIMER_MAX_MS) {
+    console.error(`slidegate keys: SLIDEGATE_TIMEOUT_MS must be a whole number of milliseconds from 1 to ${TIMER_MAX_MS} (about 24 days), not ${JSON.stringify(text)}`);
     process.exit(2);
   }
   return Number(text);

@@ -321,6 +321,15 @@ describe("npm run keys, as the README shows it", () => {
     }
   });
 
+  it("refuses a SLIDEGATE_TIMEOUT_MS longer than a timer can wait (exit 2, naming it), rather than giving up on every call at once", () => {
+    // past 2^31 - 1 ms node's timer waits 1 ms instead: every call "did not answer", an import's
+    // batch "may have landed"; past 2^32 - 1 the call is refused as a gate that "could not be reached"
+    for (const ms of ["2147483648", "3000000000", "99999999999"]) {
+      const r = run("npm run --silent keys -- list", { SLIDEGATE_URL: "http://127.0.0.1:9", SLIDEGATE_TIMEOUT_MS: ms });
+      expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/SLIDEGATE_TIMEOUT_MS must be a whole number of milliseconds from 1 to 2147483647/)]);
+    }
+  });
+
   it("sends a hash given in upper case in lower case, as the gate stores it, from the command line and from a file", async () => {
     const { createServer } = await import("node:http");
     const bodies: Record<string, unknown>[] = [];
