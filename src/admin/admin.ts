@@ -304,7 +304,13 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       run: async (identity, body) => {
         const { rule, limit, window, windowMs, clear } = body;
         if (typeof rule !== "string") return badRequest('"rule" must name a rule');
-        if (clear === true) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
+        // a clear asked for in the wrong type ("true") must not be taken for a change of the limit,
+        // nor a clear beside a limit for either one: which the operator meant is a guess
+        if (clear !== undefined && typeof clear !== "boolean") return badRequest('"clear" must be true or false (true: drop the rule\'s override)');
+        if (clear && (limit !== undefined || window !== undefined || windowMs !== undefined)) {
+          return badRequest('"clear": true drops the rule\'s override: give it alone, or "limit", "window" (or "windowMs") without it');
+        }
+        if (clear) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
         const checked = registry.check({ overrides: { [rule]: { limit, window, windowMs } } });
         // checked as an entry's overrides, but the caller sent "rule", "limit" and "window" (or "windowMs"): named as sent
         const at = `overrides.${rule}`;

@@ -227,6 +227,22 @@ describe("key registry", () => {
     expect((await admin(a, "keys/import", { entries: [{ key: "named", tier: "gold" }] })).body.detail).toMatch(/entries\[0\]\.tier: "gold" is not a tier/);
   });
 
+  it("refuses an override that asks to clear a rule and to set it at once, naming the fields, and changes nothing", async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "clear-and-set", tier: "free", overrides: { minute: { limit: 4 } } })).status).toBe(200);
+    for (const body of [{ limit: 500 }, { window: "2m" }, { windowMs: 120_000 }, { limit: 500, window: "2m" }]) {
+      const res = await admin(a, "keys/override", { key: "clear-and-set", rule: "minute", clear: true, ...body });
+      expect([res.status, res.body.detail]).toEqual([
+        400,
+        expect.stringMatching(/^"clear": true drops the rule's override: give it alone, or "limit", "window" \(or "windowMs"\) without it/),
+      ]);
+    }
+    // a "clear" of another type than true or false is refused too, not taken for a change of the limit
+    const typed = await admin(a, "keys/override", { key: "clear-and-set", rule: "minute", clear: "true", limit: 500 });
+    expect([typed.status, typed.body.detail]).toEqual([400, '"clear" must be true or false (true: drop the rule\'s override)']);
+    expect((await admin(a, "keys/get", { key: "clear-and-set" })).body.overrides).toEqual({ minute: { limit: 4 } });
+  });
+
   it("takes a hash in upper-case hex, and stores and answers it in lower case, the one key it names", async () => {
     const { a } = fleet();
     const hash = await hashOf("upper-case");
