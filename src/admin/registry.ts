@@ -64,6 +64,14 @@ const entrySchema = v.strictObject(
   (issue) => (issue.expected === "never" ? "unknown field (allowed: tier, label, disabled, overrides)" : `must be an object, not ${issue.received}`),
 );
 
+/**
+ * An issue of the entry's schema as `describe` words it, each name in its path cut to 64
+ * characters, as every admin route names a field it does not take: a name sent by mistake may be
+ * a raw key (`{"key":"…","sk-live-…":"paid"}`), or a megabyte of text echoed back.
+ */
+const described = (issue: v.BaseIssue<unknown>, root: string) =>
+  describe({ ...issue, path: issue.path?.map((item) => (typeof item.key === "string" ? { ...item, key: item.key.slice(0, 64) } : item)) as typeof issue.path }, root);
+
 const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule: string) => `limit:${rule}`, window: (rule: string) => `window:${rule}` };
 
 /** HSET of ARGV's field-value pairs into an entry that exists: 1, or 0 when there is none. */
@@ -176,7 +184,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const reserved = reservedKeys(raw, root);
       if (reserved.length) return { ok: false, errors: named(reserved) };
       const parsed = v.safeParse(entrySchema, raw);
-      if (!parsed.success) return { ok: false, errors: named(parsed.issues.map((issue) => describe(issue, root))) };
+      if (!parsed.success) return { ok: false, errors: named(parsed.issues.map((issue) => described(issue, root))) };
       const { tier, label, disabled, overrides = {} } = parsed.output;
       const errors: string[] = [];
       if (tier !== undefined && !config.tiers.has(tier)) errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})`);

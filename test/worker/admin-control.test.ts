@@ -371,6 +371,17 @@ describe("a field or query parameter a route does not take", () => {
       const { detail } = (await res.json()) as { detail: string };
       expect([res.status, detail], route).toEqual([400, expect.stringMatching(new RegExp(`^"minuts", "${long.slice(0, 64)}": unknown fields \\(allowed: `))]);
     }
+    // and where an entry's fields are checked (keys/set, keys/import): an entry's, an override's, a rule's name
+    for (const [route, body, at] of [
+      ["keys/set", { key: "sk-typed", [long]: "default" }, ""],
+      ["keys/set", { key: "sk-typed", overrides: { [long]: { limit: 1 } } }, "overrides."],
+      ["keys/set", { key: "sk-typed", overrides: { m: { [long]: 1 } } }, "overrides.m."],
+      ["keys/import", { entries: [{ key: "sk-typed", [long]: "default" }] }, "Nothing was imported: entries[0]."],
+    ] as const) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      const { detail } = (await res.json()) as { detail: string };
+      expect([res.status, detail.startsWith(`${at}${long.slice(0, 64)}: `), detail.includes(long.slice(0, 65))], route).toEqual([400, true, false]);
+    }
     // parameters in the query rather than the body: every admin route takes its fields in the body
     for (const [route, body, field] of [
       ["reset?rule=m", { ip }, "rule"],
