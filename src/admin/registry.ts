@@ -286,7 +286,14 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       if (hashes.length === 0) return { entries: [], cursor: null };
       const p = redis.pipeline();
       for (const hash of hashes) p.hgetall(entryKey(tagOf(hash)));
-      const found = (await p.exec()) as unknown[];
+      // each reply on its own: an entry key holding a value of another type (written by hand, or
+      // by another application on the prefix) is no entry, as the script reads it; refused whole,
+      // it failed every page it falls in, and every backup by list --all, naming no key to delete
+      const found = (await p.exec({ keepErrors: true })).map(({ result, error }) => {
+        if (error === undefined) return result;
+        if (!/^WRONGTYPE/.test(error)) throw new errors.UpstashError(error);
+        return undefined;
+      });
       return {
         // a hash whose entry is gone (deleted between the two reads, or an index write that
         // outlived its entry's) is no entry: listed, it would read as a key with no tier. The

@@ -531,6 +531,21 @@ describe("key registry", () => {
     expect(await store.exists(`${prefix}:{${tag}}:key`)).toBe(0);
   });
 
+  it("lists the other entries when one listed key's entry holds a value of another type, as the gate reads it: no entry, not a failed list", async () => {
+    const { a, prefix } = fleet();
+    const keys = ["typed-list-1", "typed-list-2", "typed-list-3"];
+    for (const key of keys) expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
+    const hashes = (await Promise.all(keys.map(hashOf))).sort();
+    // another application on the same prefix writes a string where the second entry was
+    const tag = ((await admin(a, "usage", { hash: hashes[1] })).body.identity as { tag: string }).tag;
+    await store.set(`${prefix}:{${tag}}:key`, "written by hand");
+    const page = await admin(a, "keys/list", { limit: 2 });
+    // one such key would otherwise fail every list (a 409 naming no key to delete), and every list --all backup with it
+    expect([page.status, (page.body.entries as { hash: string }[] | undefined)?.map((e) => e.hash), page.body.cursor]).toEqual([200, [hashes[0]], hashes[1]]);
+    const next = await admin(a, "keys/list", { cursor: page.body.cursor, limit: 2 });
+    expect((next.body.entries as { hash: string }[]).map((e) => e.hash)).toEqual([hashes[2]]);
+  });
+
   it("reads, lists and deletes entries by key or by hash, and names every bad field", async () => {
     const { a } = fleet();
     const hash = await hashOf("by-hash");
