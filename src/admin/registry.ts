@@ -74,6 +74,21 @@ const described = (issue: v.BaseIssue<unknown>, root: string) =>
 
 const FIELD = { tier: "tier", label: "label", disabled: "disabled", limit: (rule: string) => `limit:${rule}`, window: (rule: string) => `window:${rule}` };
 
+/**
+ * The replies of a pipeline of entry reads, each on its own: an entry key holding a value of
+ * another type (written by hand, or by another application on the prefix) is no entry, as the
+ * script reads it. Refused whole, one such key failed every list page it falls in (and every
+ * list --all backup) and the console's figures whenever it was among the top refused keys,
+ * with a 409 whose advice names no key to delete.
+ */
+async function entriesRead(p: ReturnType<Redis["pipeline"]>): Promise<unknown[]> {
+  return (await p.exec({ keepErrors: true })).map(({ result, error }) => {
+    if (error === undefined) return result;
+    if (!/^WRONGTYPE/.test(error)) throw new errors.UpstashError(error);
+    return undefined;
+  });
+}
+
 /** HSET of ARGV's field-value pairs into an entry that exists: 1, or 0 when there is none. */
 const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HSET', KEYS[1], unpack(ARGV)) return 1";
 /**
@@ -232,7 +247,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       if (identities.length === 0) return [];
       const p = redis.pipeline();
       for (const identity of identities) p.hgetall(entryKey(identity));
-      return ((await p.exec()) as unknown[]).map((raw) => {
+      return (await entriesRead(p)).map((raw) => {
         const fields = fieldsFrom(raw);
         return Object.keys(fields).length ? entryOf(fields) : undefined;
       });
@@ -286,14 +301,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       if (hashes.length === 0) return { entries: [], cursor: null };
       const p = redis.pipeline();
       for (const hash of hashes) p.hgetall(entryKey(tagOf(hash)));
-      // each reply on its own: an entry key holding a value of another type (written by hand, or
-      // by another application on the prefix) is no entry, as the script reads it; refused whole,
-      // it failed every page it falls in, and every backup by list --all, naming no key to delete
-      const found = (await p.exec({ keepErrors: true })).map(({ result, error }) => {
-        if (error === undefined) return result;
-        if (!/^WRONGTYPE/.test(error)) throw new errors.UpstashError(error);
-        return undefined;
-      });
+      const found = await entriesRead(p);
       return {
         // a hash whose entry is gone (deleted between the two reads, or an index write that
         // outlived its entry's) is no entry: listed, it would read as a key with no tier. The

@@ -1,3 +1,4 @@
+import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
 import type { Gate } from "../../src/gateway/gateway.ts";
 import { makeGate, request, services } from "./helpers.ts";
@@ -113,6 +114,29 @@ describe("the console's admin routes", () => {
     expect((await admin(gate, "unblock", { tag })).status).toBe(200);
     expect(await send(gate, ctx, 1, "192.0.2.10")).toEqual([200]);
     await ctx.settled();
+  });
+
+  it("figures name the top refused keys when one of their registry entries holds a value of another type: that key reads as unregistered, the rest as they are", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const tiers = { free: { rules: [{ name: "minute", limit: 1, window: "1m" }] }, paid: { rules: [{ name: "minute", limit: 1, window: "1m" }] } };
+    const gate = makeGate({ prefix, identity: { header: "x-api-key" }, defaultTier: "free", tiers }, { adminToken: TOKEN, figuresIntervalMs: 20 });
+    const ctx = background();
+    for (const key of ["typed-top-1", "typed-top-2"]) {
+      expect((await admin(gate, "keys/set", { key, tier: "paid", label: key })).status).toBe(200);
+      for (let i = 0; i < 3; i++) await (await gate(request("/", { key }), ctx)).body?.cancel();
+    }
+    await ctx.settled();
+    // another application on the same prefix writes a string where the first key's entry was
+    const tag = ((await (await admin(gate, "usage", { key: "typed-top-1" })).json()) as { identity: { tag: string } }).identity.tag;
+    await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).set(`${prefix}:{${tag}}:key`, "written by hand");
+    const res = await admin(gate, "figures", { minutes: 5 });
+    // one such key among the top refused would otherwise fail the console's figures whole (409)
+    expect(res.status).toBe(200);
+    const { identities } = ((await res.json()) as { top: { identities: { tag: string; refused: number; registered: boolean; label?: string }[] } }).top;
+    expect(identities.map((i) => [i.tag === tag, i.refused, i.registered, i.label]).sort()).toEqual([
+      [false, 2, true, "typed-top-2"],
+      [true, 2, false, undefined],
+    ]);
   });
 
   it("refuses a bad figures request or tag with a problem naming the field", async () => {
