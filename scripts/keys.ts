@@ -8,6 +8,7 @@
  *   show      <key> | --hash <sha256>                      the key's entry
  *   set       <key> | --hash …  [--tier T] [--label L] [--disabled]   create or replace the entry
  *   tier      <key> | --hash …  <tier>                     change the tier, keeping the rest
+ *   label     <key> | --hash …  <label>                    change the label, keeping the rest
  *   override  <key> | --hash …  <rule> [--limit N] [--window W] | --clear
  *   disable   <key> | --hash …                             refuse the key (403)
  *   enable    <key> | --hash …
@@ -141,6 +142,7 @@ const VERBS: Record<string, { options: string[]; key: boolean; args: number }> =
   show: { options: ["hash"], key: true, args: 0 },
   set: { options: ["hash", "tier", "label", "disabled"], key: true, args: 0 },
   tier: { options: ["hash"], key: true, args: 1 },
+  label: { options: ["hash"], key: true, args: 1 },
   override: { options: ["hash", "limit", "window", "clear"], key: true, args: 1 },
   disable: { options: ["hash"], key: true, args: 0 },
   enable: { options: ["hash"], key: true, args: 0 },
@@ -367,7 +369,7 @@ function wholeNumber(text: string, option: string): number {
 async function main(): Promise<unknown> {
   const [verb, ...args] = positionals;
   if (verb === undefined || !(verb in VERBS)) {
-    throw new UsageError(`unknown verb "${verb ?? ""}": show, set, tier, override, disable, enable, delete, list or import`);
+    throw new UsageError(`unknown verb "${verb ?? ""}": show, set, tier, label, override, disable, enable, delete, list or import`);
   }
   checkLine(verb, args);
   switch (verb) {
@@ -381,6 +383,12 @@ async function main(): Promise<unknown> {
       const { target, rest } = who(args);
       if (!rest[0]) throw new UsageError("name the tier: tier <key> <tier>");
       return changeField(`tier ${JSON.stringify(rest[0])}`, target, { tier: rest[0] });
+    }
+    case "label": {
+      // set would replace the whole entry: a disabled key relabelled so would be enabled again
+      const { target, rest } = who(args);
+      if (rest[0] === undefined) throw new UsageError("give the label: label <key> <label>");
+      return changeField("label", target, { label: rest[0] });
     }
     case "override": {
       const { target, rest } = who(args);
@@ -504,7 +512,7 @@ async function changeField(what: string, target: Record<string, string>, field: 
     return await call("keys/update", { ...target, ...field });
   } catch (e) {
     if (!(e instanceof RefusedError)) throw e;
-    throw new RefusedError(`${what}: ${e.message.replace(/: (?:tier|disabled): /, ": ")}`);
+    throw new RefusedError(`${what}: ${e.message.replace(/: (?:tier|label|disabled): /, ": ")}`);
   }
 }
 

@@ -251,7 +251,7 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
   });
 
-  it("changes only its own field with tier, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
+  it("changes only its own field with tier, label, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
     const { createServer } = await import("node:http");
     const adminCall = async (route: string, body: unknown) =>
       (await gate.dispatchFetch(`${url}/__slidegate/${route}`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) })).json();
@@ -289,8 +289,12 @@ describe("npm run keys, as the README shows it", () => {
       meanwhile = () => adminCall("keys/set", { key: "sk-twice", tier: "free", overrides: { minute: { limit: 3 } } });
       expect(await cli(["disable", "sk-twice"])).toBe(0);
       expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "free", disabled: true, overrides: { minute: { limit: 3 } } });
+      // a label given while the key is disabled, with an override, keeps both (set would replace the entry)
+      meanwhile = () => adminCall("keys/override", { key: "sk-twice", rule: "minute", limit: 4 });
+      expect(await cli(["label", "sk-twice", "Acme, Inc."])).toBe(0);
+      expect(await adminCall("keys/get", { key: "sk-twice" })).toMatchObject({ tier: "free", label: "Acme, Inc.", disabled: true, overrides: { minute: { limit: 4 } } });
       // a key revoked (deleted) while another operator enables it stays revoked: the change is refused
-      for (const verb of [["enable"], ["disable"], ["tier", "paid"]]) {
+      for (const verb of [["enable"], ["disable"], ["tier", "paid"], ["label", "Acme"]]) {
         await adminCall("keys/set", { key: "sk-revoked", tier: "free", disabled: true });
         meanwhile = () => adminCall("keys/delete", { key: "sk-revoked" });
         expect(await cli([verb[0]!, "sk-revoked", ...verb.slice(1)]), verb[0]).toBe(1);
