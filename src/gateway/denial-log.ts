@@ -89,6 +89,8 @@ export interface DenialLog {
   due(): boolean;
   /** writes the summaries now and starts counting afresh; resolves once they are written */
   flush(): Promise<void>;
+  /** whether refusals are counted that no summary has written yet */
+  readonly pending: boolean;
   /** identities and identity-rule pairs held in memory (at most twice `maxTracked`) */
   readonly tracked: number;
 }
@@ -202,6 +204,10 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       // pairs whose window has passed would be written in full again anyway: forget them
       const at = now();
       for (const [pair, until] of quiet) if (until <= at) quiet.delete(pair);
+    },
+
+    get pending() {
+      return !empty();
     },
 
     get tracked() {

@@ -11,6 +11,7 @@ import { createFailureLog } from "./failure-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
 import { createForwarder, OriginError } from "./proxy.ts";
+import { createQuietFlush } from "./quiet-flush.ts";
 
 export interface GateOptions {
   config: GateConfig;
@@ -30,6 +31,8 @@ export interface GateOptions {
   log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
   /** the least time between two flushes of the console's live figures (kept with the admin API on) */
   figuresIntervalMs?: number;
+  /** how long a response's background waits for a later request before writing the summaries it left (src/gateway/quiet-flush.ts) */
+  quietFlushMs?: number;
 }
 
 /** The part of a Worker's ExecutionContext the gate uses: work that may finish after the response. */
@@ -120,6 +123,8 @@ export function createGate(options: GateOptions): Gate {
       }
     },
   });
+  // the last request of a burst is followed by none that would write its summaries
+  const quiet = createQuietFlush({ now: options.now, waitMs: options.quietFlushMs, flush: () => denials.flush() });
   // a store outage fails every request alike: a full line per interval, the rest counted
   const failures = createFailureLog({ event: "slidegate.store_failure", now: options.now, secret: options.redisToken, write: (line) => safeLog("error", line) });
   // the console's figures: counted in memory, flushed after responses (src/gateway/live-figures.ts)
@@ -160,6 +165,7 @@ export function createGate(options: GateOptions): Gate {
       if (ctx) ctx.waitUntil(denials.flush());
       else await denials.flush();
     }
+    if (ctx && denials.pending) quiet.schedule(ctx);
     if (ctx) figures?.schedule(ctx);
     return response;
   };

@@ -344,6 +344,25 @@ describe("a flood of requests turned away before any rule", () => {
 });
 
 describe("a flood of denied requests", () => {
+  it("a burst of denials followed by silence still writes its summary, in the background of the burst's responses", async () => {
+    const clock = testClock();
+    // the gate's wait for another request, shortened: nothing here depends on how long it is
+    const gate = makeGate({ clock: "edge", rules: [{ name: "minute", limit: 1, window: "1m" }] }, { now: clock.now, quietFlushMs: 1 });
+    const background: Promise<unknown>[] = [];
+    const ctx = { waitUntil: (promise: Promise<unknown>) => void background.push(promise) };
+    expect(await statuses(gate, 1, "/", { ip: "203.0.113.98" })).toEqual([200]);
+    for (let i = 0; i < 40; i++) {
+      const res = await gate(request("/", { ip: "203.0.113.98" }), ctx);
+      await res.body?.cancel();
+      expect(res.status).toBe(429);
+      clock.advance(10);
+    }
+    // no request comes after the burst, and the summary's interval never passes: the isolate goes idle
+    while (background.length) await background.shift();
+    const summaries = gate.logs.map((l) => l.line).filter((l) => l.event === "slidegate.denied_summary");
+    expect(summaries.reduce((sum, l) => sum + Number(l.denied), 0)).toBe(40);
+  });
+
   it("5,000 denials of one identity write a few log lines and data points per window, and the summaries count every one", async () => {
     const { points, dataset } = recordingDataset();
     const clock = testClock();
