@@ -14,9 +14,11 @@ export type Verdict =
       elapsedMs: number;
       /** answered from the denial cache, without waiting on the store */
       fromCache: boolean;
+      /** the identity whose rules refused the request, when it is not the caller's: its address's */
+      by?: Identity;
     }
-  /** ms: what is left of the block (Infinity: no end) */
-  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean }
+  /** ms: what is left of the block (Infinity: no end); `by`: the identity blocked, when it is not the caller's */
+  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
 /** What the registry said instead of a verdict, for an API key. */

@@ -69,13 +69,23 @@ function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
 }
 
 /**
- * One verdict from the key's decision and its address's: an operator's block first, then a
- * denial (the request is refused), then a failure, then an admission (the fail-open mark
- * kept). Each call recorded what it admitted on its own: a request refused by one side is
- * still counted by the other.
+ * A verdict of the address's rules, named as the address's when it refuses: the logs and
+ * figures count a refusal against the identity that earned it, so a caller who rotates keys
+ * from one address is one caller there too, not one per key.
  */
-function combine(key: Verdict, address: Verdict): Verdict {
-  const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? address : undefined);
+function fromAddress(verdict: Verdict, address: Identity): Verdict {
+  return verdict.kind === "denied" || verdict.kind === "blocked" ? { ...verdict, by: address } : verdict;
+}
+
+/**
+ * One verdict from the key's decision and its address's (decided as `addressIdentity`): an
+ * operator's block first, then a denial (the request is refused), then a failure, then an
+ * admission (the fail-open mark kept). Each call recorded what it admitted on its own: a
+ * request refused by one side is still counted by the other. A refusal is the key's when the
+ * key's side refused, else the address's.
+ */
+function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Verdict {
+  const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? fromAddress(address, addressIdentity) : undefined);
   const blocked = either("blocked");
   if (blocked) return blocked;
   if (key.kind === "admitted" || key.kind === "denied") {
@@ -92,7 +102,7 @@ function combine(key: Verdict, address: Verdict): Verdict {
       if (decision.admitted) return { kind: "admitted", decision, redisMs };
       // from the cache only when neither side waited on the store
       const fromCache = key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache;
-      return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache };
+      return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache, ...(k.admitted ? { by: addressIdentity } : {}) };
     }
   }
   const denied = either("denied");
@@ -206,7 +216,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         const failed: Verdict = { kind: "failed", closed: visited.some((r) => failsClosed(r, config)), error };
         const decided = { ...caller, tier };
         if (!address) return { kind: "decided", caller: decided, rules, verdict: failed };
-        return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(failed, await addressVerdict()) };
+        return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(failed, await addressVerdict(), address) };
       }
       if (verdict.kind === "unknown-key") {
         // the address's own call has counted the request either way
@@ -220,7 +230,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
         checkCost(cost, tierRules);
         const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), addressVerdict()]);
-        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor) };
+        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor, address) };
       }
       if (verdict.kind === "disabled-key") {
         if (address) await addressVerdict();
@@ -228,7 +238,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       }
       const decided = { ...caller, tier };
       if (!address) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
-      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await addressVerdict()) };
+      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await addressVerdict(), address) };
     }
   }
 
@@ -244,9 +254,9 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     checkCost(cost, onAddress);
     const address = await addressIdentity(client, onAddress);
     if (!address) return rules.length ? { kind: "decided", caller, rules, verdict: await decide(own, config.defaultTier, rules, cost) } : { kind: "no-rule", caller };
-    if (rules.length === 0) return { kind: "decided", caller, rules: onAddress, verdict: await decide(address, ADDRESS_SCOPE, onAddress, cost) };
+    if (rules.length === 0) return { kind: "decided", caller, rules: onAddress, verdict: fromAddress(await decide(address, ADDRESS_SCOPE, onAddress, cost), address) };
     const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost), decide(address, ADDRESS_SCOPE, onAddress, cost)]);
-    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor) };
+    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address) };
   }
 
   return {

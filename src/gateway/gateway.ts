@@ -206,12 +206,12 @@ export function createGate(options: GateOptions): Gate {
       }
       case "blocked":
         // like denials: a line per identity, counted summaries (and their data points) per interval
-        denials.record({ outcome: "blocked", tag, tier, rules: [], detail: { blockedForMs: Number.isFinite(verdict.ms) ? verdict.ms : null } });
+        denials.record({ outcome: "blocked", tag: verdict.by?.tag ?? tag, tier, rules: [], detail: { blockedForMs: Number.isFinite(verdict.ms) ? verdict.ms : null } });
         return;
       case "denied": {
         const { decision, elapsedMs, fromCache } = verdict;
         const deniedBy = decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
-        denials.record({ tag, tier, rules: deniedBy, detail: { retryAfterMs: decision.retryAfterMs - elapsedMs, fromDenialCache: fromCache } });
+        denials.record({ tag: verdict.by?.tag ?? tag, tier, rules: deniedBy, detail: { retryAfterMs: decision.retryAfterMs - elapsedMs, fromDenialCache: fromCache } });
         return;
       }
       case "admitted": {

@@ -1,3 +1,4 @@
+import type { Identity } from "../decision/identity.ts";
 import type { Step } from "../decision/pipeline.ts";
 import { storeClient } from "../script/store-client.ts";
 import type { Outcome } from "./metrics.ts";
@@ -149,15 +150,17 @@ function countedOf(step: Step): Counted | undefined {
       return undefined;
   }
   const { verdict, rules } = step;
+  // a refusal by the address's rules is the address's, whatever key the request carried
+  const refused = (by: Identity | undefined) => (by ? (by.keyHash ?? by.tag) : who);
   switch (verdict.kind) {
     case "failed":
       return { outcome: verdict.closed ? "failed-closed" : "failed-open", tier, rules: names(rules) };
     case "blocked":
-      return { outcome: "blocked", tier, rules: [], storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: who };
+      return { outcome: "blocked", tier, rules: [], storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: refused(verdict.by) };
     case "denied": {
       const deniedBy = verdict.decision.limits.filter((l) => !l.shadow && l.retryMs !== 0);
       // a denial the isolate answered from its cache waited on nothing
-      return { outcome: "denied", tier, rules: names(deniedBy), storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: who };
+      return { outcome: "denied", tier, rules: names(deniedBy), storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: refused(verdict.by) };
     }
     case "admitted": {
       const shadow = verdict.decision.wouldDeny;

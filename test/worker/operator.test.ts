@@ -1,5 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import type { GateOptions } from "../../src/gateway/gateway.ts";
 import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
 
@@ -344,6 +345,59 @@ describe("a flood of requests turned away before any rule", () => {
 });
 
 describe("a flood of denied requests", () => {
+  it("a flood of made-up keys from one address that its address rule denies is logged and counted as that address, not a line per key", async () => {
+    const { points, dataset } = recordingDataset();
+    const clock = testClock();
+    const gate = makeGate(
+      { clock: "edge", identity: { header: "x-api-key" }, rules: [{ name: "minute", limit: 100, window: "1m" }], addressRules: [{ name: "per-address", limit: 2, window: "1m" }] },
+      { metrics: dataset, now: clock.now },
+    );
+    const ip = "203.0.113.97";
+    const codes: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const res = await gate(request("/", { ip, key: `made-up-${i}` }));
+      await res.body?.cancel();
+      codes.push(res.status);
+      clock.advance(10);
+    }
+    expect(codes).toEqual([200, 200, ...Array(198).fill(429)]);
+    clock.advance(61_000);
+    await statuses(gate, 1, "/", { ip: "198.51.100.97" }); // another caller's request brings the summary
+    const address = (await identify("i", ipIdentity(ip, 64))).tag;
+    const lines = gate.logs.map((l) => l.line);
+    expect(lines.filter((l) => l.event === "slidegate.denied")).toEqual([expect.objectContaining({ tag: address, rules: ["per-address"] })]);
+    expect(lines.filter((l) => l.event === "slidegate.denied_summary")).toEqual([expect.objectContaining({ tag: address, denied: 198, rules: { "per-address": 198 } })]);
+    expect(points.filter((p) => p.blobs![0] === "denied")).toEqual([
+      expect.objectContaining({ blobs: ["denied", "default", "per-address", "ip"], indexes: [address], doubles: [0, 0, 198] }),
+    ]);
+  });
+
+  it("keyed requests from an address the operator blocked are logged as that address's block, not a line per key", async () => {
+    const clock = testClock();
+    const admin = "admin-token-for-attribution-tests";
+    const gate = makeGate(
+      {
+        clock: "edge",
+        identity: { header: "x-api-key" },
+        rules: [{ name: "minute", limit: 100, window: "1m" }],
+        addressRules: [{ name: "per-address", limit: 100, window: "1m" }],
+      },
+      { now: clock.now, adminToken: admin },
+    );
+    const ip = "203.0.113.96";
+    const block = await gate(
+      new Request("https://gate.example/__slidegate/block", { method: "POST", body: JSON.stringify({ ip, seconds: 600 }), headers: { authorization: `Bearer ${admin}` } }),
+    );
+    expect(block.status).toBe(200);
+    for (let i = 0; i < 50; i++) expect(await statuses(gate, 1, "/", { ip, key: `made-up-${i}` })).toEqual([403]);
+    clock.advance(61_000);
+    await statuses(gate, 1, "/", { ip: "198.51.100.96" });
+    const address = (await identify("i", ipIdentity(ip, 64))).tag;
+    const lines = gate.logs.map((l) => l.line);
+    expect(lines.filter((l) => l.event === "slidegate.blocked")).toEqual([expect.objectContaining({ tag: address })]);
+    expect(lines.filter((l) => l.event === "slidegate.blocked_summary")).toEqual([expect.objectContaining({ tag: address, blocked: 50 })]);
+  });
+
   it("a burst of denials followed by silence still writes its summary, in the background of the burst's responses", async () => {
     const clock = testClock();
     // the gate's wait for another request, shortened: nothing here depends on how long it is
