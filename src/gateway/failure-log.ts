@@ -63,6 +63,8 @@ export interface FailureLog {
   due(): boolean;
   /** writes the summary of the failures counted since the last line, if any */
   flush(): void;
+  /** whether failures are counted that no line has written yet */
+  readonly pending: boolean;
 }
 
 export function createFailureLog(options: FailureLogOptions): FailureLog {
@@ -96,5 +98,8 @@ export function createFailureLog(options: FailureLogOptions): FailureLog {
     },
     due: () => counted > 0 && now() - lastFull >= intervalMs,
     flush,
+    get pending() {
+      return counted > 0;
+    },
   };
 }

@@ -123,10 +123,17 @@ export function createGate(options: GateOptions): Gate {
       }
     },
   });
-  // the last request of a burst is followed by none that would write its summaries
-  const quiet = createQuietFlush({ now: options.now, waitMs: options.quietFlushMs, flush: () => denials.flush() });
   // a store outage fails every request alike: a full line per interval, the rest counted
   const failures = createFailureLog({ event: "slidegate.store_failure", now: options.now, secret: options.redisToken, write: (line) => safeLog("error", line) });
+  // the last request of a burst is followed by none that would write its summaries
+  const quiet = createQuietFlush({
+    now: options.now,
+    waitMs: options.quietFlushMs,
+    flush: () => {
+      failures.flush();
+      return denials.flush();
+    },
+  });
   // the console's figures: counted in memory, flushed after responses (src/gateway/live-figures.ts)
   const figures = options.adminToken
     ? createLiveFigures({ redisUrl: options.redisUrl, redisToken: options.redisToken, prefix: config.prefix, now: options.now, intervalMs: options.figuresIntervalMs })
@@ -165,7 +172,7 @@ export function createGate(options: GateOptions): Gate {
       if (ctx) ctx.waitUntil(denials.flush());
       else await denials.flush();
     }
-    if (ctx && denials.pending) quiet.schedule(ctx);
+    if (ctx && (denials.pending || failures.pending)) quiet.schedule(ctx);
     if (ctx) figures?.schedule(ctx);
     return response;
   };

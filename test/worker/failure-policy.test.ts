@@ -63,6 +63,25 @@ describe("gate when Redis is stopped", () => {
     expect(full.length + counted).toBe(120 + more);
   });
 
+  it("an outage whose requests stop still writes the count of its last failures, in the background of their responses", async () => {
+    const clock = testClock();
+    // nothing listens on port 9; the gate's wait for a later request shortened: nothing here depends on how long it is
+    const gate = makeGate({ fail: "open", timeout: 1000, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: "http://127.0.0.1:9", now: clock.now, quietFlushMs: 1 });
+    const background: Promise<unknown>[] = [];
+    const ctx = { waitUntil: (promise: Promise<unknown>) => void background.push(promise) };
+    for (let i = 0; i < 20; i++) {
+      const res = await gate(request(), ctx);
+      await res.body?.cancel();
+      expect(res.headers.get(FAIL_OPEN_HEADER)).toBe("store-unavailable");
+    }
+    // no request comes after these, within their second or after it: the isolate goes quiet
+    while (background.length) await background.shift();
+    const lines = gate.logs.map((l) => l.line);
+    const full = lines.filter((l) => l.event === "slidegate.store_failure").length;
+    const counted = lines.filter((l) => l.event === "slidegate.store_failure_summary").reduce((n, l) => n + Number(l.failures), 0);
+    expect(full + counted).toBe(20);
+  });
+
   it("a rule that fails closed wins over one that fails open", async () => {
     const gate = makeGate(
       {
