@@ -3,7 +3,8 @@
  * slow or full, every request fails alike, and a line each would turn an outage into a log
  * flood (and each line could carry the client's whole error text).
  *
- * - The first failure of each interval is written in full, its error cut to `maxErrorLength`.
+ * - The first failure of each interval is written in full, its error and every other text (a
+ *   caller's path) cut to `maxErrorLength`.
  * - Later failures in that interval are only counted. The count goes out as one
  *   `<event>_summary` line with `failures`: before the next full line, or when
  *   the caller asks (`due()`, then `flush()`) once the interval is over. Every failure is in
@@ -26,7 +27,7 @@ export interface FailureLogOptions {
   now?: () => number;
   /** at most one full line per interval, in ms (default 1 s) */
   intervalMs?: number;
-  /** the longest error text a line carries (default 300 characters) */
+  /** the longest text a line carries in any field: the error, and what the caller sent, like its path (default 300 characters) */
   maxErrorLength?: number;
   /**
    * a secret no line may carry: the store's token, which a store or a proxy in front of it can
@@ -69,6 +70,7 @@ export interface FailureLog {
 
 export function createFailureLog(options: FailureLogOptions): FailureLog {
   const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300, secret } = options;
+  const cut = (text: string) => (text.length > maxErrorLength ? `${text.slice(0, maxErrorLength)}…` : text);
   let lastFull = Number.NEGATIVE_INFINITY;
   let counted = 0;
   let from = 0;
@@ -91,10 +93,12 @@ export function createFailureLog(options: FailureLogOptions): FailureLog {
       }
       flush();
       lastFull = t;
+      const line: Record<string, unknown> = { event, ...fields };
+      // a path is the caller's, as long as the URL may be: every text is cut, not the error alone
+      for (const [name, value] of Object.entries(fields)) if (typeof value === "string") line[name] = cut(value);
       // the secret out before the cut, which could leave a start of it where it could not be found
-      const text = secret ? withoutSecret(fields.error, secret) : fields.error;
-      const error = text.length > maxErrorLength ? `${text.slice(0, maxErrorLength)}…` : text;
-      write({ event, ...fields, error });
+      line.error = cut(secret ? withoutSecret(fields.error, secret) : fields.error);
+      write(line);
     },
     due: () => counted > 0 && now() - lastFull >= intervalMs,
     flush,

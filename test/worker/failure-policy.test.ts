@@ -82,6 +82,17 @@ describe("gate when Redis is stopped", () => {
     expect(full + counted).toBe(20);
   });
 
+  it("a failure's line carries a caller's path cut short, as its error is, however long the path is", async () => {
+    const gate = makeGate({ fail: "open", timeout: 1000, rules: [{ name: "a", limit: 1, window: "1m" }] }, { redisUrl: "http://127.0.0.1:9" });
+    const path = `/${"a".repeat(16_000)}`;
+    const res = await gate(request(path));
+    await res.body?.cancel();
+    expect(res.headers.get(FAIL_OPEN_HEADER)).toBe("store-unavailable");
+    const line = gate.logs.find((l) => l.line.event === "slidegate.store_failure")!.line;
+    expect(String(line.path).startsWith("/aaaa")).toBe(true);
+    expect(JSON.stringify(line).length).toBeLessThan(2000);
+  });
+
   it("a rule that fails closed wins over one that fails open", async () => {
     const gate = makeGate(
       {
