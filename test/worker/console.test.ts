@@ -120,7 +120,7 @@ describe("the console's admin routes", () => {
   it("figures name the top refused keys when one of their registry entries holds a value of another type: that key reads as unregistered, the rest as they are", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
     const tiers = { free: { rules: [{ name: "minute", limit: 1, window: "1m" }] }, paid: { rules: [{ name: "minute", limit: 1, window: "1m" }] } };
-    const gate = makeGate({ prefix, identity: { header: "x-api-key" }, defaultTier: "free", tiers }, { adminToken: TOKEN, figuresIntervalMs: 20 });
+    const gate = makeGate({ prefix, identity: { header: "x-api-key" }, defaultTier: "free", tiers }, { adminToken: TOKEN, figuresIntervalMs: 20, quietFlushMs: 20 });
     const ctx = background();
     for (const key of ["typed-top-1", "typed-top-2"]) {
       expect((await admin(gate, "keys/set", { key, tier: "paid", label: key })).status).toBe(200);
