@@ -27,6 +27,31 @@ const admin = async (gate: ReturnType<typeof makeGate>, route: string, body: unk
 };
 
 /**
+ * Runs `body` with `meanwhile` run once, as soon as the first store call whose JSON body
+ * `matches` has been answered and before the gate goes on: another operator's change landing
+ * between two of the gate's store calls. A fetch wrapper around the real store calls; true when
+ * `meanwhile` ran.
+ */
+async function onceAfterStoreCall(matches: (sent: string) => boolean, meanwhile: () => Promise<unknown>, body: () => Promise<unknown>): Promise<boolean> {
+  const real = globalThis.fetch;
+  let ran = false;
+  globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
+    const res = await real(input as RequestInfo, init);
+    if (!ran && matches(typeof init?.body === "string" ? init.body : "")) {
+      ran = true;
+      await meanwhile();
+    }
+    return res;
+  }) as typeof fetch;
+  try {
+    await body();
+  } finally {
+    globalThis.fetch = real;
+  }
+  return ran;
+}
+
+/**
  * Runs `body` while an operator moves `key` to the other tier (paid ↔ free) after every
  * decision asked of it: a fetch wrapper around the real store calls.
  */
@@ -568,23 +593,14 @@ describe("key registry", () => {
     const tag = ((await admin(a, "usage", { key: "raced" })).body.identity as { tag: string }).tag;
     const entry = `${prefix}:{${tag}}:key`;
     // another operator deletes the key as soon as the override's first store call about it has been answered
-    const real = globalThis.fetch;
-    let raced = false;
-    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      const res = await real(input as RequestInfo, init);
-      const sent = typeof init?.body === "string" ? init.body : "";
-      if (!raced && sent.includes(entry)) {
-        raced = true;
-        expect((await admin(a, "keys/delete", { key: "raced" })).body).toEqual({ deleted: true });
-      }
-      return res;
-    }) as typeof fetch;
-    let overridden: Awaited<ReturnType<typeof admin>>;
-    try {
-      overridden = await admin(a, "keys/override", { key: "raced", rule: "minute", limit: 500 });
-    } finally {
-      globalThis.fetch = real;
-    }
+    let overridden = { status: 0 };
+    const raced = await onceAfterStoreCall(
+      (sent) => sent.includes(entry),
+      async () => expect((await admin(a, "keys/delete", { key: "raced" })).body).toEqual({ deleted: true }),
+      async () => {
+        overridden = await admin(a, "keys/override", { key: "raced", rule: "minute", limit: 500 });
+      },
+    );
     expect(raced).toBe(true);
     // either order is a right answer: overridden, then deleted; or deleted first, then 404
     expect([200, 404]).toContain(overridden.status);
@@ -598,22 +614,11 @@ describe("key registry", () => {
     expect((await admin(a, "keys/set", { key: "set-raced", tier: "free" })).status).toBe(200);
     const hash = await hashOf("set-raced");
     // another operator deletes the key once the set's index write has been answered, before its entry is written
-    const real = globalThis.fetch;
-    let raced = false;
-    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      const res = await real(input as RequestInfo, init);
-      const sent = typeof init?.body === "string" ? init.body : "";
-      if (!raced && /^\["zadd"/i.test(sent)) {
-        raced = true;
-        expect((await admin(a, "keys/delete", { key: "set-raced" })).body).toEqual({ deleted: true });
-      }
-      return res;
-    }) as typeof fetch;
-    try {
-      expect((await admin(a, "keys/set", { key: "set-raced", tier: "paid" })).status).toBe(200);
-    } finally {
-      globalThis.fetch = real;
-    }
+    const raced = await onceAfterStoreCall(
+      (sent) => /^\["zadd"/i.test(sent),
+      async () => expect((await admin(a, "keys/delete", { key: "set-raced" })).body).toEqual({ deleted: true }),
+      async () => expect((await admin(a, "keys/set", { key: "set-raced", tier: "paid" })).status).toBe(200),
+    );
     expect(raced).toBe(true);
     // the set came last: the key is registered, and so listed (a backup by keys/list keeps it)
     expect((await admin(a, "keys/get", { key: "set-raced" })).body).toMatchObject({ hash, tier: "paid" });
@@ -627,23 +632,14 @@ describe("key registry", () => {
     const hashes = (await Promise.all(["paged-1", "paged-2", "paged-3"].map(hashOf))).sort();
     const doomed = (await admin(a, "keys/get", { hash: hashes[0] })).body.hash as string;
     // another operator deletes the page's first key once the page's hashes are read, before its entries are
-    const real = globalThis.fetch;
-    let deleted = false;
-    globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-      const res = await real(input as RequestInfo, init);
-      const sent = typeof init?.body === "string" ? init.body : "";
-      if (!deleted && /^\["zrange"/i.test(sent)) {
-        deleted = true;
-        expect((await admin(a, "keys/delete", { hash: doomed })).body).toEqual({ deleted: true });
-      }
-      return res;
-    }) as typeof fetch;
-    let page: { entries: { hash: string; tier: string }[]; cursor: string | null };
-    try {
-      page = (await admin(a, "keys/list", { limit: 2 })).body as typeof page;
-    } finally {
-      globalThis.fetch = real;
-    }
+    let page = { entries: [] as { hash: string; tier: string }[], cursor: null as string | null };
+    const deleted = await onceAfterStoreCall(
+      (sent) => /^\["zrange"/i.test(sent),
+      async () => expect((await admin(a, "keys/delete", { hash: doomed })).body).toEqual({ deleted: true }),
+      async () => {
+        page = (await admin(a, "keys/list", { limit: 2 })).body as typeof page;
+      },
+    );
     expect(deleted).toBe(true);
     expect(page.entries).toEqual([expect.objectContaining({ hash: hashes[1], tier: "paid" })]);
     expect(page.cursor).toBe(hashes[1]);
