@@ -27,20 +27,15 @@ const admin = async (gate: ReturnType<typeof makeGate>, route: string, body: unk
 };
 
 /**
- * Runs `body` with `meanwhile` run once, as soon as the first store call whose JSON body
- * `matches` has been answered and before the gate goes on: another operator's change landing
- * between two of the gate's store calls. A fetch wrapper around the real store calls; true when
- * `meanwhile` ran.
+ * Runs `body` with `after` run once every store call has been answered, before the gate goes
+ * on (given the call's JSON body): another operator's change landing between two of the gate's
+ * store calls. A fetch wrapper around the real store calls.
  */
-async function onceAfterStoreCall(matches: (sent: string) => boolean, meanwhile: () => Promise<unknown>, body: () => Promise<unknown>): Promise<boolean> {
+async function afterStoreCalls(after: (sent: string) => Promise<unknown>, body: () => Promise<unknown>): Promise<void> {
   const real = globalThis.fetch;
-  let ran = false;
   globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
     const res = await real(input as RequestInfo, init);
-    if (!ran && matches(typeof init?.body === "string" ? init.body : "")) {
-      ran = true;
-      await meanwhile();
-    }
+    await after(typeof init?.body === "string" ? init.body : "");
     return res;
   }) as typeof fetch;
   try {
@@ -48,28 +43,26 @@ async function onceAfterStoreCall(matches: (sent: string) => boolean, meanwhile:
   } finally {
     globalThis.fetch = real;
   }
+}
+
+/** `afterStoreCalls` with `meanwhile` run once, after the first call whose body `matches`; true when it ran. */
+async function onceAfterStoreCall(matches: (sent: string) => boolean, meanwhile: () => Promise<unknown>, body: () => Promise<unknown>): Promise<boolean> {
+  let ran = false;
+  await afterStoreCalls(async (sent) => {
+    if (ran || !matches(sent)) return;
+    ran = true;
+    await meanwhile();
+  }, body);
   return ran;
 }
 
-/**
- * Runs `body` while an operator moves `key` to the other tier (paid ↔ free) after every
- * decision asked of it: a fetch wrapper around the real store calls.
- */
+/** Runs `body` while an operator moves `key` to the other tier (paid ↔ free) after every decision asked of it. */
 async function whileMovedEveryDecision(gate: ReturnType<typeof makeGate>, prefix: string, key: string, body: () => Promise<void>) {
   const tag = ((await admin(gate, "usage", { key })).body.identity as { tag: string }).tag;
   const entry = `${prefix}:{${tag}}:key`;
-  const real = globalThis.fetch;
-  globalThis.fetch = (async (input: RequestInfo | URL, init?: RequestInit) => {
-    const res = await real(input as RequestInfo, init);
-    const sent = typeof init?.body === "string" ? init.body : "";
+  await afterStoreCalls(async (sent) => {
     if (/^\["evalsha"/i.test(sent) && sent.includes(entry)) await store.hset(entry, { tier: (await store.hget(entry, "tier")) === "paid" ? "free" : "paid" });
-    return res;
-  }) as typeof fetch;
-  try {
-    await body();
-  } finally {
-    globalThis.fetch = real;
-  }
+  }, body);
 }
 
 describe("key registry", () => {
