@@ -5,7 +5,8 @@ import type { Identity } from "./identity.ts";
 
 /** What one decision came to, before anyone turns it into a response. */
 export type Verdict =
-  | { kind: "admitted"; decision: Decision; redisMs: number }
+  /** `by`: the identity whose shadow rules would have refused it, when it is not the caller's (its address's) */
+  | { kind: "admitted"; decision: Decision; redisMs: number; by?: Identity }
   | {
       kind: "denied";
       decision: Decision;

@@ -74,7 +74,10 @@ function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
  * from one address is one caller there too, not one per key.
  */
 function fromAddress(verdict: Verdict, address: Identity): Verdict {
-  return verdict.kind === "denied" || verdict.kind === "blocked" ? { ...verdict, by: address } : verdict;
+  if (verdict.kind === "denied" || verdict.kind === "blocked") return { ...verdict, by: address };
+  // an address rule rolled out in shadow is logged per identity too: a key per request must not make it a line per request
+  if (verdict.kind === "admitted" && verdict.decision.wouldDeny.length) return { ...verdict, by: address };
+  return verdict;
 }
 
 /**
@@ -82,7 +85,7 @@ function fromAddress(verdict: Verdict, address: Identity): Verdict {
  * operator's block first, then a denial (the request is refused), then a failure, then an
  * admission (the fail-open mark kept). Each call recorded what it admitted on its own: a
  * request refused by one side is still counted by the other. A refusal is the key's when the
- * key's side refused, else the address's.
+ * key's side refused, else the address's; so is a shadow denial.
  */
 function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Verdict {
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? fromAddress(address, addressIdentity) : undefined);
@@ -99,7 +102,7 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Ver
         wouldDeny: [...k.wouldDeny, ...a.wouldDeny],
       };
       const redisMs = Math.max(key.redisMs, address.redisMs);
-      if (decision.admitted) return { kind: "admitted", decision, redisMs };
+      if (decision.admitted) return { kind: "admitted", decision, redisMs, ...(k.wouldDeny.length === 0 && a.wouldDeny.length ? { by: addressIdentity } : {}) };
       // from the cache only when neither side waited on the store
       const fromCache = key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache;
       return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache, ...(k.admitted ? { by: addressIdentity } : {}) };

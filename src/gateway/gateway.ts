@@ -199,7 +199,7 @@ export function createGate(options: GateOptions): Gate {
       tier,
       identity: { tag },
     } = step.caller;
-    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number } = {}) => record({ outcome, tier, rules, tag, ...extra });
+    const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; tag?: string } = {}) => record({ outcome, tier, rules, tag, ...extra });
     if (step.kind === "allowlisted") return point("allowlisted");
     if (step.kind === "no-rule") return;
     // turned away before any rule: counted per identity, a data point per summary
@@ -225,8 +225,9 @@ export function createGate(options: GateOptions): Gate {
         const { decision, redisMs } = verdict;
         if (decision.wouldDeny.length === 0) return point("admitted", names(rules), { redisMs });
         // like denials: a line per identity, rule and window, counted summaries (the data point stays per request)
-        denials.record({ outcome: "shadow-denied", tag, tier, rules: decision.limits.filter((l) => l.shadow && l.retryMs !== 0) });
-        return point("shadow-denied", decision.wouldDeny, { redisMs });
+        const by = verdict.by?.tag ?? tag;
+        denials.record({ outcome: "shadow-denied", tag: by, tier, rules: decision.limits.filter((l) => l.shadow && l.retryMs !== 0) });
+        return point("shadow-denied", decision.wouldDeny, { redisMs, tag: by });
       }
     }
   }

@@ -372,6 +372,40 @@ describe("a flood of denied requests", () => {
     ]);
   });
 
+  it("a flood of made-up keys from one address that its shadow address rule would deny is logged and counted as that address, not a line per key", async () => {
+    const { points, dataset } = recordingDataset();
+    const clock = testClock();
+    const gate = makeGate(
+      {
+        clock: "edge",
+        identity: { header: "x-api-key" },
+        rules: [{ name: "minute", limit: 100, window: "1m" }],
+        addressRules: [{ name: "per-address", limit: 2, window: "1m", shadow: true }],
+      },
+      { metrics: dataset, now: clock.now },
+    );
+    const ip = "203.0.113.95";
+    const codes: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const res = await gate(request("/", { ip, key: `made-up-${i}` }));
+      await res.body?.cancel();
+      codes.push(res.status);
+      clock.advance(10);
+    }
+    expect(new Set(codes)).toEqual(new Set([200]));
+    clock.advance(61_000);
+    await statuses(gate, 1, "/", { ip: "198.51.100.95" }); // another caller's request brings the summary
+    const address = (await identify("i", ipIdentity(ip, 64))).tag;
+    const lines = gate.logs.map((l) => l.line);
+    expect(lines.filter((l) => l.event === "slidegate.shadow_denied")).toEqual([expect.objectContaining({ tag: address, rules: ["per-address"] })]);
+    expect(lines.filter((l) => l.event === "slidegate.shadow_denied_summary")).toEqual([
+      expect.objectContaining({ tag: address, shadowDenied: 198, rules: { "per-address": 198 } }),
+    ]);
+    const shadowPoints = points.filter((p) => p.blobs![0] === "shadow-denied");
+    expect(shadowPoints).toHaveLength(198);
+    expect(new Set(shadowPoints.map((p) => p.indexes![0]))).toEqual(new Set([address]));
+  });
+
   it("keyed requests from an address the operator blocked are logged as that address's block, not a line per key", async () => {
     const clock = testClock();
     const admin = "admin-token-for-attribution-tests";
