@@ -6,7 +6,7 @@ import { readKey } from "../decision/api-key.ts";
 import { ambiguousAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress } from "../decision/identity.ts";
 import { ADDRESS_SCOPE } from "../decision/pipeline.ts";
 import { tierOf, tierRules } from "../decision/rules.ts";
-import { createFailureLog } from "../gateway/failure-log.ts";
+import { createFailureLog, type FailureLog } from "../gateway/failure-log.ts";
 import { configurationError } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { blockLeft, LimiterError, redisKeys } from "../script/limiter.ts";
@@ -44,6 +44,12 @@ export interface AdminOptions {
   log?: (level: "warn" | "error", line: Record<string, unknown>) => void;
   /** called with an identity's tag after a change to it (reset, block, unblock, its registry entry): the isolate forgets what it cached */
   forget?: (tag: string) => void;
+  /**
+   * where the admin API's store failures are counted (default: a log of its own): the gateway
+   * passes one its quiet flush writes too, so the count of an outage's last failed calls is not
+   * kept until a call that may never come
+   */
+  failures?: FailureLog;
 }
 
 const json = (body: unknown, status = 200) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json", "Cache-Control": "no-store" } });
@@ -119,7 +125,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   const log = options.log ?? ((level, line) => console[level](JSON.stringify(line)));
   // a store outage fails every admin call alike, unauthenticated ones included: a full line a
   // second, the rest counted, so a flood of them cannot flood the log
-  const failures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, secret: options.redisToken, write: (line) => log("error", line) });
+  const failures =
+    options.failures ?? createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, secret: options.redisToken, write: (line) => log("error", line) });
   const isolateNow = options.now ?? Date.now;
   const redis = storeClient({ url: options.redisUrl, token: options.redisToken, timeoutMs: STORE_TIMEOUT_MS });
 

@@ -94,6 +94,8 @@ export function createGate(options: GateOptions): Gate {
   const log = options.log ?? defaultLog;
   const record = createMetrics(options.metrics);
   const pipeline = createPipeline({ config, redisUrl: options.redisUrl, redisToken: options.redisToken, now: options.now });
+  // the admin API's store failures, counted apart from the requests' but written by the same quiet flush
+  const adminFailures = createFailureLog({ event: "slidegate.admin_store_failure", now: options.now, secret: options.redisToken, write: (line) => safeLog("error", line) });
   const admin = createAdmin({
     config,
     adminToken: options.adminToken,
@@ -103,6 +105,7 @@ export function createGate(options: GateOptions): Gate {
     now: options.now,
     log,
     forget: pipeline.forget,
+    failures: adminFailures,
   });
   const denials = createDenialLog({
     now: options.now,
@@ -131,6 +134,7 @@ export function createGate(options: GateOptions): Gate {
     waitMs: options.quietFlushMs,
     flush: () => {
       failures.flush();
+      adminFailures.flush();
       return denials.flush();
     },
   });
@@ -172,7 +176,7 @@ export function createGate(options: GateOptions): Gate {
       if (ctx) ctx.waitUntil(denials.flush());
       else await denials.flush();
     }
-    if (ctx && (denials.pending || failures.pending)) quiet.schedule(ctx);
+    if (ctx && (denials.pending || failures.pending || adminFailures.pending)) quiet.schedule(ctx);
     if (ctx) figures?.schedule(ctx);
     return response;
   };

@@ -101,6 +101,26 @@ describe("admin routes", () => {
     expect(full).toHaveLength(3);
     expect(full.length + counted).toBe(61);
   });
+
+  it("an outage whose admin calls stop still writes the count of their last failures, in the background of their responses", async () => {
+    const clock = testClock();
+    // the gate's wait for a later request shortened: nothing here depends on how long it is
+    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN, redisUrl: "http://127.0.0.1:9", now: clock.now, quietFlushMs: 1 });
+    const background: Promise<unknown>[] = [];
+    const ctx = { waitUntil: (promise: Promise<unknown>) => void background.push(promise) };
+    for (let i = 0; i < 20; i++) {
+      const token = i % 2 ? ADMIN : "wrong-token";
+      const res = await gate(new Request("https://gate.example/__slidegate/usage", { method: "POST", body: "{}", headers: { authorization: `Bearer ${token}` } }), ctx);
+      await res.body?.cancel();
+      expect(res.status).toBe(503);
+    }
+    // no call comes after these, within their second or after it: the isolate goes quiet
+    while (background.length) await background.shift();
+    const lines = gate.logs.map((l) => l.line);
+    const full = lines.filter((l) => l.event === "slidegate.admin_store_failure").length;
+    const counted = lines.filter((l) => l.event === "slidegate.admin_store_failure_summary").reduce((n, l) => n + Number(l.failures), 0);
+    expect(full + counted).toBe(20);
+  });
 });
 
 describe("isStoreFailure", () => {
