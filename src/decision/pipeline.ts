@@ -60,12 +60,43 @@ export const ADDRESS_SCOPE = "@address";
 /** How often the registry may move a key between tiers within one decision before the store counts as failing. */
 const TIER_MOVES = 2;
 
+/** `decision` as it stands `ms` later: its waits and resets less that time. */
+export function aged(decision: Decision, ms: number): Decision {
+  if (ms <= 0) return decision;
+  return { ...decision, retryAfterMs: Math.max(0, decision.retryAfterMs - ms), limits: decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - ms) })) };
+}
+
 /** A verdict's decision as of now: a cached denial's waits and resets, less the time it has been held. */
-function current(verdict: Extract<Verdict, { decision: Decision }>): Decision {
-  const held = verdict.kind === "denied" ? verdict.elapsedMs : 0;
-  if (held <= 0) return verdict.decision;
-  const { decision } = verdict;
-  return { ...decision, retryAfterMs: Math.max(0, decision.retryAfterMs - held), limits: decision.limits.map((l) => ({ ...l, resetMs: Math.max(0, l.resetMs - held) })) };
+const current = (verdict: Extract<Verdict, { decision: Decision }>) => aged(verdict.decision, verdict.kind === "denied" ? verdict.elapsedMs : 0);
+
+/** The key's decision and its address's as one: admitted only when both are. */
+const joined = (k: Decision, a: Decision): Decision => ({
+  admitted: k.admitted && a.admitted,
+  limits: [...k.limits, ...a.limits],
+  retryAfterMs: Math.max(k.retryAfterMs, a.retryAfterMs),
+  wouldDeny: [...k.wouldDeny, ...a.wouldDeny],
+});
+
+type CachedDenial = Extract<Verdict, { kind: "denied" }>;
+
+/**
+ * Joined denials of a key's and its address's cached decisions, held by the key's decision (so
+ * they go when the cache lets it go): a caller over both limits repeats the same two decisions
+ * request after request, and the 429's headers and body are worked out once per decision
+ * (src/http/answers.ts), which a decision joined afresh each time never reused.
+ */
+const joins = new WeakMap<Decision, { address: Decision; apart: number; decision: Decision }>();
+
+/** Both sides' cached denials as one, joined as of the later of the two and aged from there, as one cached denial is. */
+function joinedDenial(key: CachedDenial, address: CachedDenial): Verdict {
+  const elapsedMs = Math.min(key.elapsedMs, address.elapsedMs);
+  const apart = key.elapsedMs - address.elapsedMs;
+  let join = joins.get(key.decision);
+  if (join?.address !== address.decision || join.apart !== apart) {
+    join = { address: address.decision, apart, decision: joined(aged(key.decision, key.elapsedMs - elapsedMs), aged(address.decision, address.elapsedMs - elapsedMs)) };
+    joins.set(key.decision, join);
+  }
+  return { kind: "denied", decision: join.decision, redisMs: 0, elapsedMs, fromCache: true };
 }
 
 /**
@@ -92,20 +123,15 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Ver
   const blocked = either("blocked");
   if (blocked) return blocked;
   if (key.kind === "admitted" || key.kind === "denied") {
+    // both from the isolate's caches (a refusal the key's, as both sides refused): the flood's path
+    if (key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache) return joinedDenial(key, address);
     if (address.kind === "admitted" || address.kind === "denied") {
       // each side as of now: a denial from the cache has aged by its own elapsedMs, a fresh one not
       const [k, a] = [current(key), current(address)];
-      const decision: Decision = {
-        admitted: k.admitted && a.admitted,
-        limits: [...k.limits, ...a.limits],
-        retryAfterMs: Math.max(k.retryAfterMs, a.retryAfterMs),
-        wouldDeny: [...k.wouldDeny, ...a.wouldDeny],
-      };
+      const decision = joined(k, a);
       const redisMs = Math.max(key.redisMs, address.redisMs);
       if (decision.admitted) return { kind: "admitted", decision, redisMs, ...(k.wouldDeny.length === 0 && a.wouldDeny.length ? { by: addressIdentity } : {}) };
-      // from the cache only when neither side waited on the store
-      const fromCache = key.kind === "denied" && key.fromCache && address.kind === "denied" && address.fromCache;
-      return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache, ...(k.admitted ? { by: addressIdentity } : {}) };
+      return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache: false, ...(k.admitted ? { by: addressIdentity } : {}) };
     }
   }
   const denied = either("denied");

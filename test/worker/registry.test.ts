@@ -198,6 +198,44 @@ describe("key registry", () => {
     expect(res.headers.get("retry-after")).toBe(String(minutes * 60));
   });
 
+  it("a key over its own limit and its address's, both denials cached at different times, answers each side's wait as of now, request after request", async () => {
+    let clock = 1_800_000_000_000;
+    const minute = 60_000;
+    const gate = makeGate(
+      {
+        clock: "edge",
+        denialCacheMaxAge: "1h",
+        identity: { header: "x-api-key" },
+        defaultTier: "slow",
+        tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
+        addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
+      },
+      { now: () => clock },
+    );
+    const ip = "198.51.100.86";
+    const answerOf = async (key: string) => {
+      const res = await gate(request("/", { key, ip }));
+      await res.body?.cancel();
+      return [res.status, res.headers.get("retry-after"), res.headers.get("ratelimit")];
+    };
+    expect((await answerOf("cached-both"))[0]).toBe(200);
+    // the address's denial is cached now, the key's 5 minutes later: each ages from its own start
+    clock += 1000;
+    expect((await answerOf("cached-other"))[0]).toBe(429);
+    clock += 5 * minute - 1000;
+    expect(await answerOf("cached-both")).toEqual([429, String(115 * 60), `"twohours";r=0;t=${115 * 60}, "per-address";r=0;t=${55 * 60}`]);
+    // from here both sides come from the isolate's caches, the same two decisions each time
+    for (const [later, key, address] of [
+      [10, 105, 45],
+      [0, 105, 45],
+      [20, 85, 25],
+      [1, 84, 24],
+    ] as const) {
+      clock += later * minute;
+      expect(await answerOf("cached-both"), `${later} minutes on`).toEqual([429, String(key * 60), `"twohours";r=0;t=${key * 60}, "per-address";r=0;t=${address * 60}`]);
+    }
+  });
+
   it("an operator sees an address's address rules in usage, and a reset clears them", async () => {
     const { a } = fleet({ addressRules: [{ name: "per-address", limit: 2, window: "1m" }] });
     const ip = "198.51.100.81";
