@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
-import { request as httpRequest } from "node:http";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
-import { beforeAll, describe, expect, it, vi } from "vitest";
-import WebSocket from "ws";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import WebSocket, { WebSocketServer } from "ws";
 import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
 
 // Valid requests the gate must not break, and what it must not tell: the built Worker in
@@ -330,5 +330,118 @@ describe("the origin learns the client", () => {
     expect(echo.headers.x_client_ip).toBeUndefined();
     expect(echo.headers["x-forwarded-host"]).toBe("admin.internal");
     expect(echo.headers["x-forwarded-for"]).toBe("10.9.8.7");
+  });
+});
+
+describe("streaming both ways", () => {
+  // An origin that moves only in step with its client: it asks for the next upload chunk once it
+  // has read the one before, and writes the next event once the client has read the one before.
+  // A gate that held back either way until the end would stall the exchange (the test's timeout).
+  const CHUNK = 64 * 1024;
+  const CHUNKS = 24;
+  const steps: { read?: (total: number) => void; wrote?: () => void } = {};
+  const server = createHttpServer(async (req, res) => {
+    if (req.url === "/events") {
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      let sent = 1;
+      res.write("data: 1\n\n");
+      steps.wrote = () => (++sent < 5 ? res.write(`data: ${sent}\n\n`) : res.end(`data: ${sent}\n\n`));
+      return;
+    }
+    let total = 0;
+    for await (const chunk of req) {
+      total += (chunk as Buffer).length;
+      steps.read?.(total);
+    }
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end(String(total));
+  });
+  const sockets = new WebSocketServer({ server, perMessageDeflate: { threshold: 0 }, handleProtocols: (offered) => [...offered].at(-1) ?? false });
+  const closes: string[] = [];
+  sockets.on("connection", (ws) => {
+    ws.on("message", (data, binary) => (data.toString() === "close, please" ? ws.close(4001, "as asked") : ws.send(data, { binary })));
+    ws.on("close", (code, reason) => closes.push(`${code} ${reason.toString()}`));
+  });
+  let base: string;
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = await gate({ rules: [{ name: "m", limit: 100, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  });
+  afterAll(async () => {
+    for (const ws of sockets.clients) ws.terminate();
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it.each(["POST", "GET"])("%s: an upload sent chunk by chunk, each only once the origin has read the one before, reaches it whole", async (method) => {
+    const url = new URL(base);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest(
+        { host: url.hostname, port: url.port, method, path: "/upload", agent: false, headers: { "cf-connecting-ip": freshIp(), "transfer-encoding": "chunked" } },
+        (res) => {
+          let body = "";
+          res.on("data", (c: Buffer) => (body += c.toString()));
+          res.on("end", () => resolve(body));
+        },
+      );
+      req.on("error", reject);
+      let written = 1;
+      steps.read = (total) => {
+        if (total < written * CHUNK) return;
+        if (written++ < CHUNKS) req.write(Buffer.alloc(CHUNK, written));
+        else req.end();
+      };
+      req.write(Buffer.alloc(CHUNK, 1));
+    });
+    expect(answer).toBe(String(CHUNK * CHUNKS));
+  });
+
+  it("an event stream: each event reaches the client before the origin writes the next", async () => {
+    const res = await fetch(`${base}events`, { headers: { "cf-connecting-ip": freshIp() } });
+    expect(res.headers.get("content-type")).toBe("text/event-stream");
+    expect(res.headers.get("x-ratelimit-limit")).toBe("100");
+    const events: string[] = [];
+    const decoder = new TextDecoder();
+    let text = "";
+    for await (const chunk of res.body!) {
+      text += decoder.decode(chunk, { stream: true });
+      const complete = text.split("\n\n");
+      text = complete.pop()!;
+      for (const event of complete) {
+        events.push(event);
+        steps.wrote?.();
+      }
+    }
+    expect(events).toEqual(["data: 1", "data: 2", "data: 3", "data: 4", "data: 5"]);
+  });
+
+  const open = (protocols: string[]) => {
+    const ws = new WebSocket(`${base.replace(/^http/, "ws")}socket`, protocols, { headers: { "cf-connecting-ip": freshIp() } });
+    return new Promise<WebSocket>((resolve, reject) => {
+      ws.once("open", () => resolve(ws));
+      ws.once("unexpected-response", (_req, res) => reject(new Error(`status ${res.statusCode}`)));
+      ws.once("error", reject);
+    });
+  };
+  const closed = (ws: WebSocket) => new Promise<string>((resolve) => ws.once("close", (code, reason) => resolve(`${code} ${reason.toString()}`)));
+
+  it("a WebSocket keeps the subprotocol and compression the origin chose, and each side's close code and reason", async () => {
+    const ws = await open(["chat.v1", "chat.v2"]);
+    expect(ws.protocol).toBe("chat.v2");
+    expect(ws.extensions).toContain("permessage-deflate");
+    const large = "z".repeat(200_000);
+    const echoed = new Promise<string>((resolve) => ws.once("message", (data) => resolve(data.toString())));
+    ws.send(large);
+    expect(await echoed).toBe(large);
+    const byOrigin = closed(ws);
+    ws.send("close, please");
+    expect(await byOrigin).toBe("4001 as asked");
+
+    const second = await open(["chat.v1"]);
+    const count = closes.length;
+    second.close(4002, "done here");
+    await closed(second);
+    await vi.waitFor(() => expect(closes.length).toBe(count + 1), { timeout: 10_000 });
+    expect(closes.at(-1)).toBe("4002 done here");
   });
 });
