@@ -177,11 +177,20 @@ function responseDropped(headers: Headers): string[] {
  */
 const DELETE_ONE_BY_ONE = 16;
 
-/** `source` without `names`, in one pass. */
-function without(source: Headers, names: readonly string[]): Headers {
+/**
+ * `source` without `names`, in one pass; undefined when a value kept holds U+FFFD, and the
+ * names are then deleted one by one after all. workerd hands JavaScript each byte of a value
+ * that is not UTF-8 (obs-text: a Latin-1 filename in Content-Disposition) as U+FFFD, so a copy
+ * would send U+FFFD on in its place, where the runtime's own copy keeps the byte.
+ */
+function without(source: Headers, names: readonly string[]): Headers | undefined {
   const gone = new Set(names);
   const kept = new Headers();
-  for (const [name, value] of source) if (!gone.has(name)) kept.append(name, value);
+  for (const [name, value] of source) {
+    if (gone.has(name)) continue;
+    if (value.includes("\uFFFD")) return undefined;
+    kept.append(name, value);
+  }
   return kept;
 }
 
@@ -237,10 +246,10 @@ export function createForwarder(options: ForwardOptions): Forwarder {
     prepare(request, canonical) {
       const upgrade = request.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
       const dropped = requestDropped(request.headers, drop, respelled, upgrade);
-      const many = dropped.length > DELETE_ONE_BY_ONE;
+      const copied = dropped.length > DELETE_ONE_BY_ONE ? without(request.headers, dropped) : undefined;
       const target = targetUrl(canonical.url, canonical.path, origin);
       // the runtime copies the headers once, into the request's own; then only names present are removed
-      const headers = many ? without(request.headers, dropped) : request.headers;
+      const headers = copied ?? request.headers;
       // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
       // constructor refuses one with such a method in its init, but takes it over from a
       // request that has one
@@ -248,7 +257,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
         request.body !== null && (request.method === "GET" || request.method === "HEAD")
           ? new Request(new Request(target, request), { headers, redirect: "manual" })
           : new Request(target, { method: request.method, headers, body: request.body, redirect: "manual" });
-      if (!many) for (const name of dropped) outbound.headers.delete(name);
+      if (!copied) for (const name of dropped) outbound.headers.delete(name);
       if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
       return outbound;
     },
@@ -263,14 +272,14 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
       const dropped = responseDropped(upstream.headers);
-      const many = dropped.length > DELETE_ONE_BY_ONE;
+      const copied = dropped.length > DELETE_ONE_BY_ONE ? without(upstream.headers, dropped) : undefined;
       let response: Response;
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
-      if (upstream.webSocket) response = new Response(null, { status: 101, webSocket: upstream.webSocket, headers: many ? without(upstream.headers, dropped) : upstream.headers });
-      else if (many) response = new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: without(upstream.headers, dropped) });
+      if (upstream.webSocket) response = new Response(null, { status: 101, webSocket: upstream.webSocket, headers: copied ?? upstream.headers });
+      else if (copied) response = new Response(upstream.body, { status: upstream.status, statusText: upstream.statusText, headers: copied });
       // the usual case: the origin's answer as the runtime gave it, with mutable headers
       else response = new Response(upstream.body, upstream);
-      if (!many) for (const name of dropped) response.headers.delete(name);
+      if (!copied) for (const name of dropped) response.headers.delete(name);
       for (const [name, value] of extra) response.headers.set(name, value);
       // an answer the origin opened to another site: that site's code may read them too
       exposeGateFields(response.headers, extra);

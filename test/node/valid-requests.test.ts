@@ -445,3 +445,41 @@ describe("streaming both ways", () => {
     expect(closes.at(-1)).toBe("4002 done here");
   });
 });
+
+describe("a header value that is not UTF-8", () => {
+  // obs-text (RFC 9110 §5.5): a Latin-1 filename in Content-Disposition, say, which the origin
+  // reads and writes as bytes. With more than a few headers to drop, the gate copies the others
+  // instead of deleting the dropped ones: that copy must keep the bytes too.
+  const LATIN1 = 'attachment; filename="caf\u00e9.txt"';
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    const headers: Record<string, string> = { "content-type": "application/json", "content-disposition": LATIN1 };
+    if (req.url?.includes("many")) for (let i = 0; i < 20; i++) headers[`x-slidegate-forged-${i}`] = "1";
+    res.writeHead(200, headers);
+    res.end(JSON.stringify(req.rawHeaders));
+  });
+  let base: string;
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    base = await gate({ rules: [{ name: "m", limit: 100, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}` });
+  });
+  afterAll(async () => {
+    server.closeAllConnections();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  const listed = Array.from({ length: 20 }, (_, i) => `x-hop-${i}`);
+  it.each([
+    ["a few headers to drop", "/few", []],
+    ["many request headers to drop", "/few", [["connection", listed.join(", ")], ...listed.map((name): [string, string] => [name, "1"])]],
+    ["many response headers to drop", "/many", []],
+  ] as [string, string, [string, string][]][])("reaches the origin and comes back byte for byte, with %s", async (_, target, extra) => {
+    // Node writes and reads header values as Latin-1: é is the one byte E9 on the wire
+    const res = await rawRequest(base, { target, headers: [["cf-connecting-ip", freshIp()], ["x-note", LATIN1], ...extra] });
+    expect(res.status).toBe(200);
+    const received = JSON.parse(res.body) as string[];
+    expect(received[received.findIndex((h) => h.toLowerCase() === "x-note") + 1]).toBe(LATIN1);
+    expect(res.headers["content-disposition"]).toBe(LATIN1);
+    expect(Object.keys(res.headers).filter((h) => h.startsWith("x-hop-") || h.startsWith("x-slidegate-forged"))).toEqual([]);
+  });
+});
