@@ -236,6 +236,8 @@ export interface Forwarder {
 export function createForwarder(options: ForwardOptions): Forwarder {
   const origin = options.origin?.href.replace(/\/$/, "");
   const clientIpHeader = options.clientIpHeader.toLowerCase();
+  // Forwarded has a syntax of its own (RFC 7239): a bare address there is one no origin parses
+  const clientIpValue = clientIpHeader === "forwarded" ? (ip: string) => (ip.includes(":") ? `for="[${ip}]"` : `for=${ip}`) : (ip: string) => ip;
   // Expect: the runtime's fetch hands an origin's "100 Continue" back as if it were the answer;
   // the body is sent whole without waiting for it
   const dropped = [oneSpelling(clientIpHeader), "expect", ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
@@ -258,7 +260,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
           ? new Request(new Request(target, request), { headers, redirect: "manual" })
           : new Request(target, { method: request.method, headers, body: request.body, redirect: "manual" });
       if (!copied) for (const name of dropped) outbound.headers.delete(name);
-      if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, canonical.clientIp);
+      if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, clientIpValue(canonical.clientIp));
       return outbound;
     },
 

@@ -98,6 +98,19 @@ describe("proxy to the origin", () => {
     }
   });
 
+  it("writes the client address as RFC 7239 says when clientIpHeader is Forwarded: for=, an IPv6 address quoted in brackets", async () => {
+    const gate = makeGate({ rules: [{ name: "a", limit: 10, window: "1m" }], clientIpHeader: "Forwarded" });
+    for (const [ip, forwarded] of [
+      ["192.0.2.80", "for=192.0.2.80"],
+      ["2001:db8::80", 'for="[2001:db8::80]"'],
+    ]) {
+      // the client's own Forwarded never reaches the origin: the gate's replaces it
+      const res = await gate(request("/v1/echo", { ip, headers: { forwarded: "for=203.0.113.66;proto=https" } }));
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { headers: Record<string, string> }).headers.forwarded, ip).toBe(forwarded);
+    }
+  });
+
   it("a Connection header listing things that are no header names still reaches the origin, charged once", async () => {
     const gate = makeGate({ rules: [{ name: "a", limit: 2, window: "1m" }] });
     const odd = { connection: "keep-alive, a b, (x), x-drop-me", "x-drop-me": "1" };
