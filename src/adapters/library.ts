@@ -12,7 +12,7 @@
  */
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
-import { createPipeline, type Step } from "../decision/pipeline.ts";
+import { aged, createPipeline, type Step } from "../decision/pipeline.ts";
 import { createFailureLog } from "../gateway/failure-log.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
@@ -203,7 +203,8 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         success: a.pass,
         reason: a.reason,
         headers: new Headers(a.fields),
-        decision: a.decision,
+        // a denial from the isolate's cache as of now, as its headers and retryAfter are
+        decision: step.kind === "decided" && step.verdict.kind === "denied" ? aged(step.verdict.decision, step.verdict.elapsedMs) : a.decision,
         retryAfter: a.pass ? undefined : a.retryAfter,
         response: a.pass ? passed : a.response,
       };

@@ -340,6 +340,19 @@ describe("createRateLimiter", () => {
     expect((await l.limit("user-43", { cost: 1 })).success).toBe(true);
   });
 
+  it("gives a denial answered from the isolate's cache a decision as of now, as its headers are: its waits and resets less the time it was held", async () => {
+    const l = limiter([{ name: "hourly", limit: 1, window: "1h" }]);
+    expect((await l.limit("user-held")).success).toBe(true);
+    const fresh = (await l.limit("user-held")).decision!;
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const held = await l.limit("user-held");
+    expect(held.reason).toBe("rate-limited");
+    // at least the 1.1 s slept, however slow the machine (the cached decision said what it did then)
+    expect(held.decision!.retryAfterMs).toBeLessThanOrEqual(fresh.retryAfterMs - 1100);
+    expect(held.decision!.limits[0]!.resetMs).toBeLessThanOrEqual(fresh.limits[0]!.resetMs - 1100);
+    expect(Math.ceil(held.decision!.retryAfterMs / 1000)).toBe(held.retryAfter);
+  });
+
   it("takes a Request: identity from the key header or IP, rules by path and method", async () => {
     const l = limiter([{ name: "writes", limit: 1, window: "1m", methods: ["POST"] }], { identity: { header: "x-api-key" } });
     expect((await l.limit(request("/x", { method: "GET" }))).reason).toBe("no-rule");
