@@ -21,6 +21,10 @@ export const CONSOLE_JS = String.raw`
     "ambiguous-key": "#5d4037", "key-required": "#546e7a" };
   var refreshTimer = 0;
   var configuration = null;
+  // Counts the views route() has drawn. A view's answers arrive when they will: one for a view
+  // the operator has left (a slow usage call, an action's reply) would replace the view now
+  // shown, its buttons acting on the identity left while the address names another.
+  var drawn = 0;
 
   function $(id) { return document.getElementById(id); }
   function token() { return sessionStorage.getItem(STORE); }
@@ -129,6 +133,7 @@ export const CONSOLE_JS = String.raw`
 
   function route() {
     clearInterval(refreshTimer);
+    drawn++;
     if (!token()) return signOut("");
     $("login").hidden = true;
     $("nav").hidden = false;
@@ -208,15 +213,15 @@ export const CONSOLE_JS = String.raw`
   /* ---------- health ---------- */
 
   async function showHealth(view) {
-    var figures;
+    var figures, mine = drawn;
     try {
       var r = await call("figures", { minutes: 60 });
       if (!r.ok) throw new Error(problemText(r));
       figures = r.data;
     } catch (e) {
-      return failed(view, e);
+      return mine === drawn && failed(view, e);
     }
-    if (location.hash.replace(/^#\/?/, "").split("/")[0] !== "" && location.hash.indexOf("#/health") !== 0) return;
+    if (mine !== drawn) return;
     var t = figures.totals;
     var labels = figures.minutes.map(function (m) { return m.at; });
     var outcomes = Object.keys(t.decisions).filter(function (o) { return t.decisions[o] > 0 || o === "admitted" || o === "denied"; });
@@ -268,15 +273,16 @@ export const CONSOLE_JS = String.raw`
   /* ---------- identity ---------- */
 
   async function showIdentity(view, who) {
-    var usage, cfg;
+    var usage, cfg, mine = drawn;
     try {
       cfg = await config();
       var r = await call("usage", who);
       if (!r.ok) throw new Error(problemText(r));
       usage = r.data;
     } catch (e) {
-      return failed(view, e);
+      return mine === drawn && failed(view, e);
     }
+    if (mine !== drawn) return;
     var entry = usage.registry;
     var isKey = !!who.hash;
     var result = el("p", { class: "result", id: "result", role: "status" });
@@ -289,7 +295,9 @@ export const CONSOLE_JS = String.raw`
       // an import names its key in its entries, and its body takes no other field: the route refuses one
       var sent = route === "keys/import" ? body : Object.assign({}, who, body || {});
       try { r = await call(route, sent); } catch (e) { return; }
+      if (mine !== drawn) return;
       await showIdentity(view, who);
+      if (mine !== drawn) return;
       var shown = $("result");
       shown.textContent = route + ": " + (r.ok ? "done — " + JSON.stringify(r.data) : "refused — " + problemText(r));
       shown.className = "result " + (r.ok ? "ok" : "bad");
@@ -382,8 +390,9 @@ export const CONSOLE_JS = String.raw`
   /* ---------- configuration ---------- */
 
   async function showConfiguration(view) {
-    var cfg;
-    try { cfg = await config(); } catch (e) { return failed(view, e); }
+    var cfg, mine = drawn;
+    try { cfg = await config(); } catch (e) { return mine === drawn && failed(view, e); }
+    if (mine !== drawn) return;
     function ruleRows(scope, rules) {
       return rules.map(function (r) {
         return el("tr", { "data-rule": scope + "/" + r.name }, [scope, r.name, r.limit, duration(r.windowMs), r.cost, r.path || "any", r.methods ? r.methods.join(", ") : "any",

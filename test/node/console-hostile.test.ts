@@ -1,0 +1,142 @@
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Miniflare } from "miniflare";
+import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+
+// The console against data an attacker may control: a registry label (an import from a billing
+// system carries anything), and the order in which the gate's answers arrive. Debian's Chromium
+// driven by Playwright, against the built Worker in workerd, the test shim, Redis and origin.
+const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
+const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
+const hashOf = (key: string) => createHash("sha256").update(key).digest("hex");
+
+let gate: Miniflare;
+let context: BrowserContext;
+let page: Page;
+let profile: string;
+let consoleUrl: string;
+const dialogs: string[] = [];
+const violations: string[] = [];
+
+async function adminCall(route: string, body: unknown) {
+  const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    body: JSON.stringify(body),
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const text = (selector: string) => page.locator(selector).first().innerText();
+
+/** A fresh page of the console, signed in on its health view. */
+async function signIn() {
+  await page.goto(consoleUrl);
+  await page.evaluate(() => sessionStorage.clear());
+  await page.reload();
+  await page.locator("#token").fill(ADMIN_TOKEN);
+  await page.locator("#login-form button").click();
+  await page.locator("#refresh").waitFor();
+}
+
+beforeAll(async () => {
+  gate = await startGateIsolate({
+    ADMIN_TOKEN,
+    RATE_LIMITS: rateLimits({
+      identity: { header: "x-api-key" },
+      defaultTier: "free",
+      denialCacheSize: 0,
+      tiers: { free: { rules: [{ name: "hour", limit: 1, window: "1h" }] }, paid: { rules: [{ name: "hour", limit: 2, window: "1h" }] } },
+    }),
+  });
+  consoleUrl = `${await gate.ready}__slidegate/`;
+  profile = mkdtempSync(join(tmpdir(), "slidegate-chromium-"));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    viewport: { width: 1280, height: 900 },
+  });
+  page = context.pages()[0] ?? (await context.newPage());
+  page.on("dialog", (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.accept();
+  });
+  page.on("console", (m) => void (/Content.Security.Policy/i.test(m.text()) && violations.push(m.text())));
+}, 120_000);
+
+afterAll(async () => {
+  await context?.close();
+  await gate?.dispose();
+  if (profile) rmSync(profile, { recursive: true, force: true });
+});
+
+describe("the console against hostile data", () => {
+  it("never draws an identity the operator has left: a late answer for one key does not replace the view of the next", async () => {
+    const [first, second] = ["sk-looked-at-first", "sk-looked-at-second"];
+    expect((await adminCall("keys/set", { key: first, tier: "free", label: "First" })).status).toBe(200);
+    expect((await adminCall("keys/set", { key: second, tier: "paid", label: "Second" })).status).toBe(200);
+    await signIn();
+    // the first key's usage is held until the operator has moved on to the second
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    await page.route("**/__slidegate/usage", async (route) => {
+      if (route.request().postData()?.includes(hashOf(first))) await held;
+      await route.continue();
+    });
+    try {
+      const late = page.waitForResponse((r) => r.url().endsWith("/usage") && (r.request().postData() ?? "").includes(hashOf(first)));
+      const asked = page.waitForRequest((r) => r.url().endsWith("/usage") && (r.postData() ?? "").includes(hashOf(first)));
+      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(first)}"`);
+      await asked;
+      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(second)}"`);
+      await expect.poll(() => text("#view h2")).toBe("Second (API key)");
+      release();
+      await late;
+      // what a late draw would need: the answer read and put in the page (a wide margin)
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(await text("#view h2")).toBe("Second (API key)");
+      expect(await text("[data-fact=tier]")).toBe("paid");
+    } finally {
+      await page.unroute("**/__slidegate/usage");
+    }
+  }, 60_000);
+
+  it("never draws an identity again after an action on it once the operator has left it", async () => {
+    const [first, second] = ["sk-acted-on", "sk-looked-at-next"];
+    expect((await adminCall("keys/set", { key: first, tier: "free", label: "Acted on" })).status).toBe(200);
+    expect((await adminCall("keys/set", { key: second, tier: "paid", label: "Looked at next" })).status).toBe(200);
+    await signIn();
+    await page.evaluate(`location.hash = "#/identity/hash/${hashOf(first)}"`);
+    await expect.poll(() => text("#view h2")).toBe("Acted on (API key)");
+    // the reset's answer is held until the operator has moved on to the second key
+    let release!: () => void;
+    const held = new Promise<void>((r) => {
+      release = r;
+    });
+    await page.route("**/__slidegate/reset", async (route) => {
+      await held;
+      await route.continue();
+    });
+    try {
+      const asked = page.waitForRequest("**/__slidegate/reset");
+      const answered = page.waitForResponse("**/__slidegate/reset");
+      await page.locator("[data-action=reset]").click();
+      await asked;
+      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(second)}"`);
+      await expect.poll(() => text("#view h2")).toBe("Looked at next (API key)");
+      release();
+      await answered;
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(await text("#view h2")).toBe("Looked at next (API key)");
+    } finally {
+      await page.unroute("**/__slidegate/reset");
+    }
+  }, 60_000);
+});
