@@ -249,7 +249,7 @@ export const CONSOLE_JS = String.raw`
       return el("tr", { "data-identity": id.tag }, [
         el("td", {}, [el("a", { href: target, class: "mono", text: id.tag })]),
         el("td", { text: id.kind === "key" ? "API key" : id.kind === "user" ? "user" : "address" }),
-        el("td", { text: id.label || (id.registered ? "(no label)" : "") }),
+        el("td", { class: "label", text: id.label || (id.registered ? "(no label)" : "") }),
         el("td", { text: id.tier }),
         el("td", { "data-refused": id.refused, text: id.refused }),
       ]);

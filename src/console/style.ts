@@ -37,6 +37,9 @@ button.primary { background: var(--accent); border-color: var(--accent); color: 
 input, select { font: inherit; padding: 4px 8px; border: 1px solid #b8c2cf; border-radius: 6px; background: #fff; }
 .actions { display: flex; flex-wrap: wrap; gap: 10px 14px; align-items: center; }
 .actions form { display: flex; gap: 6px; align-items: center; }
+/* what the registry names a key by (a label, up to 200 characters of anything) breaks where it
+   must: one long word would widen its table past the page, and the tier and counts beside it with it */
+.label, h2, .result { overflow-wrap: anywhere; }
 .muted { color: var(--muted); }
 .bad { color: var(--bad); }
 .ok { color: var(--ok); }

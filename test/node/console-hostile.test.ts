@@ -75,6 +75,30 @@ afterAll(async () => {
   if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
+/** Sends `key` past its limit of one an hour: two refusals the figures list within seconds. */
+async function refuse(key: string) {
+  for (let n = 0; n < 3; n++) {
+    const res = await gate.dispatchFetch("http://gate.example/v1/things", { headers: { "x-api-key": key, "cf-connecting-ip": "203.0.113.9" } });
+    await res.arrayBuffer();
+  }
+}
+
+/** Refreshes the health view until the refused most lists a row holding `label`, or gives up after 60 s. */
+async function listedWith(label: string) {
+  const deadline = Date.now() + 60_000;
+  const row = page.locator("#top tbody tr", { hasText: label });
+  while ((await row.count()) === 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    await page.evaluate('document.getElementById("top").remove()');
+    await page.locator("#refresh").click();
+    await page.locator("#top").waitFor();
+  }
+  return row;
+}
+
+/** How far the page reaches past the window's right edge, in CSS pixels (0: nothing is out of view). */
+const overflow = () => page.evaluate<number>("document.documentElement.scrollWidth - document.documentElement.clientWidth");
+
 describe("the console against hostile data", () => {
   it("never draws an identity the operator has left: a late answer for one key does not replace the view of the next", async () => {
     const [first, second] = ["sk-looked-at-first", "sk-looked-at-second"];
@@ -139,4 +163,21 @@ describe("the console against hostile data", () => {
       await page.unroute("**/__slidegate/reset");
     }
   }, 60_000);
+
+  it("keeps a label of 200 characters without a space inside the page: the tier and the refused count stay in view", async () => {
+    const key = "sk-long-label";
+    const label = "W".repeat(200);
+    expect((await adminCall("keys/set", { key, tier: "free", label })).status).toBe(200);
+    await refuse(key);
+    await signIn();
+    const row = await listedWith(label);
+    expect(await row.locator("td").allInnerTexts()).toEqual([expect.stringMatching(/^k[\w-]{22}$/), "API key", label, "free", "2"]);
+    expect(await overflow()).toBe(0);
+    const refused = await row.locator("[data-refused]").boundingBox();
+    expect(refused!.x + refused!.width).toBeLessThanOrEqual(await page.evaluate<number>("document.documentElement.clientWidth"));
+    await row.locator("a").click();
+    await page.locator("[data-fact=tier]").waitFor();
+    expect(await text("#view h2")).toBe(`${label} (API key)`);
+    expect(await overflow()).toBe(0);
+  }, 90_000);
 });
