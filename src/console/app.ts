@@ -98,6 +98,13 @@ export const CONSOLE_JS = String.raw`
     }
     return { ok: res.ok, status: res.status, data: data };
   }
+  /**
+   * An answer as JSON, its bidirectional controls escaped as JSON may write them: quoted with a
+   * label, one would reorder the rest of the line it is shown in.
+   */
+  function quoted(value) {
+    return JSON.stringify(value).replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g, function (c) { return "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"); });
+  }
   function problemText(r) {
     return r.status + " " + ((r.data && (r.data.detail || r.data.title)) || "");
   }
@@ -299,11 +306,13 @@ export const CONSOLE_JS = String.raw`
       await showIdentity(view, who);
       if (mine !== drawn) return;
       var shown = $("result");
-      shown.textContent = route + ": " + (r.ok ? "done — " + JSON.stringify(r.data) : "refused — " + problemText(r));
+      shown.textContent = route + ": " + (r.ok ? "done — " + quoted(r.data) : "refused — " + problemText(r));
       shown.className = "result " + (r.ok ? "ok" : "bad");
     }
 
-    var name = isKey ? (entry && entry.label ? entry.label + " (API key)" : "API key") : usage.identity.kind === "user" ? "User" : "Address";
+    // the label in an isolate of its own: its bidirectional controls (a right-to-left override
+    // left open) would otherwise reorder the page's own words after it
+    var name = isKey ? (entry && entry.label ? [el("bdi", { text: entry.label }), " (API key)"] : ["API key"]) : [usage.identity.kind === "user" ? "User" : "Address"];
     var facts = el("dl", { class: "grid" }, [
       el("div", { class: "stat" }, [el("dt", { text: "tag" }), el("dd", { class: "mono", "data-fact": "tag", text: usage.identity.tag })]),
       el("div", { class: "stat" }, [el("dt", { text: "tier" }), el("dd", { "data-fact": "tier", text: usage.tier })]),
@@ -379,7 +388,7 @@ export const CONSOLE_JS = String.raw`
     }
     view.replaceChildren(
       el("p", {}, [el("a", { href: "#/health", text: "← Health" })]),
-      el("h2", { text: name }),
+      el("h2", {}, name),
       isKey ? el("p", { class: "mono muted", text: "SHA-256 " + who.hash }) : null,
       el("div", { class: "card" }, [facts]),
       el("div", { class: "card" }, [el("h3", { text: "Usage per rule" }), rules]),

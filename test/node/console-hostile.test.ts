@@ -180,4 +180,40 @@ describe("the console against hostile data", () => {
     expect(await text("#view h2")).toBe(`${label} (API key)`);
     expect(await overflow()).toBe(0);
   }, 90_000);
+
+  it("keeps a label's bidirectional controls to the label: the console's own words read as written after it", async () => {
+    const key = "sk-bidi-label";
+    // right-to-left override, never closed: it would run on over whatever follows in the same line
+    const label = "\u202Egnirotinom lanretni";
+    expect((await adminCall("keys/set", { key, tier: "free", label })).status).toBe(200);
+    await signIn();
+    await page.evaluate(`location.hash = "#/identity/hash/${hashOf(key)}"`);
+    await page.locator("[data-fact=tier]").waitFor();
+    // where "(API key)" is drawn: at the right end of the heading, after the label, not reversed before it
+    const drawn = await page.evaluate<{ text: string; right: number; end: number } | undefined>(`(() => {
+      const h2 = document.querySelector("#view h2");
+      const all = document.createRange();
+      all.selectNodeContents(h2);
+      const walker = document.createTreeWalker(h2, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const at = node.textContent.indexOf("(API key)");
+        if (at < 0) continue;
+        const own = document.createRange();
+        own.setStart(node, at);
+        own.setEnd(node, at + 9);
+        return { text: own.toString(), right: own.getBoundingClientRect().right, end: all.getBoundingClientRect().right };
+      }
+    })()`);
+    expect(drawn?.text).toBe("(API key)");
+    expect(Math.abs(drawn!.right - drawn!.end)).toBeLessThan(1);
+
+    // an action's answer quotes the entry, label and all: its controls are shown, not obeyed
+    await page.locator("#tier-select").selectOption("paid");
+    await page.locator("[data-action=tier]").click();
+    await page.locator("#result:not(:empty)").waitFor();
+    const result = await text("#result");
+    expect(result).toMatch(/^keys\/update: done — /);
+    expect(result).not.toMatch(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/);
+    expect(JSON.parse(result.slice(result.indexOf("{")))).toMatchObject({ tier: "paid", label });
+  }, 60_000);
 });
