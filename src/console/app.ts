@@ -108,6 +108,13 @@ export const CONSOLE_JS = String.raw`
   function problemText(r) {
     return r.status + " " + ((r.data && (r.data.detail || r.data.title)) || "");
   }
+  /** A view's call the gate refused: an answer (a store failure is a 503), not a gate out of reach. */
+  function refusal(r) {
+    var e = new Error(problemText(r));
+    e.status = r.status;
+    e.detail = (r.data && (r.data.detail || r.data.title)) || "";
+    return e;
+  }
 
   function signOut(message) {
     sessionStorage.removeItem(STORE);
@@ -155,13 +162,18 @@ export const CONSOLE_JS = String.raw`
 
   function failed(view, e) {
     if (e && (e.message === "unauthorized" || e.message === "throttled" || e.message === "signed out")) return;
-    view.replaceChildren(el("p", { class: "card bad", role: "alert", text: "The gate could not be reached: " + (e && e.message) }));
+    // an answer is told from silence: a 503 sends the operator to the store, not to the network.
+    // And the view can be asked for again: with the view went its own Refresh button
+    view.replaceChildren(
+      el("p", { class: "card bad", role: "alert", text: e && e.status ? "The gate answered " + e.status + ": " + e.detail : "The gate could not be reached: " + (e && e.message) }),
+      el("button", { type: "button", "data-action": "retry", text: "Try again", onclick: route }),
+    );
   }
 
   async function config() {
     if (!configuration) {
       var r = await call("configuration", {});
-      if (!r.ok) throw new Error(problemText(r));
+      if (!r.ok) throw refusal(r);
       configuration = r.data;
     }
     return configuration;
@@ -223,7 +235,7 @@ export const CONSOLE_JS = String.raw`
     var figures, mine = drawn;
     try {
       var r = await call("figures", { minutes: 60 });
-      if (!r.ok) throw new Error(problemText(r));
+      if (!r.ok) throw refusal(r);
       figures = r.data;
     } catch (e) {
       return mine === drawn && failed(view, e);
@@ -284,7 +296,7 @@ export const CONSOLE_JS = String.raw`
     try {
       cfg = await config();
       var r = await call("usage", who);
-      if (!r.ok) throw new Error(problemText(r));
+      if (!r.ok) throw refusal(r);
       usage = r.data;
     } catch (e) {
       return mine === drawn && failed(view, e);
@@ -466,7 +478,7 @@ export const CONSOLE_JS = String.raw`
     try {
       // an address or an application's user: the raw value goes only into this call, the view is by tag
       var r = await call("usage", $("lookup-kind").value === "user" ? { user: value } : { ip: value });
-      if (!r.ok) return failed($("view"), new Error(problemText(r)));
+      if (!r.ok) return failed($("view"), refusal(r));
       location.hash = "#/identity/tag/" + r.data.identity.tag;
     } catch (e) {
       failed($("view"), e);

@@ -5,10 +5,12 @@ import { join } from "node:path";
 import type { Miniflare } from "miniflare";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startRedis } from "../../scripts/lib/redis-server.ts";
+import { startShim } from "../../scripts/shim/server.ts";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 
 // The console against data an attacker may control: a registry label (an import from a billing
-// system carries anything), and the order in which the gate's answers arrive. Debian's Chromium
+// system carries anything), the order in which the gate's answers arrive, and a store that fails. Debian's Chromium
 // driven by Playwright, against the built Worker in workerd, the test shim, Redis and origin.
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
@@ -216,4 +218,48 @@ describe("the console against hostile data", () => {
     expect(result).not.toMatch(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/);
     expect(JSON.parse(result.slice(result.indexOf("{")))).toMatchObject({ tier: "paid", label });
   }, 60_000);
+});
+
+describe("the console when the store fails", () => {
+  it("says the gate answered that the store failed (not that it could not be reached), and tries again when asked", async () => {
+    // a Redis of its own, which this test stops and starts
+    const redis = await startRedis();
+    const shimToken = crypto.randomUUID().replace(/-/g, "");
+    const shim = await startShim({ token: shimToken, redisUrl: redis.url, log: () => {} });
+    const own = await startGateIsolate({
+      ADMIN_TOKEN,
+      UPSTASH_REDIS_REST_URL: shim.url,
+      UPSTASH_REDIS_REST_TOKEN: shimToken,
+      RATE_LIMITS: rateLimits({ rules: [{ name: "hour", limit: 1, window: "1h" }] }),
+    });
+    try {
+      await page.goto(`${await own.ready}__slidegate/`);
+      await page.evaluate(() => sessionStorage.clear());
+      await page.reload();
+      await page.locator("#token").fill(ADMIN_TOKEN);
+      await page.locator("#login-form button").click();
+      await page.locator("#refresh").waitFor();
+      await redis.stop();
+      await page.locator("#refresh").click();
+      const alert = page.locator("#view [role=alert]");
+      await alert.waitFor();
+      expect(await alert.innerText()).toBe("The gate answered 503: The rate-limit store failed.");
+      // the operator is still signed in, and the page offers the view again once the store is back
+      expect(await page.evaluate(() => sessionStorage.length)).toBe(1);
+      await redis.start();
+      await expect
+        .poll(
+          async () => {
+            if (await alert.isVisible()) await page.locator("#view [data-action=retry]").click();
+            return page.locator("#refresh").isVisible();
+          },
+          { timeout: 30_000, interval: 1000 },
+        )
+        .toBe(true);
+    } finally {
+      await own.dispose();
+      await shim.close();
+      await redis.stop();
+    }
+  }, 90_000);
 });
