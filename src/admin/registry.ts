@@ -1,6 +1,6 @@
 import { errors, type Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
-import { describe, type GateConfig, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
+import { describe, type GateConfig, isName, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
 
@@ -127,7 +127,9 @@ function entryOf(fields: Record<string, string>): Entry {
   const entry: Entry = { tier: fields.tier ?? "", ...(fields.label !== undefined && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
-    if (!m) continue;
+    // a name no rule can have (written by hand: the admin API refuses it) is no override, as the
+    // script reads it; and "__proto__" read into the overrides would set every object's limit
+    if (!m || !isName(m[2]!)) continue;
     entry.overrides[m[2]!] ??= {};
     const o = entry.overrides[m[2]!]!;
     if (m[1] === "limit") o.limit = Number(value);

@@ -142,6 +142,9 @@ export function denialCacheFit(rules: number): number {
   return Math.floor(32_000_000 / (512 + 128 * rules));
 }
 
+/** Whether `name` can name a rule or a tier: the names the configuration takes. */
+export const isName = (name: string) => NAME_PATTERN.test(name) && !RESERVED.has(name);
+
 // Names become part of Redis keys: keep them short and free of the key separator.
 const NAME = v.pipe(
   v.string(),

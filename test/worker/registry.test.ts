@@ -587,6 +587,19 @@ describe("key registry", () => {
     expect(await store.exists(`${prefix}:{${tag}}:key`)).toBe(0);
   });
 
+  it("reads an entry's override fields written by hand under a name no rule can have as no override, as the script does, and leaves every other object as it was", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "odd-fields", tier: "paid", overrides: { minute: { limit: 4 } } })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "odd-fields" })).body.identity as { tag: string }).tag;
+    // by hand, or by another application on the prefix: names the admin API refuses to write
+    await store.hset(`${prefix}:{${tag}}:key`, { "limit:__proto__": "7", "window:constructor": "5000", "limit:no rule!": "3" });
+    const read = await admin(a, "keys/get", { key: "odd-fields" });
+    expect([read.status, read.body.overrides]).toEqual([200, { minute: { limit: 4 } }]);
+    // read into an object's prototype, a limit would show up on every object of the isolate
+    expect(({} as { limit?: unknown }).limit).toBeUndefined();
+    expect((await admin(a, "keys/override", { key: "odd-fields", rule: "minute", clear: true })).body).toEqual({ cleared: "minute" });
+  });
+
   it("lists the other entries when one listed key's entry holds a value of another type, as the gate reads it: no entry, not a failed list", async () => {
     const { a, prefix } = fleet();
     const keys = ["typed-list-1", "typed-list-2", "typed-list-3"];
