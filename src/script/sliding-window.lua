@@ -92,7 +92,9 @@ end
 local block = redis.pcall('GET', KEYS[1])
 if block then
   local ends = type(block) == 'string' and tonumber(block)
-  if ends then
+  -- a time as the admin API writes one: tonumber also takes "nan" and "inf", which it never
+  -- writes (read as times, a block that was no block, or one the integer reply wraps)
+  if ends and ends > -math.huge and ends < math.huge then
     if ends > now then return { 2, math.ceil((ends - now) / 1000) } end
   else
     -- not written by slidegate's admin API: the key's own TTL says how long it holds

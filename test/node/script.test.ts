@@ -4,6 +4,7 @@ import fc from "fast-check";
 import type Redis from "ioredis";
 import { beforeEach, describe, expect, it } from "vitest";
 import { compact, LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
+import { blockLeft } from "../../src/script/limiter.ts";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
 import { scriptRedis } from "../helpers/script-redis.ts";
 import { type Call, type Reply, type RuleCall, SlidingWindowModel } from "../model/sliding-window.ts";
@@ -487,6 +488,22 @@ describe("operator blocks in the script", () => {
     expect(ms).toBeLessThanOrEqual(30_000);
     await redis.set("b:{h}", "yes");
     expect(await evalsha("b:{h}", ["l:{h}"], T0, rules)).toEqual([2, -1]);
+  });
+
+  it("reads a block set by hand whose value is no finite time (nan, inf, -inf) by its TTL, as blockLeft does", async () => {
+    // Lua's tonumber takes these (C's strtod does) where the admin API never writes them: as
+    // times, nan and -inf would be no block at all, and inf one that Redis's integer cast wraps
+    for (const value of ["nan", "-nan", "inf", "-inf", "Infinity", "-Infinity", "1e400"]) {
+      await redis.set("b:{f}", value, "PX", 30_000);
+      const [kind, ms] = await evalsha("b:{f}", ["l:{f}"], T0, rules);
+      expect({ value, kind }).toEqual({ value, kind: 2 });
+      expect(ms, value).toBeGreaterThan(29_000);
+      expect(ms, value).toBeLessThanOrEqual(30_000);
+      expect(blockLeft(value, 30_000, T0), value).toBe(30_000);
+      await redis.set("b:{f}", value);
+      expect(await evalsha("b:{f}", ["l:{f}"], T0, rules), value).toEqual([2, -1]);
+    }
+    expect(await redis.exists("l:{f}")).toBe(0);
   });
 });
 
