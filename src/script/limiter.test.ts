@@ -23,6 +23,52 @@ describe("toReply", () => {
     expect(toReply([1, 9, 0, 0, 10, 2000], [second], { fallback: "free" }).kind).toBe("decided");
   });
 
+  it("refuses a decision whose numbers contradict it: a wait on an admitted rule, room on a rule that does not fit, an admission it did not count", () => {
+    const minute: Limit = { name: "minute", limit: 5, windowMs: 60_000, cost: 3 };
+    const shadow: Limit = { ...second, shadow: true };
+    // what the script answers: each rule's remaining after the request was counted (admitted)
+    // or as it stood (denied), a wait only where the request does not fit
+    const answers: [unknown[], readonly Limit[]][] = [
+      [[1, 99, 3_600_000, 0, 100, 3_600_000], [hour]],
+      [[1, 2, 60_000, 0, 5, 60_000], [minute]],
+      [[0, 2, 40_000, 40_000, 5, 60_000], [minute]],
+      [
+        [0, 0, 10, 10, 1, 1000, 50, 1000, 0, 100, 3_600_000],
+        [second, hour],
+      ],
+      [
+        [1, 0, 500, 500, 1, 1000, 99, 3_600_000, 0, 100, 3_600_000],
+        [shadow, hour],
+      ],
+      [[1, 0, 1000, 0, 1, 1000], [shadow]],
+    ];
+    for (const [reply, limits] of answers) expect(toReply(reply, limits, undefined).kind, JSON.stringify(reply)).toBe("decided");
+    const contradictions: [unknown[], readonly Limit[]][] = [
+      // admitted, yet an enforced rule waits: the wait would reach Retry-After when the address's side denies
+      [[1, 0, 1000, 500, 1, 1000], [second]],
+      [[1, 98, 3_600_000, 3_600_000, 100, 3_600_000], [hour]],
+      // admitted, yet the request is not among what the rule counts
+      [[1, 100, 3_600_000, 0, 100, 3_600_000], [hour]],
+      [[1, 3, 60_000, 0, 5, 60_000], [minute]],
+      // a rule that waits with room for the request
+      [[0, 3, 40_000, 40_000, 5, 60_000], [minute]],
+      [
+        [1, 1, 500, 500, 1, 1000, 99, 3_600_000, 0, 100, 3_600_000],
+        [shadow, hour],
+      ],
+      // a rule of a denial that fits, without room for the request
+      [
+        [0, 0, 10, 10, 1, 1000, 0, 1000, 0, 100, 3_600_000],
+        [second, hour],
+      ],
+      [
+        [0, 2, 40_000, 40_000, 5, 60_000, 2, 0, 0, 5, 60_000],
+        [minute, { ...minute, name: "other" }],
+      ],
+    ];
+    for (const [reply, limits] of contradictions) expect(() => toReply(reply, limits, undefined), JSON.stringify(reply)).toThrow(LimiterError);
+  });
+
   it("reads a block too long to count as a block without end, as the script's -1", () => {
     for (const ms of [9.998e15, -9223372036854776000, -1]) expect(toReply([2, ms], [second], undefined)).toEqual({ kind: "blocked", ms: Number.POSITIVE_INFINITY });
     expect(toReply([2, 0], [second], undefined)).toEqual({ kind: "blocked", ms: 1 });

@@ -329,10 +329,18 @@ export function toReply(reply: unknown, limits: readonly Limit[], key: Pick<KeyL
     const waits = s.windowMs + ahead;
     // -1 (never fits) exactly when the request weighs more than the limit: a store's -1 under a
     // limit the cost fits would deny the request as one that can never be admitted
-    const never = (limits[i]!.cost ?? 1) > s.limit;
+    const cost = limits[i]!.cost ?? 1;
+    const never = cost > s.limit;
     if (!own || s.limit < 1 || s.windowMs < 1 || s.remaining < 0 || s.remaining > s.limit || s.resetMs < 0 || s.resetMs > waits || s.retryMs < -1 || s.retryMs > waits)
       throw malformed();
     if ((s.retryMs === -1) !== never) throw malformed();
+    // a rule's numbers agree with the verdict: an admission fits every enforced rule and is
+    // counted by each rule it fits (its cost taken from what is left); a denial is counted by
+    // none, so a rule that fits has room for it; a rule that waits has no room. (Not the reset:
+    // on a log it did not write, the script's float arithmetic may round it to 0.)
+    const fits = s.retryMs === 0;
+    if (kind === 1 && !fits && !s.shadow) throw malformed();
+    if (fits ? (kind === 1 ? s.remaining > s.limit - cost : s.remaining < cost) : s.remaining >= cost) throw malformed();
   }
   const enforced = states.filter((s) => !s.shadow);
   // a denial names an enforced limit it waits for: shadow limits never deny

@@ -118,6 +118,9 @@ describe("faults between the Worker and Redis", () => {
     ["a wait of years", [0, 0, 0, 10 ** 15, LIMIT, 600_000]],
     ["a request that can never fit (wait -1) under a limit its cost fits", [0, 0, 0, -1, LIMIT, 600_000]],
     ["a number past 2^53", [1, 4, 0, 0, LIMIT, 1e21]],
+    // an admission whose numbers deny it, or say it was not counted
+    ["an admission that waits on its rule", [1, LIMIT - 1, 600_000, 30_000, LIMIT, 600_000]],
+    ["an admission its rule did not count (the whole limit left)", [1, LIMIT, 600_000, 0, LIMIT, 600_000]],
     // a block's length is whole milliseconds, or -1 for one without end (or past 2^53: a hand-made block too long to count)
     ["a block of a negative length other than -1", [2, -7]],
     ["a block of a fraction of a millisecond", [2, 1.5]],

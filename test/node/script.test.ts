@@ -4,7 +4,7 @@ import fc from "fast-check";
 import type Redis from "ioredis";
 import { beforeEach, describe, expect, it } from "vitest";
 import { compact, LUA_PATH, MODULE_PATH, scriptModule } from "../../scripts/gen-script.ts";
-import { blockLeft } from "../../src/script/limiter.ts";
+import { blockLeft, toReply } from "../../src/script/limiter.ts";
 import { SLIDING_WINDOW_SCRIPT, SLIDING_WINDOW_SHA1 } from "../../src/script/sliding-window.ts";
 import { scriptRedis } from "../helpers/script-redis.ts";
 import { type Call, type Reply, type RuleCall, SlidingWindowModel } from "../model/sliding-window.ts";
@@ -243,6 +243,8 @@ describe("sliding-window script against its model", () => {
             const { result, commands } = await commandsOf(() => evalCall(call));
             expect(result).toEqual(expected);
             expect(commands).toBeLessThanOrEqual(bound(rules, result));
+            // the gate reads every answer the script gives: its reader refuses only what no script answers
+            expect(() => toReply(result, rules, call.fallback === "-" ? undefined : { fallback: call.fallback })).not.toThrow();
             // every log of the call holds exactly the model's entries (the script deleted nothing
             // it should not have), and a TTL the call set is turned into a deadline
             const refreshed = new Set<string>();
