@@ -1,25 +1,21 @@
 import { createHash } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { Miniflare } from "miniflare";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import type { Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
+import { type ConsoleBrowser, consoleBrowser, holdCalls } from "../helpers/console-browser.ts";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 
 // The console against data an attacker may control: a registry label (an import from a billing
 // system carries anything), the order in which the gate's answers arrive, and a store that fails. Debian's Chromium
 // driven by Playwright, against the built Worker in workerd, the test shim, Redis and origin.
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
 const hashOf = (key: string) => createHash("sha256").update(key).digest("hex");
 
 let gate: Miniflare;
-let context: BrowserContext;
 let page: Page;
-let profile: string;
+let browser: ConsoleBrowser;
 let consoleUrl: string;
 const dialogs: string[] = [];
 const violations: string[] = [];
@@ -56,25 +52,14 @@ beforeAll(async () => {
     }),
   });
   consoleUrl = `${await gate.ready}__slidegate/`;
-  profile = mkdtempSync(join(tmpdir(), "slidegate-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("dialog", (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.accept();
-  });
+  browser = await consoleBrowser(dialogs);
+  ({ page } = browser);
   page.on("console", (m) => void (/Content.Security.Policy/i.test(m.text()) && violations.push(m.text())));
 }, 120_000);
 
 afterAll(async () => {
-  await context?.close();
+  await browser?.close();
   await gate?.dispose();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 /** Sends `key` past its limit of one an hour: two refusals the figures list within seconds. */
@@ -101,6 +86,31 @@ async function listedWith(label: string) {
 /** How far the page reaches past the window's right edge, in CSS pixels (0: nothing is out of view). */
 const overflow = () => page.evaluate<number>("document.documentElement.scrollWidth - document.documentElement.clientWidth");
 
+/**
+ * `act` makes a call to the admin route `route` (those `matches` picks are held); the operator
+ * then moves to `second`'s view, whose heading is `heading`, and the held answer arrives: the
+ * view stays the second key's.
+ */
+async function leftBeforeTheAnswer(route: string, matches: (body: string) => boolean, act: () => Promise<unknown>, second: string, heading: string) {
+  const late = await holdCalls(page, route, matches);
+  try {
+    const ours = (url: string, body: string | null) => url.endsWith(`/${route}`) && matches(body ?? "");
+    const asked = page.waitForRequest((r) => ours(r.url(), r.postData()));
+    const answered = page.waitForResponse((r) => ours(r.url(), r.request().postData()));
+    await act();
+    await asked;
+    await page.evaluate(`location.hash = "#/identity/hash/${hashOf(second)}"`);
+    await expect.poll(() => text("#view h2")).toBe(heading);
+    late.release();
+    await answered;
+    // what a late draw would need: the answer read and put in the page (a wide margin)
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await text("#view h2")).toBe(heading);
+  } finally {
+    await late.stop();
+  }
+}
+
 describe("the console against hostile data", () => {
   it("never draws an identity the operator has left: a late answer for one key does not replace the view of the next", async () => {
     const [first, second] = ["sk-looked-at-first", "sk-looked-at-second"];
@@ -108,30 +118,9 @@ describe("the console against hostile data", () => {
     expect((await adminCall("keys/set", { key: second, tier: "paid", label: "Second" })).status).toBe(200);
     await signIn();
     // the first key's usage is held until the operator has moved on to the second
-    let release!: () => void;
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    await page.route("**/__slidegate/usage", async (route) => {
-      if (route.request().postData()?.includes(hashOf(first))) await held;
-      await route.continue();
-    });
-    try {
-      const late = page.waitForResponse((r) => r.url().endsWith("/usage") && (r.request().postData() ?? "").includes(hashOf(first)));
-      const asked = page.waitForRequest((r) => r.url().endsWith("/usage") && (r.postData() ?? "").includes(hashOf(first)));
-      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(first)}"`);
-      await asked;
-      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(second)}"`);
-      await expect.poll(() => text("#view h2")).toBe("Second (API key)");
-      release();
-      await late;
-      // what a late draw would need: the answer read and put in the page (a wide margin)
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(await text("#view h2")).toBe("Second (API key)");
-      expect(await text("[data-fact=tier]")).toBe("paid");
-    } finally {
-      await page.unroute("**/__slidegate/usage");
-    }
+    const view = () => page.evaluate(`location.hash = "#/identity/hash/${hashOf(first)}"`);
+    await leftBeforeTheAnswer("usage", (body) => body.includes(hashOf(first)), view, second, "Second (API key)");
+    expect(await text("[data-fact=tier]")).toBe("paid");
   }, 60_000);
 
   it("never draws an identity again after an action on it once the operator has left it", async () => {
@@ -142,28 +131,8 @@ describe("the console against hostile data", () => {
     await page.evaluate(`location.hash = "#/identity/hash/${hashOf(first)}"`);
     await expect.poll(() => text("#view h2")).toBe("Acted on (API key)");
     // the reset's answer is held until the operator has moved on to the second key
-    let release!: () => void;
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    await page.route("**/__slidegate/reset", async (route) => {
-      await held;
-      await route.continue();
-    });
-    try {
-      const asked = page.waitForRequest("**/__slidegate/reset");
-      const answered = page.waitForResponse("**/__slidegate/reset");
-      await page.locator("[data-action=reset]").click();
-      await asked;
-      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(second)}"`);
-      await expect.poll(() => text("#view h2")).toBe("Looked at next (API key)");
-      release();
-      await answered;
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(await text("#view h2")).toBe("Looked at next (API key)");
-    } finally {
-      await page.unroute("**/__slidegate/reset");
-    }
+    const reset = () => page.locator("[data-action=reset]").click();
+    await leftBeforeTheAnswer("reset", () => true, reset, second, "Looked at next (API key)");
   }, 60_000);
 
   it("keeps a label of 200 characters without a space inside the page: the tier and the refused count stay in view", async () => {

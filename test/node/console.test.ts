@@ -1,17 +1,15 @@
 import { createHash } from "node:crypto";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { type BrowserContext, chromium, type Page } from "playwright-core";
+import { copyFileSync, mkdirSync } from "node:fs";
+import type { BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
+import { type ConsoleBrowser, consoleBrowser, holdCalls } from "../helpers/console-browser.ts";
 import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 
 // The console in a real browser: Debian's Chromium driven by Playwright, against the built
 // Worker in workerd (three isolates sharing the test shim, Redis and origin). Screenshots go
 // to dist/ (CI keeps them); SLIDEGATE_CONSOLE_SCREENSHOT=docs/console.png also copies the
 // health view there, for the README.
-const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
 const KEY = "sk-live-acme";
 const IP = "198.51.100.10";
@@ -20,7 +18,7 @@ const OTHER_IP = "198.51.100.11";
 let fleet: Fleet;
 let context: BrowserContext;
 let page: Page;
-let profile: string;
+let browser: ConsoleBrowser;
 let consoleUrl: string;
 let sent = 0;
 const dialogs: string[] = [];
@@ -98,24 +96,13 @@ beforeAll(async () => {
     }),
   });
   consoleUrl = `${await fleet.isolates[0]!.ready}__slidegate/`;
-  profile = mkdtempSync(join(tmpdir(), "slidegate-chromium-"));
-  context = await chromium.launchPersistentContext(profile, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    viewport: { width: 1280, height: 900 },
-  });
-  page = context.pages()[0] ?? (await context.newPage());
-  page.on("dialog", (dialog) => {
-    dialogs.push(dialog.message());
-    void dialog.accept();
-  });
+  browser = await consoleBrowser(dialogs);
+  ({ context, page } = browser);
 }, 120_000);
 
 afterAll(async () => {
-  await context?.close();
+  await browser?.close();
   await fleet?.dispose();
-  if (profile) rmSync(profile, { recursive: true, force: true });
 });
 
 describe("the console in a browser", () => {
@@ -370,22 +357,15 @@ describe("the console in a browser", () => {
     await page.locator("#login-form button").click();
     await page.locator("#refresh").waitFor();
     // a refresh whose answer is held until the operator has signed out
-    let release!: () => void;
-    const held = new Promise<void>((r) => {
-      release = r;
-    });
-    await page.route("**/__slidegate/figures", async (route) => {
-      await held;
-      await route.continue();
-    });
+    const late = await holdCalls(page, "figures");
     const answered = page.waitForResponse("**/__slidegate/figures");
     await page.locator("#refresh").click();
     await page.locator("#sign-out").click();
     const sent: (string | null)[] = [];
     page.on("request", (r) => void (r.resourceType() === "fetch" && sent.push(r.headers().authorization ?? null)));
-    release();
+    late.release();
     await answered;
-    await page.unroute("**/__slidegate/figures");
+    await late.stop();
     // a health view drawn after sign-out shows the figures to whoever sits down next
     await new Promise((r) => setTimeout(r, 1000));
     expect(await page.locator("#view > *").count()).toBe(0);

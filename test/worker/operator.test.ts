@@ -344,6 +344,18 @@ describe("a flood of requests turned away before any rule", () => {
   });
 });
 
+/** 200 requests from `ip`, 10 ms apart, each with a key made up for it: their statuses. */
+async function madeUpKeys(gate: ReturnType<typeof makeGate>, clock: ReturnType<typeof testClock>, ip: string): Promise<number[]> {
+  const codes: number[] = [];
+  for (let i = 0; i < 200; i++) {
+    const res = await gate(request("/", { ip, key: `made-up-${i}` }));
+    await res.body?.cancel();
+    codes.push(res.status);
+    clock.advance(10);
+  }
+  return codes;
+}
+
 describe("a flood of denied requests", () => {
   it("a flood of made-up keys from one address that its address rule denies is logged and counted as that address, not a line per key", async () => {
     const { points, dataset } = recordingDataset();
@@ -353,13 +365,7 @@ describe("a flood of denied requests", () => {
       { metrics: dataset, now: clock.now },
     );
     const ip = "203.0.113.97";
-    const codes: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      const res = await gate(request("/", { ip, key: `made-up-${i}` }));
-      await res.body?.cancel();
-      codes.push(res.status);
-      clock.advance(10);
-    }
+    const codes = await madeUpKeys(gate, clock, ip);
     expect(codes).toEqual([200, 200, ...Array(198).fill(429)]);
     clock.advance(61_000);
     await statuses(gate, 1, "/", { ip: "198.51.100.97" }); // another caller's request brings the summary
@@ -385,13 +391,7 @@ describe("a flood of denied requests", () => {
       { metrics: dataset, now: clock.now },
     );
     const ip = "203.0.113.95";
-    const codes: number[] = [];
-    for (let i = 0; i < 200; i++) {
-      const res = await gate(request("/", { ip, key: `made-up-${i}` }));
-      await res.body?.cancel();
-      codes.push(res.status);
-      clock.advance(10);
-    }
+    const codes = await madeUpKeys(gate, clock, ip);
     expect(new Set(codes)).toEqual(new Set([200]));
     clock.advance(61_000);
     await statuses(gate, 1, "/", { ip: "198.51.100.95" }); // another caller's request brings the summary

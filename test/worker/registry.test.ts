@@ -166,7 +166,18 @@ describe("key registry", () => {
    * cached denial of the address has 10 of its 60 minutes left), and "first" its own two-hour rule.
    */
   async function spentAddress(ip: string) {
-    let clock = 1_800_000_000_000;
+    const { gate, clock } = twoHourGate();
+    expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
+    clock.now += 1000;
+    // the address is spent: this denial of the address is cached for its whole wait
+    expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
+    clock.now += 50 * 60_000 - 1000;
+    return gate;
+  }
+
+  /** A gate on a clock of the test's own (edge clock, denials cached up to an hour): one request per key in two hours, one per address in one. */
+  function twoHourGate() {
+    const clock = { now: 1_800_000_000_000 };
     const gate = makeGate(
       {
         clock: "edge",
@@ -176,14 +187,9 @@ describe("key registry", () => {
         tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
         addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
       },
-      { now: () => clock },
+      { now: () => clock.now },
     );
-    expect(await statuses(gate, 1, "/", { key: "first", ip })).toEqual([200]);
-    clock += 1000;
-    // the address is spent: this denial of the address is cached for its whole wait
-    expect(await statuses(gate, 1, "/", { key: "second", ip })).toEqual([429]);
-    clock += 50 * 60_000 - 1000;
-    return gate;
+    return { gate, clock };
   }
 
   // "first" is denied afresh by its own two-hour rule, 70 minutes from now; "third" fits its own
@@ -199,19 +205,8 @@ describe("key registry", () => {
   });
 
   it("a key over its own limit and its address's, both denials cached at different times, answers each side's wait as of now, request after request", async () => {
-    let clock = 1_800_000_000_000;
     const minute = 60_000;
-    const gate = makeGate(
-      {
-        clock: "edge",
-        denialCacheMaxAge: "1h",
-        identity: { header: "x-api-key" },
-        defaultTier: "slow",
-        tiers: { slow: { rules: [{ name: "twohours", limit: 1, window: "2h" }] } },
-        addressRules: [{ name: "per-address", limit: 1, window: "1h" }],
-      },
-      { now: () => clock },
-    );
+    const { gate, clock } = twoHourGate();
     const ip = "198.51.100.86";
     const answerOf = async (key: string) => {
       const res = await gate(request("/", { key, ip }));
@@ -220,9 +215,9 @@ describe("key registry", () => {
     };
     expect((await answerOf("cached-both"))[0]).toBe(200);
     // the address's denial is cached now, the key's 5 minutes later: each ages from its own start
-    clock += 1000;
+    clock.now += 1000;
     expect((await answerOf("cached-other"))[0]).toBe(429);
-    clock += 5 * minute - 1000;
+    clock.now += 5 * minute - 1000;
     expect(await answerOf("cached-both")).toEqual([429, String(115 * 60), `"twohours";r=0;t=${115 * 60}, "per-address";r=0;t=${55 * 60}`]);
     // from here both sides come from the isolate's caches, the same two decisions each time
     for (const [later, key, address] of [
@@ -231,7 +226,7 @@ describe("key registry", () => {
       [20, 85, 25],
       [1, 84, 24],
     ] as const) {
-      clock += later * minute;
+      clock.now += later * minute;
       expect(await answerOf("cached-both"), `${later} minutes on`).toEqual([429, String(key * 60), `"twohours";r=0;t=${key * 60}, "per-address";r=0;t=${address * 60}`]);
     }
   });
