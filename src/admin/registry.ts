@@ -130,10 +130,14 @@ function entryOf(fields: Record<string, string>): Entry {
     // a name no rule can have (written by hand: the admin API refuses it) is no override, as the
     // script reads it; and "__proto__" read into the overrides would set every object's limit
     if (!m || !isName(m[2]!)) continue;
+    // likewise a value the admin API never writes (a whole limit up to 1,000,000, a whole window
+    // up to 366 days): the script decides by the configured rule, and so must the entry read
+    const n = /^\d+$/.test(value) ? Number(value) : Number.NaN;
+    if (!v.is(m[1] === "limit" ? valueSchemas.limit : valueSchemas.windowMs, n)) continue;
     entry.overrides[m[2]!] ??= {};
     const o = entry.overrides[m[2]!]!;
-    if (m[1] === "limit") o.limit = Number(value);
-    else o.windowMs = Number(value);
+    if (m[1] === "limit") o.limit = n;
+    else o.windowMs = n;
   }
   return entry;
 }

@@ -30,7 +30,7 @@
                  or a shadow rule, on it is refused before anything is written). An extra rule
                  then costs one read where a log of its own costs four calls.
   ARGV:
-    [1]  now in µs, or "" to take Redis TIME (one clock for the whole fleet)
+    [1]  now in whole µs from 0 to 2^52, or "" to take Redis TIME (one clock for the whole fleet)
     [2]  the tier whose rules follow
     [3]  the tier when the registry holds no entry for the key: its configured tier; "" for
          a key nobody knows (answered { 3 }); "-" for a caller that is not a key (the
@@ -84,7 +84,11 @@ if now == '' then
   now = t[1] * 1000000 + t[2]
 else
   now = tonumber(now)
-  if not now or now % 1 ~= 0 then return redis.error_reply('slidegate: now must be whole microseconds') end
+  -- from 0 to 2^52 µs (the year 2112): a log's scores, up to a window past it, then stay
+  -- integers a double holds exactly, so no two entries can share a score
+  if not (now and now % 1 == 0 and now >= 0 and now < 4503599627370496) then
+    return redis.error_reply('slidegate: now must be whole microseconds from 0 to 2^52')
+  end
 end
 
 -- pcall: a value of another type here (written by hand, or by another application on the
@@ -104,9 +108,11 @@ if block then
   end
 end
 
--- The registry: one read for the whole entry. An override that is not a whole number from 1 to
--- below 1e12 (written by hand, say) is no override, and a value of another type than a hash
--- is no entry (it is left as it is: it is not this script's to repair).
+-- The registry: one read for the whole entry. An override outside what the admin API writes (a
+-- whole limit from 1 to 1,000,000, a whole window from 1 ms to 366 days) is no override: written
+-- by hand, it would otherwise give replies the gate refuses as a store's nonsense, and a key that
+-- always fails. A value of another type than a hash is no entry (it is left as it is: it is not
+-- this script's to repair).
 local overrides = false
 local fallback = ARGV[3]
 if fallback ~= '-' then
@@ -119,9 +125,12 @@ if fallback ~= '-' then
       tier = value
     elseif field == 'disabled' then
       if value == '1' then return { 4 } end
-    elseif string.find(value, '^%d+$') and tonumber(value) >= 1 and tonumber(value) < 1e12 then
-      overrides = overrides or {}
-      overrides[field] = tonumber(value)
+    elseif string.find(value, '^%d+$') then
+      local n = tonumber(value)
+      if n >= 1 and n <= (string.sub(field, 1, 6) == 'limit:' and 1000000 or 31622400000) then
+        overrides = overrides or {}
+        overrides[field] = n
+      end
     end
   end
   if tier == '' then return { 3 } end

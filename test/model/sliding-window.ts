@@ -44,7 +44,10 @@ interface Entry {
 export type Reply = (number | string)[];
 
 const ceilMs = (us: number) => Math.ceil(us / 1000);
-const wholeAtLeast1 = (v: string | undefined) => (v !== undefined && /^\d+$/.test(v) && Number(v) >= 1 && Number(v) < 1e12 ? Number(v) : undefined);
+/** An override as the admin API writes one (a whole number from 1 to `max`); anything else is none. */
+const override = (v: string | undefined, max: number) => (v !== undefined && /^\d+$/.test(v) && Number(v) >= 1 && Number(v) <= max ? Number(v) : undefined);
+const MAX_LIMIT = 1_000_000;
+const MAX_WINDOW_MS = 366 * 86_400_000;
 
 export class SlidingWindowModel {
   private readonly logs = new Map<string, Entry[]>();
@@ -96,8 +99,8 @@ export class SlidingWindowModel {
     // a key's overrides replace the rule's limit and window; anything but a whole number >= 1 is ignored
     const rules = call.rules.map((r) => ({
       ...r,
-      limit: wholeAtLeast1(fields[`limit:${r.name}`]) ?? r.limit,
-      windowMs: wholeAtLeast1(fields[`window:${r.name}`]) ?? r.windowMs,
+      limit: override(fields[`limit:${r.name}`], MAX_LIMIT) ?? r.limit,
+      windowMs: override(fields[`window:${r.name}`], MAX_WINDOW_MS) ?? r.windowMs,
     }));
 
     // a log named by several rules is one log, kept for the longest of their windows

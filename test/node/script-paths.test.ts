@@ -130,12 +130,14 @@ const caller: fc.Arbitrary<Caller> = fc.oneof(
       fc.constant({ tier: "u" }), // another tier: both answer { 5, "u" }
       fc.constant({ disabled: "1" }),
       fc.constant({ disabled: "0", tier: "t" }),
-      // overrides that are no override: not whole numbers from 1 to below 1e12
+      // overrides that are no override: no limit (1 to 1e6) or window (1 ms to 366 d) the admin API writes
       fc.constantFrom<Record<string, string>>(
         { "limit:r": "0" },
         { "window:r": "1e3" },
         { "limit:r": " 7" },
         { "window:r": "1000000000000" },
+        { "limit:r": "1000001" },
+        { "window:r": "31622400001" },
         { "limit:other": "x" },
         { "limit:r": "" },
       ),
@@ -151,7 +153,7 @@ const windowMs = fc.oneof(
 const limit = fc.oneof({ weight: 3, arbitrary: fc.integer({ min: 1, max: 10 }) }, { weight: 2, arbitrary: fc.integer({ min: 1, max: 1_000_000 }) });
 const nowUs = fc.oneof(
   { weight: 8, arbitrary: fc.integer({ min: -1_000_000_000, max: 1_000_000_000 }).map((d) => T0 + d) },
-  { weight: 1, arbitrary: fc.constantFrom(0, 1, 1_000_000, 2 ** 52, T0 + 999, T0 + 1000) },
+  { weight: 1, arbitrary: fc.constantFrom(0, 1, 1_000_000, 2 ** 52 - 1, T0 + 999, T0 + 1000) },
 );
 const caseArb = fc.record({
   now: nowUs,

@@ -94,7 +94,7 @@ describe("sliding-window script against its model", () => {
   const overrideValue = fc.oneof(
     fc.integer({ min: 1, max: 40 }).map(String), // limits
     fc.integer({ min: 60_000, max: 600_000 }).map(String), // windows, ms
-    fc.constantFrom("0", "x", "1e3", "5.5", " 7", "", "1000000000000"), // not whole numbers from 1 to below 1e12: no override
+    fc.constantFrom("0", "x", "1e3", "5.5", " 7", "", "1000001", "31622400001", "1000000000000"), // no limit (1 to 1e6) or window (1 ms to 366 d) the admin API writes: no override
   );
   const step = fc.oneof(
     {
@@ -443,6 +443,15 @@ describe("sliding-window script on state it did not write", () => {
       await expect(evalsha("b:{c}", ["l:{c}"], T0, [rule(5, cost)])).rejects.toThrow(/whole cost >= 1/);
     }
     expect(await redis.exists("l:{c}")).toBe(0);
+  });
+
+  it("refuses an edge clock that is no whole number of microseconds from 0 to 2^52, before writing anything", async () => {
+    // past 2^53 a log's scores stop being distinct integers: two entries would share one
+    for (const now of [1.5, -1, 2 ** 52, 2 ** 53, 1e300, Number.POSITIVE_INFINITY, Number.NaN]) {
+      await expect(evalsha("b:{n}", ["l:{n}"], now, [rule(5, 1)])).rejects.toThrow(/now must be whole microseconds from 0 to 2\^52/);
+    }
+    expect(await redis.exists("l:{n}")).toBe(0);
+    expect(await evalsha("b:{n}", ["l:{n}"], 2 ** 52 - 1, [rule(5, 1)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
   it("refuses an infinite or absurd window, its own or a key's override of it, before writing anything", async () => {

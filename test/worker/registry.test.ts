@@ -595,6 +595,18 @@ describe("key registry", () => {
     expect((await admin(a, "keys/override", { key: "odd-fields", rule: "minute", clear: true })).body).toEqual({ cleared: "minute" });
   });
 
+  it("decides a key whose override written by hand is beyond what the admin API writes by its configured rule, and reads it as no override", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "huge-override", tier: "paid" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "huge-override" })).body.identity as { tag: string }).tag;
+    // a limit above 1,000,000 and a window above 366 days: replies made of them are refused as a
+    // store's nonsense, so read as overrides they made every decision of the key a store failure
+    await store.hset(`${prefix}:{${tag}}:key`, { "limit:minute": "5000000", "window:minute": "31622400001" });
+    const res = await a(request("/", { key: "huge-override" }));
+    expect([res.status, res.headers.get("RateLimit-Policy")]).toEqual([200, '"minute";q=5;w=60']);
+    expect((await admin(a, "keys/get", { key: "huge-override" })).body.overrides).toEqual({});
+  });
+
   it("lists the other entries when one listed key's entry holds a value of another type, as the gate reads it: no entry, not a failed list", async () => {
     const { a, prefix } = fleet();
     const keys = ["typed-list-1", "typed-list-2", "typed-list-3"];
