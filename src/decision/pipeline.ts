@@ -20,7 +20,8 @@ export type Step =
   | { kind: "denylisted"; caller: Caller }
   | { kind: "allowlisted"; caller: Caller }
   | { kind: "key-required"; caller: Caller }
-  | { kind: "unknown-key"; caller: Caller }
+  /** `address`: the client address's identity, which the refusal is counted as (a made-up key names nobody) */
+  | { kind: "unknown-key"; caller: Caller; address: Identity }
   | { kind: "disabled-key"; caller: Caller }
   | { kind: "no-rule"; caller: Caller }
   | { kind: "decided"; caller: Caller; rules: readonly Rule[]; verdict: Verdict };
@@ -251,7 +252,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         // the address's own call has counted the request either way
         if (config.unknownKeys !== "ip") {
           if (address) await addressVerdict();
-          return { kind: "unknown-key", caller };
+          return { kind: "unknown-key", caller, address: address ?? (await identify("i", caller.client.bucket)) };
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);

@@ -206,8 +206,9 @@ export function createGate(options: GateOptions): Gate {
     const point = (outcome: Outcome, rules: readonly string[] = [], extra: { redisMs?: number; tag?: string } = {}) => record({ outcome, tier, rules, tag, ...extra });
     if (step.kind === "allowlisted") return point("allowlisted");
     if (step.kind === "no-rule") return;
-    // turned away before any rule: counted per identity, a data point per summary
-    if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag, tier, rules: [] });
+    // turned away before any rule: counted per identity, a data point per summary; a key nobody
+    // knows as its address, so a flood of made-up keys is one identity the operator can act on
+    if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag: step.kind === "unknown-key" ? step.address.tag : tag, tier, rules: [] });
     const { verdict, rules } = step;
     switch (verdict.kind) {
       case "failed": {

@@ -77,7 +77,7 @@ describe("live figures", () => {
     const { isolate, read } = setup();
     const figures = isolate();
     const kinds = ["denylisted", "allowlisted", "ambiguous-key", "key-required", "unknown-key", "disabled-key"] as const;
-    for (const [i, kind] of kinds.entries()) for (let n = 0; n <= i; n++) figures.record({ kind, caller: caller() });
+    for (const [i, kind] of kinds.entries()) for (let n = 0; n <= i; n++) figures.record({ kind, caller: caller(), address: caller().identity } as Step);
     figures.record({ kind: "no-rule", caller: caller() });
     await figures.flush();
     const { decisions, all } = (await read()).totals;
