@@ -242,7 +242,7 @@ describe("methodsOf", () => {
     expect(methods("POST", { "x-http-method-override": "PUT" })).toEqual(["POST", "PUT", "PATCH"]);
   });
 
-  it("counts a request whose body may name a method as any method: a POST with a body, a form with any method but GET or HEAD", () => {
+  it("counts a request whose body may name a method as any method: a POST with a body, a form with any method but GET, HEAD included", () => {
     const withBody = (method: string, headers: Record<string, string> = {}) =>
       methodsOf(new Request("https://x/", { method, headers, body: "_method=DELETE" }), new URL("https://x/"));
     expect(withBody("POST", { "content-type": "application/json" })).toEqual(["POST", ANY_METHOD]);
@@ -251,6 +251,9 @@ describe("methodsOf", () => {
     expect(methods("PUT", { "content-type": " Multipart/Mixed; boundary=x" })).toEqual(["PUT", "PATCH", ANY_METHOD]);
     expect(methods("PATCH", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["PATCH", "PUT", ANY_METHOD]);
     expect(withBody("PUT", { "content-type": "application/json" })).toEqual(["PUT", "PATCH"]);
+    // Hono's method override reads a HEAD's form, which a Worker origin receives; a GET's it passes over
+    expect(methods("HEAD", { "content-type": "application/x-www-form-urlencoded" })).toEqual(["HEAD", "GET", ANY_METHOD]);
+    expect(methods("GET", { "content-type": "multipart/form-data; boundary=x" })).toEqual(["GET"]);
   });
 
   it("counts a POST that declares Content-Length 0 but is chunked as any method: the chunked body is what the origin reads, and it may name one", () => {

@@ -381,7 +381,7 @@ export const OVERRIDE_HEADERS = ["x-http-method-override", "x-http-method", "x-m
 /** Among the methods of a request: it may be handled as any method at all (see `methodsOf`). */
 export const ANY_METHOD = "*";
 
-/** A form body (Hono reads `_method` from one sent with any method but GET): url-encoded or any multipart. */
+/** A form body (Hono reads `_method` from one sent with any method but GET, HEAD included): url-encoded or any multipart. */
 const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/)/i;
 
 /**
@@ -401,7 +401,8 @@ const phpName = (name: string) => {
  * parameter names, too), which frameworks with an override middleware obey, and any method at
  * all (`ANY_METHOD`) for a request whose body may name one: a POST with a body (Rails reads
  * `_method` from any form or multipart body, Laravel from a JSON one too) and a form sent with
- * any method but GET or HEAD (Hono). The body is streamed to the origin unread, so such a
+ * any method but GET (Hono's middleware passes over a GET alone, and a Worker receives a HEAD's
+ * body, which the gate forwards). The body is streamed to the origin unread, so such a
  * request counts against every rule of its path.
  *
  * @example
@@ -430,8 +431,7 @@ export function methodsOf(request: Request, url: URL): readonly string[] {
   else if (methods.has("PATCH")) methods.add("PUT");
   // the runtime gives every POST a body stream: one declared empty (Content-Length: 0, not chunked) names nothing
   const declaredEmpty = request.headers.get("content-length")?.trim() === "0" && !request.headers.has("transfer-encoding");
-  const bodyMayNameOne =
-    (method === "POST" && request.body !== null && !declaredEmpty) || (method !== "GET" && method !== "HEAD" && FORM.test(request.headers.get("content-type") ?? ""));
+  const bodyMayNameOne = (method === "POST" && request.body !== null && !declaredEmpty) || (method !== "GET" && FORM.test(request.headers.get("content-type") ?? ""));
   if (bodyMayNameOne) methods.add(ANY_METHOD);
   return [...methods];
 }

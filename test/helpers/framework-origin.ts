@@ -1,3 +1,4 @@
+import { rmSync } from "node:fs";
 import { createServer, request as httpRequest, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { posix } from "node:path";
@@ -6,6 +7,8 @@ import { methodOverride } from "hono/method-override";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll } from "vitest";
 import { WebSocketServer } from "ws";
+import { buildWorker } from "../../scripts/lib/build-worker.ts";
+import { startIsolate } from "../../scripts/lib/fleet.ts";
 import { rateLimits, startGateIsolate } from "./miniflare.ts";
 
 /**
@@ -184,6 +187,22 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
       sockets.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/**
+ * The Hono application of test/helpers/hono-worker-origin.ts as a Worker in workerd, where it
+ * receives the body of a HEAD as a deployed Worker does (Hono on node:http never sees one).
+ */
+export async function startHonoWorkerOrigin(): Promise<{ url: string; close(): Promise<void> }> {
+  const dir = buildWorker({ entry: "test/helpers/hono-worker-origin.ts", name: "hono-origin" });
+  const mf = await startIsolate(dir, {});
+  return {
+    url: (await mf.ready).href.replace(/\/$/, ""),
+    async close() {
+      await mf.dispose();
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }

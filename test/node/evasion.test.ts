@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { connect } from "node:net";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type Echo, frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
+import { type Echo, frameworkGates, rawRequest, startHonoWorkerOrigin } from "../helpers/framework-origin.ts";
 import { services } from "../helpers/shim.ts";
 
 // No way around a rule: the built Worker in workerd, the real shim and Redis, and an origin
@@ -313,6 +313,46 @@ describe("methods: HEAD and overridden methods count where their handler's metho
     expect((await via(base, "/v1/users/7", ip, { ...multipart, headers: [["content-type", `multipart/mixed; boundary=${boundary}`]] })).status).toBe(429);
     expect((await via(base, "/v1/users/8?.method=DELETE", ip, { method: "POST" })).status).toBe(429);
     expect(origin().hits("delete-user") - before).toBe(0);
+  });
+
+  it("a DELETE rule limits a HEAD whose form body overrides its method to DELETE: Hono's methodOverride passes over a GET alone, and a Worker receives a HEAD's body", async () => {
+    const hono = await startHonoWorkerOrigin();
+    try {
+      const deletes = await gate({ rules: [{ name: "deletes", limit: 1, window: "10m", path: "/v1/users/*", methods: ["DELETE"] }] }, { ORIGIN_URL: hono.url });
+      const boundary = "b0undary";
+      const multipart = `--${boundary}\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--${boundary}--\r\n`;
+      // (Node's client sends a HEAD's body only with its length declared)
+      const overrides: Sent[] = [
+        {
+          method: "HEAD",
+          headers: [
+            ["content-type", "application/x-www-form-urlencoded"],
+            ["content-length", "14"],
+          ],
+          body: "_method=DELETE",
+        },
+        {
+          method: "HEAD",
+          headers: [
+            ["content-type", `multipart/form-data; boundary=${boundary}`],
+            ["content-length", String(multipart.length)],
+          ],
+          body: multipart,
+        },
+      ];
+      // the origin's own routing, sent directly: the DELETE handler runs
+      for (const sent of overrides) expect((await rawRequest(hono.url, { target: "/v1/users/7", ...sent })).headers["x-handler"]).toBe("delete-user");
+      const ip = freshIpv4();
+      expect((await via(deletes, "/v1/users/1", ip, { method: "DELETE" })).status).toBe(200);
+      for (const [i, sent] of overrides.entries()) {
+        const answer = await via(deletes, `/v1/users/${i + 2}`, ip, sent);
+        expect({ status: answer.status, handler: answer.headers["x-handler"] }, sent.headers![0]![1]).toEqual({ status: 429, handler: undefined });
+      }
+      // a HEAD without a form still counts only where its GET does
+      expect((await via(deletes, "/v1/users/9", ip, { method: "HEAD" })).status).toBe(200);
+    } finally {
+      await hono.close();
+    }
   });
 
   it("a PATCH rule limits PUT, which the origin sends to the same update handler (Rails' and Laravel's resources)", async () => {
