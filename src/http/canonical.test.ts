@@ -119,6 +119,19 @@ describe("canonicalPath", () => {
     expect(path("/_next/data/*.json").matchOn).not.toContain("/*");
   });
 
+  it("matches a SvelteKit or React Router data request as the page it runs the server load functions or loaders of", () => {
+    // SvelteKit's strip_data_suffix: <page>/__data.json is <page>, /__data.json is /
+    expect(path("/search/__data.json").matchOn).toEqual(expect.arrayContaining(["/search", "/search/"]));
+    expect(path("/__data.json").matchOn).toContain("/");
+    // React Router's getNormalizedPath: /_root.data is the home page (behind a basename too), <page>/_.data is <page>/
+    expect(path("/_root.data").matchOn).toContain("/");
+    expect(path("/app/_root.data").matchOn).toContain("/app");
+    expect(path("/search/_.data").matchOn).toContain("/search");
+    expect(path("/search/data.json").matchOn).not.toContain("/search");
+    // a glob cut to wildcards alone keeps its spelling: it never meant every path
+    expect(path("/*/__data.json").matchOn).not.toContain("/*/");
+  });
+
   it("works out a path of long runs of dots in time linear in its length", () => {
     // a regex such as /\.+$/ tries every start in a run of dots: 16 KB of them took over a second
     const started = performance.now();

@@ -18,6 +18,7 @@ import { memo } from "../memo.ts";
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
  *   to a front controller), each also as the page Next.js routes a data route or segment
  *   prefetch to (`/_next/data/<build id>/v1.json` and `/v1.segments/_tree.segment.rsc` are `/v1`),
+ *   and SvelteKit and React Router a data request (`/v1/__data.json`, `/v1/_.data`, `/_root.data`),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
@@ -247,6 +248,21 @@ function nextPages(path: string): string[] {
   return pages.map((page) => unlessEveryPath(path, normaliseSegments(page)));
 }
 
+/**
+ * The last segment of a request for a page's data that SvelteKit and React Router route as the
+ * page, running its server load functions or loaders: SvelteKit's `<page>/__data.json` (its
+ * client fetches `/search/__data.json?q=x` to navigate to `/search?q=x`), React Router's
+ * `/_root.data` for the home page (behind a basename too) and, with its trailing-slash-aware data
+ * requests, `<page>/_.data` for `<page>/`. (React Router's `<page>.data` is the format suffix.)
+ */
+const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data)$/i;
+
+/** The page a SvelteKit or React Router data request is routed as (see `ROUTER_DATA`), none for any other path. */
+function routerDataPages(path: string): string[] {
+  const data = ROUTER_DATA.exec(path);
+  return data ? [unlessEveryPath(path, path.slice(0, data.index + 1))] : [];
+}
+
 /** `;` parameters dropped from every segment, as servlet containers and others route. */
 const withoutParams = (path: string) => (path.includes(";") ? path.replace(/;[^/]*/g, "") : path);
 const withoutTrailingSlash = (path: string) => (path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path);
@@ -325,7 +341,7 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
   // each distinct: most are the path itself, which a long path of many segments makes costly
   const bases = distinct([path, decoded, twice, untilQuery(path), untilQuery(decoded), untilQuery(twice)]).flatMap((base) => [base, withoutCookieless(base)]);
-  const pages = distinct(bases).flatMap((base) => [base, ...nextPages(base)]);
+  const pages = distinct(bases).flatMap((base) => [base, ...nextPages(base), ...routerDataPages(base)]);
   for (const form of distinct(pages).flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;
     seen.add(form);

@@ -24,6 +24,10 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - Next.js's own requests for a page routed as the page: its data route
  *   (`/_next/data/<build id>/v1/users.json`, and `/_next/data/<build id>/index.json` for `/`), which runs the
  *   page's getServerSideProps, and a segment prefetch (`/v1/users.segments/_tree.segment.rsc`)
+ * - SvelteKit's and React Router's requests for a page's data routed as the page, whose server
+ *   load functions or loaders they run: SvelteKit's `/v1/users/__data.json` (`/__data.json` for
+ *   `/`), React Router's `/v1/users.data` (the format suffix above), `/_root.data` for `/` and,
+ *   with its trailing-slash-aware data requests, `/v1/users/_.data`
  * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
  *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
  *   documents, Tomcat's welcome files)
@@ -70,7 +74,7 @@ export function routedPath(target: string): string {
   }
   path = posix.normalize(path.replace(/;[^/]*/g, ""));
   if (path.length > 1 && path.endsWith("/")) path = path.slice(0, -1);
-  path = nextPage(path);
+  path = routerDataPage(nextPage(path));
   // IIS drops trailing dots from every segment; Rails' (.:format) takes the last segment from its
   // first dot on (`[^./?]+` for the action), Spring's suffix matching (`pattern.*`) any suffix
   const segments = path.split("/").map((segment) => segment.replace(/\.+$/, ""));
@@ -92,6 +96,17 @@ function nextPage(path: string): string {
   const data = /^\/_next\/data\/[^/]+(\/.+)\.json$/.exec(path);
   if (data) return data[1] === "/index" ? "/" : data[1]!.replace(/^\/index\//, "/");
   return /^(\/.*?)\.segments\/.*\.segment\.rsc$/.exec(path)?.[1] ?? path;
+}
+
+/**
+ * The page a SvelteKit or React Router request for a page's data is routed as, or `path` itself:
+ * SvelteKit's `strip_data_suffix` takes `/__data.json` off (`/` when nothing is left); React
+ * Router's `getNormalizedPath` reads `/_root.data` as the home page and, with
+ * `v8_trailingSlashAwareDataRequests`, `<page>/_.data` as `<page>/`.
+ */
+function routerDataPage(path: string): string {
+  const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data)$/.exec(path);
+  return data ? data[1] || "/" : path;
 }
 
 export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {

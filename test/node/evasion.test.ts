@@ -94,6 +94,24 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
   });
 
+  it("a page's SvelteKit and React Router data requests count against the page's rule: they run its server load functions and loaders", async () => {
+    const pages = await gate({
+      rules: [
+        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+        { name: "home", limit: 1, window: "10m", path: "/" },
+      ],
+    });
+    // SvelteKit's client navigates to /v1/users?q=x by fetching /v1/users/__data.json?q=x&x-sveltekit-invalidated=01
+    const spellings = ["/v1/users/__data.json", "/V1/Users/__data.json?q=x&x-sveltekit-invalidated=01", "/v1/users/_.data", "/v1/users.data?_routes=routes%2Fusers"];
+    await expectCountedAsOne(pages, "/v1/users", spellings);
+    for (const home of ["/__data.json", "/_root.data", "/_.data"]) {
+      expect(await handlerFor(home), home).toBe(await handlerFor("/"));
+      const other = freshIpv4();
+      expect((await via(pages, "/", other)).status).toBe(200);
+      expect((await via(pages, home, other)).status, home).toBe(429);
+    }
+  });
+
   it("a directory's index script counts against the directory's rule, and the directory against the script's: servers run it for both (Apache's DirectoryIndex, nginx's index)", async () => {
     const indexes = await gate({
       rules: [
