@@ -119,7 +119,7 @@ describe("canonicalPath", () => {
     expect(path("/_next/data/*.json").matchOn).not.toContain("/*");
   });
 
-  it("matches a SvelteKit or React Router data request as the page it runs the server load functions or loaders of", () => {
+  it("matches a SvelteKit, React Router or Nuxt data request as the page it runs the server load functions, loaders or data fetching of", () => {
     // SvelteKit's strip_data_suffix: <page>/__data.json is <page>, /__data.json is /
     expect(path("/search/__data.json").matchOn).toEqual(expect.arrayContaining(["/search", "/search/"]));
     expect(path("/__data.json").matchOn).toContain("/");
@@ -127,6 +127,9 @@ describe("canonicalPath", () => {
     expect(path("/_root.data").matchOn).toContain("/");
     expect(path("/app/_root.data").matchOn).toContain("/app");
     expect(path("/search/_.data").matchOn).toContain("/search");
+    // Nuxt's renderer renders <page>/_payload.json (or .js) as <page>, for its payload
+    expect(path("/search/_payload.json").matchOn).toContain("/search");
+    expect(path("/_payload.js").matchOn).toContain("/");
     expect(path("/search/data.json").matchOn).not.toContain("/search");
     // a glob cut to wildcards alone keeps its spelling: it never meant every path
     expect(path("/*/__data.json").matchOn).not.toContain("/*/");

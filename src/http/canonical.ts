@@ -18,7 +18,8 @@ import { memo } from "../memo.ts";
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
  *   to a front controller), each also as the page Next.js routes a data route or segment
  *   prefetch to (`/_next/data/<build id>/v1.json` and `/v1.segments/_tree.segment.rsc` are `/v1`),
- *   and SvelteKit and React Router a data request (`/v1/__data.json`, `/v1/_.data`, `/_root.data`),
+ *   and SvelteKit, React Router and Nuxt a data request (`/v1/__data.json`, `/v1/_.data`,
+ *   `/_root.data`, `/v1/_payload.json`),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
@@ -253,11 +254,13 @@ function nextPages(path: string): string[] {
  * page, running its server load functions or loaders: SvelteKit's `<page>/__data.json` (its
  * client fetches `/search/__data.json?q=x` to navigate to `/search?q=x`), React Router's
  * `/_root.data` for the home page (behind a basename too) and, with its trailing-slash-aware data
- * requests, `<page>/_.data` for `<page>/`. (React Router's `<page>.data` is the format suffix.)
+ * requests, `<page>/_.data` for `<page>/` (its `<page>.data` is the format suffix); and Nuxt's
+ * `<page>/_payload.json` (`_payload.js` without JSON payloads), which its renderer renders as
+ * `<page>` for its payload, running the page's server-side data fetching.
  */
-const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data)$/i;
+const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/i;
 
-/** The page a SvelteKit or React Router data request is routed as (see `ROUTER_DATA`), none for any other path. */
+/** The page a SvelteKit, React Router or Nuxt data request is routed as (see `ROUTER_DATA`), none for any other path. */
 function routerDataPages(path: string): string[] {
   const data = ROUTER_DATA.exec(path);
   return data ? [unlessEveryPath(path, path.slice(0, data.index + 1))] : [];

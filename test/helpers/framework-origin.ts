@@ -27,7 +27,8 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - SvelteKit's and React Router's requests for a page's data routed as the page, whose server
  *   load functions or loaders they run: SvelteKit's `/v1/users/__data.json` (`/__data.json` for
  *   `/`), React Router's `/v1/users.data` (the format suffix above), `/_root.data` for `/` and,
- *   with its trailing-slash-aware data requests, `/v1/users/_.data`
+ *   with its trailing-slash-aware data requests, `/v1/users/_.data`; Nuxt's `/v1/users/_payload.json`
+ *   (`_payload.js` without JSON payloads), which renders the page for its payload
  * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
  *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
  *   documents, Tomcat's welcome files)
@@ -102,10 +103,11 @@ function nextPage(path: string): string {
  * The page a SvelteKit or React Router request for a page's data is routed as, or `path` itself:
  * SvelteKit's `strip_data_suffix` takes `/__data.json` off (`/` when nothing is left); React
  * Router's `getNormalizedPath` reads `/_root.data` as the home page and, with
- * `v8_trailingSlashAwareDataRequests`, `<page>/_.data` as `<page>/`.
+ * `v8_trailingSlashAwareDataRequests`, `<page>/_.data` as `<page>/`; Nuxt's renderer renders
+ * `<page>/_payload.json` as `<page>` (`/` when nothing is left).
  */
 function routerDataPage(path: string): string {
-  const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data)$/.exec(path);
+  const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/.exec(path);
   return data ? data[1] || "/" : path;
 }
 

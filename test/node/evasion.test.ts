@@ -94,7 +94,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
   });
 
-  it("a page's SvelteKit and React Router data requests count against the page's rule: they run its server load functions and loaders", async () => {
+  it("a page's SvelteKit, React Router and Nuxt data requests count against the page's rule: they run its server load functions, loaders and data fetching", async () => {
     const pages = await gate({
       rules: [
         { name: "users", limit: 1, window: "10m", path: "/v1/users" },
@@ -102,9 +102,16 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       ],
     });
     // SvelteKit's client navigates to /v1/users?q=x by fetching /v1/users/__data.json?q=x&x-sveltekit-invalidated=01
-    const spellings = ["/v1/users/__data.json", "/V1/Users/__data.json?q=x&x-sveltekit-invalidated=01", "/v1/users/_.data", "/v1/users.data?_routes=routes%2Fusers"];
+    const spellings = [
+      "/v1/users/__data.json",
+      "/V1/Users/__data.json?q=x&x-sveltekit-invalidated=01",
+      "/v1/users/_.data",
+      "/v1/users.data?_routes=routes%2Fusers",
+      "/v1/users/_payload.json",
+      "/v1/users/_payload.js?b1d",
+    ];
     await expectCountedAsOne(pages, "/v1/users", spellings);
-    for (const home of ["/__data.json", "/_root.data", "/_.data"]) {
+    for (const home of ["/__data.json", "/_root.data", "/_.data", "/_payload.json"]) {
       expect(await handlerFor(home), home).toBe(await handlerFor("/"));
       const other = freshIpv4();
       expect((await via(pages, "/", other)).status).toBe(200);
