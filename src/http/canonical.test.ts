@@ -93,7 +93,7 @@ describe("canonicalPath", () => {
     expect(path("/(S(x))/v1").matchOn[0]).toBe("/(S(x))/v1"); // the path as forwarded first, as ever
   });
 
-  it("matches a directory's index script as the directory, which servers run it for", () => {
+  it("matches a directory's index script, or a controller's index action, as the directory, which servers run it for", () => {
     // Apache's DirectoryIndex, nginx's index, IIS's default documents, Tomcat's welcome files
     expect(path("/v1/users/index.php").matchOn).toEqual(expect.arrayContaining(["/v1/users/", "/v1/users"]));
     expect(path("/index.php").matchOn).toContain("/");
@@ -101,6 +101,11 @@ describe("canonicalPath", () => {
     expect(path("/v1/index.jsp;jsessionid=1").matchOn).toContain("/v1/");
     expect(path("/v1/index.html").matchOn).not.toContain("/v1/"); // a page, not a script that a rule's handler is
     expect(path("/v1/reindex.php").matchOn).not.toContain("/v1/");
+    // a controller's default action: ASP.NET MVC's {action=Index}, CakePHP, CodeIgniter, Yii
+    expect(path("/v1/users/Index").matchOn).toEqual(expect.arrayContaining(["/v1/users/", "/v1/users"]));
+    expect(path("/index").matchOn).toContain("/");
+    expect(path("/v1/reindex").matchOn).not.toContain("/v1/");
+    expect(path("/v1/*/index").matchOn).not.toContain("/v1/*/"); // a glob's wildcard before it: every path beneath
   });
 
   it("matches a Next.js data route or segment prefetch as the page Next.js routes it to", () => {

@@ -23,7 +23,8 @@ import { memo } from "../memo.ts";
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
- *   script (`/v1/index.php` is `/v1/` to Apache and nginx), and each of those
+ *   script (`/v1/index.php` is `/v1/` to Apache and nginx) or a controller's `index` action
+ *   (`/v1/index` is `/v1/` to ASP.NET MVC's default route), and each of those
  *   with and without a trailing slash (`/v1` is `/v1/` to Express, so a rule on `/v1/*` covers
  *   it). A rule matches when it matches any of them: matching errs toward covering more,
  *   never less.
@@ -199,22 +200,25 @@ function withoutScript(path: string): string {
 const withoutCookieless = (path: string) => (path.includes("/(") ? unlessEveryPath(path, normaliseSegments(path.replace(/\/\((?:[A-Za-z]\([^()/]*\))+\)/g, ""))) : path);
 
 /**
- * A directory's index script: `index.php`, `index.cgi`, `index.jsp`, `default.aspx` and the
- * like (`index` or `default` with a script's suffix, in any case), which servers run for the
- * directory's own path — Apache's DirectoryIndex and nginx's `index` in PHP and CGI setups,
- * IIS's default documents, a servlet container's welcome files.
+ * A directory's index: its index script, `index.php`, `index.cgi`, `index.jsp`, `default.aspx`
+ * and the like (`index` or `default` with a script's suffix, in any case), which servers run for
+ * the directory's own path — Apache's DirectoryIndex and nginx's `index` in PHP and CGI setups,
+ * IIS's default documents, a servlet container's welcome files; and `index` alone, a
+ * controller's default action, which MVC routing runs for the controller's own path (ASP.NET
+ * MVC's conventional route `{controller}/{action=Index}`, CakePHP, CodeIgniter, Yii).
  */
-const INDEX_SCRIPT = new RegExp(`^(?:index|default)${SCRIPT_SUFFIX.source.slice(0, -1)}$`, "i");
+const INDEX = new RegExp(`^(?:(?:index|default)${SCRIPT_SUFFIX.source.slice(0, -1)}|index)$`, "i");
 
 /**
- * A path without dots (see `withoutDots`) whose last segment is a directory's index script, as
- * that directory (`/v1/users/index.php` is `/v1/users/`, `/index.php` is `/`): the server runs
- * the one for the other. Not when a wildcard stands before it: a rule's glob `/app/*\/index.php`
- * as `/app/*\/` would be every path beneath `/app/`.
+ * A path without dots (see `withoutDots`) whose last segment is a
+ * directory's index (see `INDEX`), as that directory (`/v1/users/index.php` and
+ * `/v1/users/index` are `/v1/users/`, `/index.php` is `/`): the server runs the one for the
+ * other. Not when a wildcard stands before it: a rule's glob `/app/*\/index.php` as `/app/*\/`
+ * would be every path beneath `/app/`.
  */
 function withoutIndex(trimmed: string): string {
   const start = trimmed.lastIndexOf("/") + 1;
-  return INDEX_SCRIPT.test(trimmed.slice(start)) && !trimmed.slice(0, start).includes("*") ? trimmed.slice(0, start) : trimmed;
+  return INDEX.test(trimmed.slice(start)) && !trimmed.slice(0, start).includes("*") ? trimmed.slice(0, start) : trimmed;
 }
 
 /** A Next.js data route's prefix, behind the application's basePath if it has one. */

@@ -32,6 +32,9 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
  *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
  *   documents, Tomcat's welcome files)
+ * - a controller's default action by its name: `/v1/users/index` is `/v1/users` (ASP.NET MVC's
+ *   conventional route `{controller}/{action=Index}`, CakePHP's and CodeIgniter's routing, Yii's
+ *   default action)
  * - a format suffix on the last segment ignored, from its first dot on: `/v1/users.json` and
  *   `/v1/users.tar.gz` are `/v1/users` (Rails' `(.:format)`, Spring's suffix matching), and so
  *   are trailing dots on any segment (IIS)
@@ -81,7 +84,8 @@ export function routedPath(target: string): string {
   const segments = path.split("/").map((segment) => segment.replace(/\.+$/, ""));
   const last = segments.at(-1)!;
   // a directory's index script is what runs for the directory (Apache's DirectoryIndex, nginx's index)
-  if (INDEX_SCRIPT.test(last)) segments.pop();
+  // and a controller's default action is the controller's own path (ASP.NET MVC, CakePHP, CodeIgniter, Yii)
+  if (INDEX_SCRIPT.test(last) || /^index$/i.test(last)) segments.pop();
   else if (last.indexOf(".") > 0) segments[segments.length - 1] = last.slice(0, last.indexOf("."));
   path = segments.join("/") || "/";
   return path.toLowerCase();

@@ -141,6 +141,20 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect((await via(indexes, "/index.php", third)).status).toBe(429);
   });
 
+  it("a controller's index action counts against the rule of the controller's path, and the other way: MVC routing runs /v1/users/index as /v1/users (ASP.NET MVC, CakePHP, CodeIgniter, Yii)", async () => {
+    const actions = await gate({
+      rules: [
+        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+        { name: "v1-index", limit: 1, window: "10m", path: "/v1/index" },
+      ],
+    });
+    await expectCountedAsOne(actions, "/v1/users", ["/v1/users/index", "/V1/Users/Index", "/v1/users/index/", "/v1/users/index."]);
+    expect(await handlerFor("/v1/index")).toBe("v1");
+    const other = freshIpv4();
+    expect((await via(actions, "/v1/index", other)).status).toBe(200);
+    for (const spelling of ["/v1/", "/v1"]) expect((await via(actions, spelling, other)).status, spelling).toBe(429);
+  });
+
   it("a rule whose glob ends in an extension covers the path with trailing dots, as IIS serves it", async () => {
     const php = await gate({ rules: [{ name: "php", limit: 1, window: "10m", path: "/*.php" }] });
     const ip = freshIpv4();
