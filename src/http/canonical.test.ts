@@ -124,7 +124,7 @@ describe("canonicalPath", () => {
     expect(path("/_next/data/*.json").matchOn).not.toContain("/*");
   });
 
-  it("matches a SvelteKit, React Router or Nuxt data request as the page it runs the server load functions, loaders or data fetching of", () => {
+  it("matches a SvelteKit, React Router, Nuxt or Gatsby data request as the page it runs the server load functions, loaders or data fetching of", () => {
     // SvelteKit's strip_data_suffix: <page>/__data.json is <page>, /__data.json is /
     expect(path("/search/__data.json").matchOn).toEqual(expect.arrayContaining(["/search", "/search/"]));
     expect(path("/__data.json").matchOn).toContain("/");
@@ -135,9 +135,14 @@ describe("canonicalPath", () => {
     // Nuxt's renderer renders <page>/_payload.json (or .js) as <page>, for its payload
     expect(path("/search/_payload.json").matchOn).toContain("/search");
     expect(path("/_payload.js").matchOn).toContain("/");
+    // Gatsby's server runs an SSR page's getServerData for /page-data/<page>/page-data.json (index: /)
+    expect(path("/page-data/search/page-data.json").matchOn).toContain("/search");
+    expect(path("/page-data/index/page-data.json").matchOn).toContain("/");
+    expect(path("/blog/page-data/v1/users/page-data.json").matchOn).toContain("/blog/v1/users"); // behind a path prefix
     expect(path("/search/data.json").matchOn).not.toContain("/search");
     // a glob cut to wildcards alone keeps its spelling: it never meant every path
     expect(path("/*/__data.json").matchOn).not.toContain("/*/");
+    expect(path("/page-data/*/page-data.json").matchOn).not.toContain("/*");
   });
 
   it("works out a path of long runs of dots in time linear in its length", () => {

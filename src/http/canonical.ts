@@ -18,8 +18,8 @@ import { memo } from "../memo.ts";
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
  *   to a front controller), each also as the page Next.js routes a data route or segment
  *   prefetch to (`/_next/data/<build id>/v1.json` and `/v1.segments/_tree.segment.rsc` are `/v1`),
- *   and SvelteKit, React Router and Nuxt a data request (`/v1/__data.json`, `/v1/_.data`,
- *   `/_root.data`, `/v1/_payload.json`),
+ *   and SvelteKit, React Router, Nuxt and Gatsby a data request (`/v1/__data.json`, `/v1/_.data`,
+ *   `/_root.data`, `/v1/_payload.json`, `/page-data/v1/page-data.json`),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
@@ -264,10 +264,32 @@ function nextPages(path: string): string[] {
  */
 const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/i;
 
-/** The page a SvelteKit, React Router or Nuxt data request is routed as (see `ROUTER_DATA`), none for any other path. */
+/**
+ * A Gatsby request for a page's data, `/page-data/<page>/page-data.json` (`index` for `/`), behind
+ * a path prefix if the site has one: Gatsby's server runs an SSR page's getServerData for it.
+ * Its end and its first `/page-data/` are looked for apart: one expression with `(.+)` between
+ * them backtracks from every `/page-data/` of a long path, in time quadratic in its length.
+ */
+const GATSBY_DATA_END = /\/page-data\.json$/i;
+const GATSBY_DATA_START = /\/page-data\//i;
+
+/** The page of a Gatsby data request (see `GATSBY_DATA_END`), or undefined. */
+function gatsbyPage(path: string): string | undefined {
+  const end = GATSBY_DATA_END.exec(path)?.index;
+  const start = end === undefined ? undefined : GATSBY_DATA_START.exec(path);
+  if (end === undefined || !start || start.index + start[0].length >= end) return undefined;
+  const page = path.slice(start.index + start[0].length, end);
+  return `${path.slice(0, start.index)}/${/^index$/i.test(page) ? "" : page}`;
+}
+
+/** The page a SvelteKit, React Router, Nuxt or Gatsby data request is routed as (see `ROUTER_DATA`, `GATSBY_DATA_END`), none for any other path. */
 function routerDataPages(path: string): string[] {
+  const pages: string[] = [];
   const data = ROUTER_DATA.exec(path);
-  return data ? [unlessEveryPath(path, path.slice(0, data.index + 1))] : [];
+  if (data) pages.push(path.slice(0, data.index + 1));
+  const gatsby = gatsbyPage(path);
+  if (gatsby !== undefined) pages.push(gatsby);
+  return pages.map((page) => unlessEveryPath(path, normaliseSegments(page)));
 }
 
 /** `;` parameters dropped from every segment, as servlet containers and others route. */

@@ -28,7 +28,9 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   load functions or loaders they run: SvelteKit's `/v1/users/__data.json` (`/__data.json` for
  *   `/`), React Router's `/v1/users.data` (the format suffix above), `/_root.data` for `/` and,
  *   with its trailing-slash-aware data requests, `/v1/users/_.data`; Nuxt's `/v1/users/_payload.json`
- *   (`_payload.js` without JSON payloads), which renders the page for its payload
+ *   (`_payload.js` without JSON payloads), which renders the page for its payload; Gatsby's
+ *   `/page-data/v1/users/page-data.json` (`/page-data/index/page-data.json` for `/`), which runs
+ *   an SSR page's getServerData
  * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
  *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
  *   documents, Tomcat's welcome files)
@@ -108,9 +110,12 @@ function nextPage(path: string): string {
  * SvelteKit's `strip_data_suffix` takes `/__data.json` off (`/` when nothing is left); React
  * Router's `getNormalizedPath` reads `/_root.data` as the home page and, with
  * `v8_trailingSlashAwareDataRequests`, `<page>/_.data` as `<page>/`; Nuxt's renderer renders
- * `<page>/_payload.json` as `<page>` (`/` when nothing is left).
+ * `<page>/_payload.json` as `<page>` (`/` when nothing is left); Gatsby's `serve` routes
+ * `/page-data/<page>/page-data.json` as `<page>` (`index` as `/`: reverseFixedPagePath).
  */
 function routerDataPage(path: string): string {
+  const gatsby = /^\/page-data\/(.+)\/page-data\.json$/.exec(path);
+  if (gatsby) return gatsby[1] === "index" ? "/" : `/${gatsby[1]}`;
   const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/.exec(path);
   return data ? data[1] || "/" : path;
 }
