@@ -81,7 +81,9 @@ export function createDecider(options: DeciderOptions): Decide {
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
-    const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.name}*${r.cost}`).join(",")}`;
+    // a rule's scope too: an address rule decided in the caller's own call may share a name with a
+    // rule of its tier, and a denial of the one is no answer to a request only the other covers
+    const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.scope ? `${r.scope}/` : ""}${r.name}*${r.cost}`).join(",")}`;
     const now = clock();
     const hit = denials.get(cacheKey, now);
     if (hit) {

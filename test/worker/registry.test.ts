@@ -161,6 +161,18 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/other", login())).toEqual([200]);
   });
 
+  it("a denial of a caller's rule is never the answer to a request only its address rule of the same name covers: the two count apart", async () => {
+    const gate = makeGate({
+      rules: [{ name: "minute", limit: 1, window: "1m", path: "/a/*" }],
+      addressRules: [{ name: "minute", limit: 5, window: "1m", path: "/b/*" }],
+    });
+    const ip = "198.51.100.72";
+    expect(await statuses(gate, 2, "/a/1", { ip })).toEqual([200, 429]);
+    const other = await gate(request("/b/1", { ip }));
+    await other.body?.cancel();
+    expect({ status: other.status, remaining: other.headers.get("X-RateLimit-Remaining") }).toEqual({ status: 200, remaining: "4" });
+  });
+
   /**
    * A gate on the edge clock whose address rule `ip` spent 50 minutes ago, with key "first" (its
    * cached denial of the address has 10 of its 60 minutes left), and "first" its own two-hour rule.
