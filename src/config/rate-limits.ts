@@ -640,6 +640,12 @@ export function configurationWarnings(config: GateConfig): string[] {
       `identity.unknownKeys is "defaultTier" and no addressRules rule covers every request (enforced, for every method, with no path or "/*"): a client that sends a new made-up API key with every request gets the default tier's quota afresh each time, without bound, and reaches the origin. Add such an address rule (a per-address floor), or register your keys and set identity.unknownKeys to "reject" or "ip".`,
     );
   }
+  // one customer holds a whole /64 at least: every network of the prefix inside it is a caller of its own
+  if (config.ipv6Prefix > 64) {
+    warnings.push(
+      `ipv6Prefix (${config.ipv6Prefix}) counts IPv6 callers per /${config.ipv6Prefix}, but one IPv6 customer holds a whole /64 at least: a caller that moves to another address of its /64 gets every rule's quota afresh, 2^${config.ipv6Prefix - 64} times over. Write "ipv6Prefix": 64 (the default), or fewer for customers who hold a /56 or a /48, unless every IPv6 client of this gate is known to use one address alone.`,
+    );
+  }
   warnings.push(...narrowDenyEntries(config));
   return warnings;
 }

@@ -96,6 +96,20 @@ describe("npm run check-config", () => {
     expect(check({ allow: { ips } }).stdout).not.toContain("⚠");
   });
 
+  it("warns when ipv6Prefix is longer than 64, saying how many callers one /64 then makes, and still exits 0", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    const warnings = (ipv6Prefix: number) => {
+      const r = run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ipv6Prefix }));
+      expect(r.status).toBe(0);
+      return r.stdout.split("\n").filter((line) => line.startsWith("⚠"));
+    };
+    // one customer holds a whole /64: every address of it past the prefix is a caller of its own, with the quota afresh
+    expect(warnings(128)).toEqual([expect.stringMatching(/^⚠ ipv6Prefix \(128\) .*a whole \/64 .*2\^64 .*"ipv6Prefix": 64/)]);
+    expect(warnings(80)).toEqual([expect.stringMatching(/^⚠ ipv6Prefix \(80\) .*2\^16 /)]);
+    expect(warnings(64)).toEqual([]);
+    expect(warnings(48)).toEqual([]);
+  });
+
   it("warns when the API-key header is one the gate never forwards to the origin, naming the field, why, and what made-up keys then get, and still exits 0", () => {
     const rules = [{ name: "minute", limit: 100, window: "60s" }];
     // a floor and "reject" silence the made-up-keys warning: only the header's is left
