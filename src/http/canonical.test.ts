@@ -124,7 +124,7 @@ describe("canonicalPath", () => {
     expect(path("/_next/data/*.json").matchOn).not.toContain("/*");
   });
 
-  it("matches a SvelteKit, React Router, Nuxt or Gatsby data request as the page it runs the server load functions, loaders or data fetching of", () => {
+  it("matches a SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page it runs the server load functions, loaders or data fetching of", () => {
     // SvelteKit's strip_data_suffix: <page>/__data.json is <page>, /__data.json is /
     expect(path("/search/__data.json").matchOn).toEqual(expect.arrayContaining(["/search", "/search/"]));
     expect(path("/__data.json").matchOn).toContain("/");
@@ -139,6 +139,9 @@ describe("canonicalPath", () => {
     expect(path("/page-data/search/page-data.json").matchOn).toContain("/search");
     expect(path("/page-data/index/page-data.json").matchOn).toContain("/");
     expect(path("/blog/page-data/v1/users/page-data.json").matchOn).toContain("/blog/v1/users"); // behind a path prefix
+    // Qwik City's getRouteMatchPathname: <page>/q-data.json runs <page>'s route loaders
+    expect(path("/search/q-data.json").matchOn).toContain("/search");
+    expect(path("/q-data.json").matchOn).toContain("/");
     expect(path("/search/data.json").matchOn).not.toContain("/search");
     // a glob cut to wildcards alone keeps its spelling: it never meant every path
     expect(path("/*/__data.json").matchOn).not.toContain("/*/");

@@ -18,8 +18,9 @@ import { memo } from "../memo.ts";
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
  *   to a front controller), each also as the page Next.js routes a data route or segment
  *   prefetch to (`/_next/data/<build id>/v1.json` and `/v1.segments/_tree.segment.rsc` are `/v1`),
- *   and SvelteKit, React Router, Nuxt and Gatsby a data request (`/v1/__data.json`, `/v1/_.data`,
- *   `/_root.data`, `/v1/_payload.json`, `/page-data/v1/page-data.json`),
+ *   and SvelteKit, React Router, Nuxt, Gatsby and Qwik City a data request (`/v1/__data.json`,
+ *   `/v1/_.data`, `/_root.data`, `/v1/_payload.json`, `/page-data/v1/page-data.json`,
+ *   `/v1/q-data.json`),
  *   with `;` parameters dropped, with a format suffix, trailing dots and the spaces around
  *   segments dropped (`/v1/users.json`, `/v1/users.` and `/v1/users%20` are `/v1/users` to
  *   Rails, Spring's suffix matching and trimmed segments, and IIS), without a directory's index
@@ -260,9 +261,10 @@ function nextPages(path: string): string[] {
  * `/_root.data` for the home page (behind a basename too) and, with its trailing-slash-aware data
  * requests, `<page>/_.data` for `<page>/` (its `<page>.data` is the format suffix); and Nuxt's
  * `<page>/_payload.json` (`_payload.js` without JSON payloads), which its renderer renders as
- * `<page>` for its payload, running the page's server-side data fetching.
+ * `<page>` for its payload, running the page's server-side data fetching; and Qwik City's
+ * `<page>/q-data.json`, which runs the page's route loaders.
  */
-const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/i;
+const ROUTER_DATA = /\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|q-data\.json)$/i;
 
 /**
  * A Gatsby request for a page's data, `/page-data/<page>/page-data.json` (`index` for `/`), behind
@@ -282,7 +284,7 @@ function gatsbyPage(path: string): string | undefined {
   return `${path.slice(0, start.index)}/${/^index$/i.test(page) ? "" : page}`;
 }
 
-/** The page a SvelteKit, React Router, Nuxt or Gatsby data request is routed as (see `ROUTER_DATA`, `GATSBY_DATA_END`), none for any other path. */
+/** The page a SvelteKit, React Router, Nuxt, Qwik City or Gatsby data request is routed as (see `ROUTER_DATA`, `GATSBY_DATA_END`), none for any other path. */
 function routerDataPages(path: string): string[] {
   const pages: string[] = [];
   const data = ROUTER_DATA.exec(path);

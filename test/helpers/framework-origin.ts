@@ -30,7 +30,7 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   with its trailing-slash-aware data requests, `/v1/users/_.data`; Nuxt's `/v1/users/_payload.json`
  *   (`_payload.js` without JSON payloads), which renders the page for its payload; Gatsby's
  *   `/page-data/v1/users/page-data.json` (`/page-data/index/page-data.json` for `/`), which runs
- *   an SSR page's getServerData
+ *   an SSR page's getServerData; Qwik City's `/v1/users/q-data.json`, which runs its route loaders
  * - a directory's index script run for the directory: `/v1/users/index.php` is `/v1/users`, and
  *   `/index.php` is `/` (Apache's DirectoryIndex and nginx's index in PHP setups, IIS's default
  *   documents, Tomcat's welcome files)
@@ -111,12 +111,13 @@ function nextPage(path: string): string {
  * Router's `getNormalizedPath` reads `/_root.data` as the home page and, with
  * `v8_trailingSlashAwareDataRequests`, `<page>/_.data` as `<page>/`; Nuxt's renderer renders
  * `<page>/_payload.json` as `<page>` (`/` when nothing is left); Gatsby's `serve` routes
- * `/page-data/<page>/page-data.json` as `<page>` (`index` as `/`: reverseFixedPagePath).
+ * `/page-data/<page>/page-data.json` as `<page>` (`index` as `/`: reverseFixedPagePath); Qwik
+ * City's getRouteMatchPathname `<page>/q-data.json` as `<page>`.
  */
 function routerDataPage(path: string): string {
   const gatsby = /^\/page-data\/(.+)\/page-data\.json$/.exec(path);
   if (gatsby) return gatsby[1] === "index" ? "/" : `/${gatsby[1]}`;
-  const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?)$/.exec(path);
+  const data = /^(.*)\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|q-data\.json)$/.exec(path);
   return data ? data[1] || "/" : path;
 }
 

@@ -211,12 +211,12 @@ const anyPath = fc.oneof(
 /**
  * Forms matched since aee9edd, each worked out from a form it gives: a directory's index script
  * (fe0c41b) or a controller's index action as the directory, a page's Next.js data route or segment prefetch as the page
- * (6b1b65c), a page's SvelteKit, React Router, Nuxt or Gatsby data request as the page. The reference stays
+ * (6b1b65c), a page's SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page. The reference stays
  * as aee9edd had it; these are tested in canonical.test.ts.
  */
 function addedSince(form: string, forms: readonly string[]): boolean {
   return forms.some((f) => {
-    if (/\/_next\/data\/|\.segments\/|\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|page-data\.json)$/i.test(f)) return true;
+    if (/\/_next\/data\/|\.segments\/|\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|page-data\.json|q-data\.json)$/i.test(f)) return true;
     const dir = f.slice(0, f.lastIndexOf("/") + 1);
     return /^(?:(?:index|default)\.[^/]*|index)$/i.test(f.slice(dir.length)) && (form === dir || form === dir.slice(0, -1));
   });

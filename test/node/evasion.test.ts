@@ -94,7 +94,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
   });
 
-  it("a page's SvelteKit, React Router, Nuxt and Gatsby data requests count against the page's rule: they run its server load functions, loaders and data fetching", async () => {
+  it("a page's SvelteKit, React Router, Nuxt, Gatsby and Qwik City data requests count against the page's rule: they run its server load functions, loaders and data fetching", async () => {
     const pages = await gate({
       rules: [
         { name: "users", limit: 1, window: "10m", path: "/v1/users" },
@@ -110,9 +110,10 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       "/v1/users/_payload.json",
       "/v1/users/_payload.js?b1d",
       "/page-data/v1/users/page-data.json",
+      "/v1/users/q-data.json",
     ];
     await expectCountedAsOne(pages, "/v1/users", spellings);
-    for (const home of ["/__data.json", "/_root.data", "/_.data", "/_payload.json", "/page-data/index/page-data.json"]) {
+    for (const home of ["/__data.json", "/_root.data", "/_.data", "/_payload.json", "/page-data/index/page-data.json", "/q-data.json"]) {
       expect(await handlerFor(home), home).toBe(await handlerFor("/"));
       const other = freshIpv4();
       expect((await via(pages, "/", other)).status).toBe(200);
