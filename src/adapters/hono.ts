@@ -96,7 +96,11 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     const env = (c.env ?? {}) as Record<string, unknown>;
     const u = url ?? String(env.UPSTASH_REDIS_REST_URL ?? "");
     const t = token ?? String(env.UPSTASH_REDIS_REST_TOKEN ?? "");
-    if (limiter?.url !== u || limiter.token !== t) limiter = { url: u, token: t, limiter: limiterFor(config, u, t) };
+    if (limiter?.url !== u || limiter.token !== t) {
+      // named as the app set them: it wrote no options.url
+      if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");
+      limiter = { url: u, token: t, limiter: limiterFor(config, u, t) };
+    }
     return limiter.limiter;
   };
 

@@ -114,25 +114,35 @@ function assertStore(url: string, token: string): void {
 
 /**
  * One store option as given, checked when the limiter or middleware is built: a URL the REST
- * client cannot fetch (`localhost:8079`, no scheme) would make every decision a store failure,
- * so with `fail: "open"` the limit would silently never apply.
+ * client cannot fetch (`localhost:8079`, no scheme, credentials in it) would make every
+ * decision a store failure, so with `fail: "open"` the limit would silently never apply. The
+ * message never repeats a URL's credentials.
  *
  * @example
  * assertStoreOption("url", "localhost:8079"); // throws "slidegate: options.url: must be an http(s) URL …"
  */
-export function assertStoreOption(name: "url" | "token", value: unknown): void {
+export function assertStoreOption(name: "url" | "token", value: unknown, label = `options.${name}`): void {
   if (name === "token") {
     if (typeof value !== "string" || value.trim() === "")
-      throw new TypeError(`slidegate: options.token: must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+      throw new TypeError(`slidegate: ${label}: must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
     return;
   }
   const parsed = typeof value === "string" && URL.canParse(value) ? new URL(value) : undefined;
   if (parsed?.protocol !== "https:" && parsed?.protocol !== "http:") {
     throw new TypeError(
-      `slidegate: options.url: must be an http(s) URL, like https://example.upstash.io, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`,
+      `slidegate: ${label}: must be an http(s) URL, like https://example.upstash.io, not ${typeof value === "string" ? JSON.stringify(withoutCredentials(value)) : describe(value)}`,
+    );
+  }
+  // fetch() refuses a URL with credentials: no call to the store would be sent
+  if (parsed.username || parsed.password) {
+    throw new TypeError(
+      `slidegate: ${label}: must hold no credentials (user:password@), which fetch() refuses: give the REST URL alone (${parsed.protocol}//${parsed.host}) and the REST token as the token`,
     );
   }
 }
+
+/** A URL as an error may show it: the Redis URL (`rediss://default:password@host:6379`) carries a password. */
+const withoutCredentials = (url: string) => url.replace(/^([^/?#@]*?:\/\/)?[^/?#]*@/, "$1…@");
 
 /** Throws a TypeError saying what to pass when `options` is no object: destructuring it would say only "Cannot destructure". */
 export function assertOptionsObject(options: unknown, called: string): void {

@@ -288,6 +288,34 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ rules })).not.toThrow();
   });
 
+  it("refuses a store URL with credentials in it, given in code or read from the bindings, and never repeats them", async () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    // fetch() refuses a URL with credentials: every decision would be a store failure, and fail open
+    expect(() => rateLimit({ url: services.shimUrl.replace("://", "://default:pw-in-url@"), rules })).toThrow(/options\.url: /);
+    // the Redis URL in place of the REST one (its password in it): refused, and the password not repeated
+    let thrown: unknown;
+    try {
+      rateLimit({ url: "rediss://default:AYb3redis-password@eu1-fine-cat.upstash.io:6379", rules });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(String(thrown)).toMatch(/options\.url: must be an http\(s\) URL/);
+    expect(String(thrown)).not.toContain("AYb3redis-password");
+    // from the bindings: the app's error, for app.onError (and its log), without the password
+    const app = new Hono<{ Bindings: { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string } }>();
+    let error: unknown;
+    app.onError((e, c) => {
+      error = e;
+      return c.text("error", 500);
+    });
+    app.use(rateLimit({ prefix: prefix(), rules }));
+    app.get("/", (c) => c.text("ok"));
+    const env = { UPSTASH_REDIS_REST_URL: services.shimUrl.replace("://", "://default:pw-in-binding@"), UPSTASH_REDIS_REST_TOKEN: services.shimToken };
+    expect((await app.fetch(request("/"), env)).status).toBe(500);
+    expect(String(error)).toMatch(/the binding UPSTASH_REDIS_REST_URL: must hold no credentials/);
+    expect(String(error)).not.toContain("pw-in-binding");
+  });
+
   it("answers a cost callback that returns no number (a Promise, a string) with the app's error, not a 400 that blames the client, and records nothing", async () => {
     const p = prefix();
     const app = new Hono();
