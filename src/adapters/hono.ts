@@ -99,6 +99,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     if (limiter?.url !== u || limiter.token !== t) {
       // named as the app set them: it wrote no options.url
       if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");
+      if (token === undefined && t) assertStoreOption("token", t, "the binding UPSTASH_REDIS_REST_TOKEN");
       limiter = { url: u, token: t, limiter: limiterFor(config, u, t) };
     }
     return limiter.limiter;

@@ -114,9 +114,9 @@ function assertStore(url: string, token: string): void {
 
 /**
  * One store option as given, checked when the limiter or middleware is built: a URL the REST
- * client cannot fetch (`localhost:8079`, no scheme, credentials in it) would make every
- * decision a store failure, so with `fail: "open"` the limit would silently never apply. The
- * message never repeats a URL's credentials.
+ * client cannot fetch (`localhost:8079`, no scheme, credentials in it) or a token no request
+ * header can carry would make every decision a store failure, so with `fail: "open"` the limit
+ * would silently never apply. The message never repeats a token, nor a URL's credentials.
  *
  * @example
  * assertStoreOption("url", "localhost:8079"); // throws "slidegate: options.url: must be an http(s) URL …"
@@ -125,6 +125,17 @@ export function assertStoreOption(name: "url" | "token", value: unknown, label =
   if (name === "token") {
     if (typeof value !== "string" || value.trim() === "")
       throw new TypeError(`slidegate: ${label}: must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+    // Headers trims HTTP white space around a value; within one, a line break, a NUL or a character past U+00FF cannot go
+    const lead = /^[\t\n\r ]*/.exec(value)![0].length;
+    const within = value
+      .slice(lead)
+      .replace(/[\t\n\r ]+$/, "")
+      .search(/[\0\r\n\u0100-\uffff]/);
+    if (within >= 0) {
+      const c = value.charCodeAt(lead + within);
+      const what = c === 0 ? "a NUL" : c === 10 || c === 13 ? "a line break" : `U+${c.toString(16).toUpperCase().padStart(4, "0")}`;
+      throw new TypeError(`slidegate: ${label}: holds ${what} (at index ${lead + within}), which no request header can carry: check the value as copied (it is not repeated here)`);
+    }
     return;
   }
   const parsed = typeof value === "string" && URL.canParse(value) ? new URL(value) : undefined;

@@ -316,6 +316,23 @@ describe("Hono middleware", () => {
     expect(String(error)).not.toContain("pw-in-binding");
   });
 
+  it("refuses a store token no request header can carry (a line break inside, a character past U+00FF), without repeating it", async () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    for (const token of [`${services.shimToken.slice(0, 8)}\n${services.shimToken.slice(8)}`, `${services.shimToken}\u20ac`, `${services.shimToken}\0`]) {
+      let thrown: unknown;
+      try {
+        rateLimit({ url: services.shimUrl, token, rules });
+      } catch (e) {
+        thrown = e;
+      }
+      expect(String(thrown)).toMatch(/options\.token: /);
+      expect(String(thrown)).not.toContain(services.shimToken.slice(8));
+    }
+    // white space around it is what the store's client trims, and the store takes
+    const l = createRateLimiter({ url: services.shimUrl, token: `${services.shimToken}\n`, prefix: prefix(), rules });
+    expect((await l.limit("u")).reason).toBe("admitted");
+  });
+
   it("answers a cost callback that returns no number (a Promise, a string) with the app's error, not a 400 that blames the client, and records nothing", async () => {
     const p = prefix();
     const app = new Hono();
