@@ -89,7 +89,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   // a store given in code is checked now; one from the bindings can be read only per request
   if (url !== undefined) assertStoreOption("url", url);
   if (token !== undefined) assertStoreOption("token", token);
-  const config = parseLimits(limits);
+  const config = parseLimits(limits, ["url", "token", "identify", "cost", "clientIp"]);
   // The store may come from the bindings, known only per request: one limiter per store, kept for the isolate.
   let limiter: { url: string; token: string; limiter: RateLimiter } | undefined;
   const limiterOf = (c: Context) => {

@@ -87,11 +87,12 @@ const passed = () => new Response(null, { status: 204 });
 
 /**
  * Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that
- * names each bad one. A configuration that is valid but can be walked around (an API-key
+ * names each bad one (a misspelt one with every option the caller takes: `own` and the limit
+ * fields). A configuration that is valid but can be walked around (an API-key
  * header with made-up keys let through and no address floor) is said once, in a warning, as
  * `npm run check-config` says it for the gateway.
  */
-export function parseLimits(limits: Omit<RateLimits, "cors">): GateConfig {
+export function parseLimits(limits: Omit<RateLimits, "cors">, own: readonly string[] = ["url", "token"]): GateConfig {
   // taken, it would do nothing: the application sends the answers, and opens them itself
   if (Object.hasOwn(Object(limits), "cors")) {
     throw new Error(
@@ -99,7 +100,13 @@ export function parseLimits(limits: Omit<RateLimits, "cors">): GateConfig {
     );
   }
   const parsed = parseRateLimits(limits, "options");
-  if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.join("; ")}`);
+  // a misspelt option is told what it may have been: the caller's own (url, identify, …) too, and never the cors refused above
+  const told = (error: string) =>
+    error.replace(
+      /^(options\.[^.[]+: unknown field \(allowed: )([^)]*)\)$/,
+      (_, head: string, fields: string) => `${head}${[...own, ...fields.split(", ").filter((f) => f !== "cors")].join(", ")})`,
+    );
+  if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.map(told).join("; ")}`);
   for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);
   return parsed.config;
 }

@@ -272,6 +272,24 @@ describe("Hono middleware", () => {
     expect(denied.headers.get("Content-Type")).toBe("application/problem+json");
   });
 
+  it("names every option it takes when it refuses a misspelt one: the store's and the middleware's own, never the cors it refuses", () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    const allowed = (build: () => unknown) => {
+      try {
+        build();
+      } catch (e) {
+        return /\(allowed: ([^)]*)\)/.exec(String(e))?.[1]?.split(", ");
+      }
+    };
+    const middleware = allowed(() => rateLimit({ rules, identfy: () => "u" } as never));
+    expect(middleware).toEqual(expect.arrayContaining(["url", "token", "identify", "cost", "clientIp", "rules", "fail"]));
+    expect(middleware).not.toContain("cors");
+    const library = allowed(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, failmode: "closed" } as never));
+    expect(library).toEqual(expect.arrayContaining(["url", "token", "rules", "fail"]));
+    expect(library).not.toContain("cors");
+    expect(library).not.toContain("identify");
+  });
+
   it("refuses the gateway's cors option, which an app's own CORS middleware stands for", () => {
     expect(() => onTestStore({ rules: [{ name: "default", limit: 5, window: "10s" }], cors: { origins: ["https://app.example.com"] } } as never)).toThrow(
       /options\.cors: is the gateway's alone: .*hono\/cors/,
