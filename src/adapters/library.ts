@@ -10,6 +10,8 @@
  * const response = await handle(request);
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
+
+import { echo } from "../admin/unknown-fields.ts";
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
 import { aged, createPipeline, type Step } from "../decision/pipeline.ts";
@@ -84,6 +86,8 @@ export interface RateLimiter {
 }
 
 const passed = () => new Response(null, { status: 204 });
+
+const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisfies (keyof LimitOptions)[];
 
 /**
  * Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that
@@ -202,6 +206,11 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
     async limit(input, options = {}) {
       if (typeof options !== "object" || options === null) {
         throw new TypeError(`slidegate: limit()'s options must be an object ({ cost, identity, clientIp }) or left out, not ${describe(options)}`);
+      }
+      // a misspelt one (clientIP) would leave the request counted by the header any client writes
+      for (const name in options) {
+        if (!LIMIT_OPTIONS.includes(name) && Object.hasOwn(options, name))
+          throw new TypeError(`slidegate: limit()'s options: ${echo(name)}: unknown option (allowed: ${LIMIT_OPTIONS.join(", ")})`);
       }
       const { cost, identity, clientIp } = options;
       let step: Step;

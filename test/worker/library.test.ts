@@ -144,6 +144,17 @@ describe("Hono middleware", () => {
     expect((await l.limit(request("/", { ip: "198.51.100.61" }), { clientIp: "192.0.2.61" })).success).toBe(false);
   });
 
+  it("refuses an option of limit() it does not know (clientIP for clientIp, a misspelt cost), naming it, and records nothing", async () => {
+    const p = prefix();
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
+    // taken silently, the request would count by the CF-Connecting-IP any client writes, and by a cost of 1
+    await expect(l.limit(request("/", { ip: "198.51.100.70" }), { clientIP: "192.0.2.70" } as never)).rejects.toThrow(
+      /^slidegate: limit\(\)'s options: "clientIP": unknown option \(allowed: cost, identity, clientIp\)$/,
+    );
+    await expect(l.limit("user-1", { cst: 5 } as never)).rejects.toThrow(/"cst": unknown option/);
+    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
+  });
+
   it("takes no identity (undefined, null, blank) as the request's own key or IP, and refuses one that is not a string with a TypeError that says so", async () => {
     const app = new Hono();
     let error: unknown;
