@@ -62,7 +62,8 @@ export interface LimitOptions {
    * API key or client IP. The rules that cover the request by path and method, the allow and
    * deny lists and the address rules (by its client IP) apply as for any request; the key
    * registry and `identity.required` do not. Undefined, null or a blank string: none (the
-   * request's own key or IP); anything but a string throws a TypeError.
+   * request's own key or IP); anything but a string throws a TypeError, as one beside an
+   * identity of your own (`limit("user-42", { identity })`) does.
    */
   identity?: string | null;
   /**
@@ -220,6 +221,9 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       if (typeof input === "string") {
         // an identity of your own is counted over the default tier alone: an address would be read by nothing
         if (clientIp !== undefined) throw new TypeError("slidegate: the clientIp option goes with a Request, not with an identity of your own");
+        // one of the two would go uncounted, and which one the caller meant cannot be told
+        if (ownOrNone(identity) !== undefined)
+          throw new TypeError(`slidegate: the identity option goes with a Request: limit(${echo(input)}) is counted as ${echo(input)} already`);
         step = await pipeline.decideFor(await identify("u", ownIdentity(input, "limit(identity)")), cost);
       } else if (typeof input === "object" && input !== null && typeof (input as Partial<Request>).url === "string") {
         const own = ownOrNone(identity);

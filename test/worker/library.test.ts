@@ -155,6 +155,17 @@ describe("Hono middleware", () => {
     expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
   });
 
+  it("refuses an identity option beside an identity of your own, which would leave one of the two uncounted", async () => {
+    const p = prefix();
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
+    await expect(l.limit("user-1", { identity: "user-2" })).rejects.toThrow(
+      /^slidegate: the identity option goes with a Request: limit\("user-1"\) is counted as "user-1" already$/,
+    );
+    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
+    // none at all is no other identity
+    for (const identity of [undefined, null, " "]) expect((await l.limit("user-1", { identity })).reason).toBe("admitted");
+  });
+
   it("takes no identity (undefined, null, blank) as the request's own key or IP, and refuses one that is not a string with a TypeError that says so", async () => {
     const app = new Hono();
     let error: unknown;
