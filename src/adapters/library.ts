@@ -195,6 +195,16 @@ function ownOrNone(value: unknown): string | undefined {
   return ownIdentity(value, "the identity option");
 }
 
+/**
+ * A Request, by what the pipeline reads of one: not by `instanceof`, which a Request of another
+ * realm or fetch implementation (undici's, a test runner's) fails.
+ */
+function isRequest(input: unknown): input is Request {
+  if (typeof input !== "object" || input === null) return false;
+  const r = input as Partial<Request>;
+  return typeof r.url === "string" && typeof r.method === "string" && typeof r.headers?.get === "function";
+}
+
 /** The limiter over a configuration already validated, on one store. */
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
@@ -225,7 +235,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         if (ownOrNone(identity) !== undefined)
           throw new TypeError(`slidegate: the identity option goes with a Request: limit(${echo(input)}) is counted as ${echo(input)} already`);
         step = await pipeline.decideFor(await identify("u", ownIdentity(input, "limit(identity)")), cost);
-      } else if (typeof input === "object" && input !== null && typeof (input as Partial<Request>).url === "string") {
+      } else if (isRequest(input)) {
         const own = ownOrNone(identity);
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);

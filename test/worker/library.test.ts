@@ -166,6 +166,12 @@ describe("Hono middleware", () => {
     for (const identity of [undefined, null, " "]) expect((await l.limit("user-1", { identity })).reason).toBe("admitted");
   });
 
+  it("refuses an object that is no Request (a url alone, a URL) with the TypeError that says what to pass, not a crash inside", async () => {
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 5, window: "1m" }] });
+    for (const input of [{ url: "https://app.example/x" }, { url: "https://app.example/x", method: "GET" }, new URL("https://app.example/x")])
+      await expect(l.limit(input as never)).rejects.toThrow(/^slidegate: limit\(\) takes a Request or an identity of your own \(a non-empty string\), not (Object|URL)$/);
+  });
+
   it("takes no identity (undefined, null, blank) as the request's own key or IP, and refuses one that is not a string with a TypeError that says so", async () => {
     const app = new Hono();
     let error: unknown;
