@@ -16,7 +16,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError } from "../script/limiter.ts";
-import { assertOptionsObject, assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./library.ts";
+import { assertOptionsObject, assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */

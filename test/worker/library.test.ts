@@ -3,7 +3,9 @@ import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
 import { describe, expect, it, vi } from "vitest";
+import * as honoEntry from "../../src/adapters/hono.ts";
 import { rateLimit } from "../../src/adapters/hono.ts";
+import * as libraryEntry from "../../src/adapters/library.ts";
 import { createRateLimiter, type RateLimits } from "../../src/adapters/library.ts";
 import { request, services } from "./helpers.ts";
 
@@ -497,6 +499,11 @@ describe("createRateLimiter", () => {
     } finally {
       warned.mockRestore();
     }
+  });
+
+  it("exports createRateLimiter and CostError alone from slidegate, and rateLimit alone from slidegate/hono: no helper that builds a limiter past the checks", () => {
+    expect(Object.keys(libraryEntry).sort()).toEqual(["CostError", "createRateLimiter"]);
+    expect(Object.keys(honoEntry)).toEqual(["rateLimit"]);
   });
 
   it("refuses bad options at once, naming the field", () => {

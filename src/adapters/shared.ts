@@ -1,0 +1,251 @@
+/**
+ * What the library and the Hono middleware share: their options' checks and the limiter over a
+ * configuration already checked. Not exported from the package: `createRateLimiter` and
+ * `rateLimit` are the ways in, and both check everything first.
+ */
+import { echo } from "../admin/unknown-fields.ts";
+import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
+import { givenAddress, identify } from "../decision/identity.ts";
+import { aged, createPipeline, type Step } from "../decision/pipeline.ts";
+import { createFailureLog } from "../gateway/failure-log.ts";
+import { answer, type Reason } from "../http/answers.ts";
+import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import type { Decision } from "../script/limiter.ts";
+
+/**
+ * The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`,
+ * `timeout`, lists, … — but `cors`: the answers are the application's to open to other sites.
+ */
+export interface RateLimiterOptions extends Omit<RateLimits, "cors"> {
+  /** the Upstash REST URL (or the slidegate shim's) */
+  url: string;
+  token: string;
+}
+
+export interface LimitResult {
+  /** go ahead: admitted, failed open, allow-listed, or no rule applied */
+  success: boolean;
+  reason: Reason;
+  /** the headers to put on your response (X-RateLimit-*, RateLimit, RateLimit-Policy; Retry-After when denied) */
+  headers: Headers;
+  /** whole seconds to wait, when denied or blocked */
+  retryAfter?: number;
+  decision?: Decision;
+  /** the answer slidegate would give (400 / 401 / 403 / 429 / 503 problem+json, headers set), or 204 when it lets the request through */
+  response(): Response;
+}
+
+export interface LimitOptions {
+  /**
+   * What this call weighs against every rule it is checked against: a whole number from 1 to
+   * the smallest of their limits (default: each rule's own cost). Anything else throws a
+   * {@link CostError} (a TypeError) before Redis is asked — except above an API key's own
+   * limits, which only its script call reads: then after that call, which records nothing
+   * (README, "Use as a library").
+   */
+  cost?: number;
+  /**
+   * For a Request: count it against this identity of your own (a user id, say) instead of its
+   * API key or client IP. The rules that cover the request by path and method, the allow and
+   * deny lists and the address rules (by its client IP) apply as for any request; the key
+   * registry and `identity.required` do not. Undefined, null or a blank string: none (the
+   * request's own key or IP); anything but a string throws a TypeError, as one beside an
+   * identity of your own (`limit("user-42", { identity })`) does.
+   */
+  identity?: string | null;
+  /**
+   * For a Request: the client's address as your runtime knows it (the socket's remote address,
+   * or what your own proxy wrote), in place of `CF-Connecting-IP`, which only Cloudflare's edge
+   * sets and any client can write elsewhere. It is what the request is counted as without an
+   * API key, and what the lists and address rules read. null: no address is known (the request
+   * counts in the one bucket of unknown callers, as text that is no address does); undefined:
+   * `CF-Connecting-IP`; anything else throws a TypeError.
+   */
+  clientIp?: string | null;
+}
+
+export interface RateLimiter {
+  /**
+   * A Request (identity from the API-key header or the client IP, rules matched on its
+   * canonical path and methods, lists applied: as the gateway does) or an identity of your own
+   * (every rule of the default tier).
+   */
+  limit(input: Request | string, options?: LimitOptions): Promise<LimitResult>;
+}
+
+const passed = () => new Response(null, { status: 204 });
+
+const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisfies (keyof LimitOptions)[];
+
+/**
+ * Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that
+ * names each bad one (a misspelt one with every option the caller takes: `own` and the limit
+ * fields). A configuration that is valid but can be walked around (an API-key
+ * header with made-up keys let through and no address floor) is said once, in a warning, as
+ * `npm run check-config` says it for the gateway.
+ */
+export function parseLimits(limits: Omit<RateLimits, "cors">, own: readonly string[] = ["url", "token"]): GateConfig {
+  // taken, it would do nothing: the application sends the answers, and opens them itself
+  if (Object.hasOwn(Object(limits), "cors")) {
+    throw new Error(
+      "slidegate: invalid options: options.cors: is the gateway's alone: put CORS headers on the answers of your application yourself (with Hono, register hono/cors before rateLimit, listing Retry-After and the rate-limit headers in exposeHeaders)",
+    );
+  }
+  const parsed = parseRateLimits(limits, "options");
+  // a misspelt option is told what it may have been: the caller's own (url, identify, …) too, and never the cors refused above
+  const told = (error: string) =>
+    error.replace(
+      /^(options\.[^.[]+: unknown field \(allowed: )([^)]*)\)$/,
+      (_, head: string, fields: string) => `${head}${[...own, ...fields.split(", ").filter((f) => f !== "cors")].join(", ")})`,
+    );
+  if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.map(told).join("; ")}`);
+  for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);
+  return parsed.config;
+}
+
+export function assertStore(url: string, token: string): void {
+  if (!url || !token) {
+    throw new Error("slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)");
+  }
+  assertStoreOption("url", url);
+  assertStoreOption("token", token);
+}
+
+/**
+ * One store option as given, checked when the limiter or middleware is built: a URL the REST
+ * client cannot fetch (`localhost:8079`, no scheme, credentials in it) or a token no request
+ * header can carry would make every decision a store failure, so with `fail: "open"` the limit
+ * would silently never apply. The message never repeats a token, nor a URL's credentials.
+ *
+ * @example
+ * assertStoreOption("url", "localhost:8079"); // throws "slidegate: options.url: must be an http(s) URL …"
+ */
+export function assertStoreOption(name: "url" | "token", value: unknown, label = `options.${name}`): void {
+  if (name === "token") {
+    if (typeof value !== "string" || value.trim() === "")
+      throw new TypeError(`slidegate: ${label}: must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+    // Headers trims HTTP white space around a value; within one, a line break, a NUL or a character past U+00FF cannot go
+    const lead = /^[\t\n\r ]*/.exec(value)![0].length;
+    const within = value
+      .slice(lead)
+      .replace(/[\t\n\r ]+$/, "")
+      .search(/[\0\r\n\u0100-\uffff]/);
+    if (within >= 0) {
+      const c = value.charCodeAt(lead + within);
+      const what = c === 0 ? "a NUL" : c === 10 || c === 13 ? "a line break" : `U+${c.toString(16).toUpperCase().padStart(4, "0")}`;
+      throw new TypeError(`slidegate: ${label}: holds ${what} (at index ${lead + within}), which no request header can carry: check the value as copied (it is not repeated here)`);
+    }
+    return;
+  }
+  const parsed = typeof value === "string" && URL.canParse(value) ? new URL(value) : undefined;
+  if (parsed?.protocol !== "https:" && parsed?.protocol !== "http:") {
+    throw new TypeError(
+      `slidegate: ${label}: must be an http(s) URL, like https://example.upstash.io, not ${typeof value === "string" ? JSON.stringify(withoutCredentials(value)) : describe(value)}`,
+    );
+  }
+  // fetch() refuses a URL with credentials: no call to the store would be sent
+  if (parsed.username || parsed.password) {
+    throw new TypeError(
+      `slidegate: ${label}: must hold no credentials (user:password@), which fetch() refuses: give the REST URL alone (${parsed.protocol}//${parsed.host}) and the REST token as the token`,
+    );
+  }
+}
+
+/** A URL as an error may show it: the Redis URL (`rediss://default:password@host:6379`) carries a password. */
+const withoutCredentials = (url: string) => url.replace(/^([^/?#@]*?:\/\/)?[^/?#]*@/, "$1…@");
+
+/** Throws a TypeError saying what to pass when `options` is no object: destructuring it would say only "Cannot destructure". */
+export function assertOptionsObject(options: unknown, called: string): void {
+  if (typeof options !== "object" || options === null) throw new TypeError(`slidegate: ${called} takes an options object ({ url, token, rules }), not ${describe(options)}`);
+}
+
+const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
+
+/**
+ * An identity of the application's own, as given: an empty or blank one would put every
+ * caller the application failed to name in one shared bucket, so it is refused.
+ */
+function ownIdentity(value: unknown, what: string): string {
+  if (typeof value !== "string" || value.trim() === "") {
+    throw new TypeError(`slidegate: ${what} must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+  }
+  return value;
+}
+
+/**
+ * The identity option beside a Request: none (undefined, null, blank: an anonymous visitor,
+ * an empty header) leaves the request its own API key or client IP; any other string is the
+ * identity; anything else is a programming error.
+ */
+function ownOrNone(value: unknown): string | undefined {
+  if (value === undefined || value === null || (typeof value === "string" && value.trim() === "")) return undefined;
+  return ownIdentity(value, "the identity option");
+}
+
+/**
+ * A Request, by what the pipeline reads of one: not by `instanceof`, which a Request of another
+ * realm or fetch implementation (undici's, a test runner's) fails.
+ */
+function isRequest(input: unknown): input is Request {
+  if (typeof input !== "object" || input === null) return false;
+  const r = input as Partial<Request>;
+  return typeof r.url === "string" && typeof r.method === "string" && typeof r.headers?.get === "function";
+}
+
+/** The limiter over a configuration already validated, on one store. */
+export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
+  assertStore(url, token);
+  const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
+  // A store failure shows only in the result's reason; with fail "open" the request goes on as
+  // if admitted, so a wrong token or URL would never limit and never say so. Logged as the
+  // gateway logs it: the first failure of each second in full (without the token), the rest counted.
+  const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
+  return {
+    async limit(input, options = {}) {
+      if (typeof options !== "object" || options === null) {
+        throw new TypeError(`slidegate: limit()'s options must be an object ({ cost, identity, clientIp }) or left out, not ${describe(options)}`);
+      }
+      // a misspelt one (clientIP) would leave the request counted by the header any client writes
+      for (const name in options) {
+        if (!LIMIT_OPTIONS.includes(name) && Object.hasOwn(options, name))
+          throw new TypeError(`slidegate: limit()'s options: ${echo(name)}: unknown option (allowed: ${LIMIT_OPTIONS.join(", ")})`);
+      }
+      const { cost, identity, clientIp } = options;
+      let step: Step;
+      if (clientIp !== undefined && clientIp !== null && typeof clientIp !== "string") {
+        throw new TypeError(`slidegate: the clientIp option must be a string, null or undefined, not ${describe(clientIp)}`);
+      }
+      if (typeof input === "string") {
+        // an identity of your own is counted over the default tier alone: an address would be read by nothing
+        if (clientIp !== undefined) throw new TypeError("slidegate: the clientIp option goes with a Request, not with an identity of your own");
+        // one of the two would go uncounted, and which one the caller meant cannot be told
+        if (ownOrNone(identity) !== undefined)
+          throw new TypeError(`slidegate: the identity option goes with a Request: limit(${echo(input)}) is counted as ${echo(input)} already`);
+        step = await pipeline.decideFor(await identify("u", ownIdentity(input, "limit(identity)")), cost);
+      } else if (isRequest(input)) {
+        const own = ownOrNone(identity);
+        const url = new URL(input.url);
+        const canonical = canonicalPath(url.pathname);
+        const client = clientIp === undefined ? undefined : givenAddress(clientIp, config.ipv6Prefix);
+        // a path the gateway would refuse counts against every rule of its method
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity: own, client });
+      } else {
+        throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
+      }
+      if (step.kind === "decided" && step.verdict.kind === "failed") {
+        failures.record({ fail: step.verdict.closed ? "closed" : "open", tier: step.caller.tier, rules: step.rules.map((r) => r.name), error: step.verdict.error.message });
+      }
+      if (failures.due()) failures.flush();
+      const a = answer(step, config.keyHeader);
+      return {
+        success: a.pass,
+        reason: a.reason,
+        headers: new Headers(a.fields),
+        // a denial from the isolate's cache as of now, as its headers and retryAfter are
+        decision: step.kind === "decided" && step.verdict.kind === "denied" ? aged(step.verdict.decision, step.verdict.elapsedMs) : a.decision,
+        retryAfter: a.pass ? undefined : a.retryAfter,
+        response: a.pass ? passed : a.response,
+      };
+    },
+  };
+}
