@@ -15,7 +15,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
-import { CostError } from "../script/limiter.ts";
+import { CostError, shown } from "../script/limiter.ts";
 import { assertOptionsObject, assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
@@ -110,7 +110,8 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   const costOf = (c: Context): number | undefined => {
     const n: unknown = cost?.(c);
     if (n === undefined || typeof n === "number") return n;
-    const what = typeof (n as PromiseLike<unknown> | null)?.then === "function" ? "a Promise (it is called synchronously)" : typeof n === "string" ? JSON.stringify(n) : String(n);
+    // as limit() says a cost: "3" for a bigint or a Number object would read as the number it is not
+    const what = typeof (n as PromiseLike<unknown> | null)?.then === "function" ? "a Promise (it is called synchronously)" : shown(n);
     throw new TypeError(`slidegate: options.cost must return a number or undefined, not ${what}`);
   };
 

@@ -134,7 +134,7 @@ export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">)
  * @example
  * shown("3"); // '"3"'
  */
-function shown(value: unknown): string {
+export function shown(value: unknown): string {
   if (typeof value === "number") return String(value);
   if (typeof value === "string") return JSON.stringify(value);
   if (value !== null && typeof value === "object")

@@ -413,6 +413,24 @@ describe("Hono middleware", () => {
     expect(seen.slice(0, 2).every((e) => e instanceof TypeError && !(e instanceof HTTPException))).toBe(true);
     expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
   });
+
+  it("says what a cost callback returned that prints as a number but is none (a bigint, a Number object), as limit() says it", async () => {
+    const app = new Hono();
+    const seen: string[] = [];
+    app.onError((err, c) => {
+      seen.push(err.message);
+      return c.text("app error", 500);
+    });
+    const costs: Record<string, unknown> = { bigint: 3n, boxed: Object(3), object: { tokens: 3 } };
+    app.use(onTestStore({ rules: [{ name: "default", limit: 5, window: "1m" }], cost: (c) => costs[c.req.query("kind")!] as number }));
+    app.get("/", (c) => c.text("ok"));
+    for (const kind of Object.keys(costs)) expect((await app.fetch(request(`/?kind=${kind}`))).status).toBe(500);
+    expect(seen).toEqual([
+      "slidegate: options.cost must return a number or undefined, not a bigint",
+      "slidegate: options.cost must return a number or undefined, not a Number",
+      "slidegate: options.cost must return a number or undefined, not an Object",
+    ]);
+  });
 });
 
 describe("createRateLimiter", () => {
