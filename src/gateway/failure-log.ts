@@ -69,7 +69,10 @@ export interface FailureLog {
 }
 
 export function createFailureLog(options: FailureLogOptions): FailureLog {
-  const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300, secret } = options;
+  const { event, write, now = Date.now, intervalMs = 1000, maxErrorLength = 300 } = options;
+  // the secret as it went out: Headers drops the white space around a token ("…\n" read from a
+  // file), so that is the text a store quotes back, which the secret as given would not match
+  const secret = options.secret?.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, "");
   const cut = (text: string) => (text.length > maxErrorLength ? `${text.slice(0, maxErrorLength)}…` : text);
   let lastFull = Number.NEGATIVE_INFINITY;
   let counted = 0;

@@ -1,4 +1,6 @@
+import { randomBytes } from "node:crypto";
 import { describe, expect, it, vi } from "vitest";
+import { ECHO_PREFIX, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import { freePort } from "../../scripts/lib/ports.ts";
 import { createRateLimiter } from "../../src/adapters/library.ts";
 
@@ -18,6 +20,24 @@ describe("the library on Node", () => {
       expect(line.error).not.toMatch(/reply/);
     } finally {
       logged.mockRestore();
+    }
+  });
+
+  it("never logs a token given with white space around it (as a file or a secret store hands it over) when the store quotes back the token it was sent", async () => {
+    // a store, or a proxy in front of it, that quotes back the token it got, mid-sentence: nothing behind it is asked
+    const token = randomBytes(16).toString("hex");
+    const proxy = await startFaultProxy(`http://127.0.0.1:${await freePort()}`);
+    proxy.set({ kind: "body", body: JSON.stringify({ error: `${ECHO_PREFIX}Bearer ${token} (not a token of this database)` }) });
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const l = createRateLimiter({ url: proxy.url, token: `${token}\n`, prefix: `libnode${Date.now()}`, rules: [{ name: "a", limit: 1, window: "1m" }] });
+      expect((await l.limit("u")).reason).toBe("failed-open");
+      const lines = logged.mock.calls.map((c) => String(c[0]));
+      expect(lines.filter((line) => line.includes(ECHO_PREFIX))).toHaveLength(1);
+      for (const line of lines) expect(line).not.toContain(token.slice(0, 8));
+    } finally {
+      logged.mockRestore();
+      await proxy.close();
     }
   });
 });
