@@ -152,6 +152,12 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     stacked.set(c, [...passed, result.headers]);
     if (!result.success) {
       const res = result.response();
+      // An app.onError that answers with a response of its own (c.json(…, err.status)) keeps
+      // what c.header() set: the wait and the limits, as it does under a stacked middleware,
+      // whose headers come after next()
+      const fields = mergeHeaders(stacked.get(c)!);
+      if (result.retryAfter !== undefined && !fields.has("Retry-After")) c.header("Retry-After", String(result.retryAfter));
+      for (const [name, value] of fields) c.header(name, value);
       throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
     }
     await next();

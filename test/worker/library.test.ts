@@ -246,6 +246,21 @@ describe("Hono middleware", () => {
     expect(await denied.json()).toEqual({ error: "slow down", was: 429, retryAfter: expect.stringMatching(/^(59|60)$/) });
   });
 
+  it("keeps Retry-After and its rate-limit headers on a refusal app.onError answers with a response of its own (c.json(…, err.status)), alone as when stacked", async () => {
+    const app = new Hono();
+    // Hono's usual error handler: its own body for any HTTPException, with the exception's status
+    app.onError((err, c) => (err instanceof HTTPException ? c.json({ error: err.message }, err.status) : c.text("unexpected", 500)));
+    app.use(onTestStore({ rules: [{ name: "default", limit: 1, window: "1m" }] }));
+    app.get("/", (c) => c.text("ok"));
+    expect((await app.fetch(request("/", { ip: "198.51.100.35" }))).status).toBe(200);
+    const denied = await app.fetch(request("/", { ip: "198.51.100.35" }));
+    expect(denied.status).toBe(429);
+    expect(await denied.json()).toEqual({ error: "rate-limited" });
+    expect(denied.headers.get("Retry-After")).toMatch(/^(59|60)$/);
+    expect(denied.headers.get("RateLimit")).toMatch(/^"default";r=0;t=(59|60)$/);
+    expect(denied.headers.get("X-RateLimit-Remaining")).toBe("0");
+  });
+
   it("stacked on one request (a global limit, a stricter one on a route), shows the tightest of both: never the global's remaining on the route's 429", async () => {
     const app = new Hono();
     app.use(onTestStore({ rules: [{ name: "global", limit: 100, window: "1m" }] }));
