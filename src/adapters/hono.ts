@@ -154,9 +154,11 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       const res = result.response();
       // An app.onError that answers with a response of its own (c.json(…, err.status)) keeps
       // what c.header() set: the wait and the limits, as it does under a stacked middleware,
-      // whose headers come after next()
+      // whose headers come after next(), and how to authenticate, which a 401 must say
       const fields = mergeHeaders(stacked.get(c)!);
       if (result.retryAfter !== undefined && !fields.has("Retry-After")) c.header("Retry-After", String(result.retryAfter));
+      const challenge = res.headers.get("WWW-Authenticate");
+      if (challenge !== null) c.header("WWW-Authenticate", challenge);
       for (const [name, value] of fields) c.header(name, value);
       throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
     }

@@ -294,6 +294,18 @@ describe("Hono middleware", () => {
     expect((await app.fetch(request("/", { key: "k1" }))).status).toBe(200);
   });
 
+  it("keeps WWW-Authenticate on a 401 that app.onError answers with a response of its own (c.json(…, err.status))", async () => {
+    const app = new Hono();
+    app.onError((err, c) => (err instanceof HTTPException ? c.json({ error: err.message }, err.status) : c.text("unexpected", 500)));
+    app.use(onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
+    app.get("/", (c) => c.text("ok"));
+    const res = await app.fetch(request("/"));
+    expect(res.status).toBe(401);
+    expect(await res.json()).toEqual({ error: "key-required" });
+    // a 401 must say how to authenticate (RFC 9110 §15.5.2)
+    expect(res.headers.get("WWW-Authenticate")).toMatch(/^Bearer /);
+  });
+
   it("refuses a bad option when the middleware is built, naming it, not on the first request", () => {
     expect(() => rateLimit({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toThrow("options.rules[0].limit: must be at least 1");
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10 seconds" }] })).toThrow(/options\.rules\[0\]\.window/);
