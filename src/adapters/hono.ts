@@ -16,7 +16,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError, shown } from "../script/limiter.ts";
-import { assertOptionsObject, assertStoreOption, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
+import { assertOptionsObject, assertStoreOption, describe, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -79,6 +79,20 @@ function mergeHeaders(all: readonly Headers[]): Headers {
   return merged;
 }
 
+/**
+ * A store binding as a request reads it ("" when unset). One that is no string (a Secrets Store
+ * binding, whose value only its get() gives) would be "[object Object]" as a URL or a token: a
+ * store failure on every decision, so with `fail: "open"` no limit at all.
+ */
+function binding(env: Record<string, unknown>, name: string): string {
+  const value = env[name];
+  if (value === undefined || value === null) return "";
+  if (typeof value === "string") return value;
+  throw new TypeError(
+    `slidegate: the binding ${name}: must be a string (a variable or a secret), not ${describe(value)}; give the store as options.url and options.token otherwise`,
+  );
+}
+
 /** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
 export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
   assertOptionsObject(options, "rateLimit()");
@@ -94,8 +108,8 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   let limiter: { url: string; token: string; limiter: RateLimiter } | undefined;
   const limiterOf = (c: Context) => {
     const env = (c.env ?? {}) as Record<string, unknown>;
-    const u = url ?? String(env.UPSTASH_REDIS_REST_URL ?? "");
-    const t = token ?? String(env.UPSTASH_REDIS_REST_TOKEN ?? "");
+    const u = url ?? binding(env, "UPSTASH_REDIS_REST_URL");
+    const t = token ?? binding(env, "UPSTASH_REDIS_REST_TOKEN");
     if (limiter?.url !== u || limiter.token !== t) {
       // named as the app set them: it wrote no options.url
       if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");

@@ -159,7 +159,7 @@ export function assertOptionsObject(options: unknown, called: string): void {
   if (typeof options !== "object" || options === null) throw new TypeError(`slidegate: ${called} takes an options object ({ url, token, rules }), not ${describe(options)}`);
 }
 
-const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
+export const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
 
 /**
  * An identity of the application's own, as given: an empty or blank one would put every

@@ -391,6 +391,21 @@ describe("Hono middleware", () => {
     expect(String(error)).not.toContain("pw-in-binding");
   });
 
+  it("refuses a store binding that is no string (a Secrets Store binding, read with get()) on the first request, not String() of it, which would fail every decision", async () => {
+    const app = new Hono<{ Bindings: Record<string, unknown> }>();
+    let error: unknown;
+    app.onError((e, c) => {
+      error = e;
+      return c.text("error", 500);
+    });
+    app.use(rateLimit({ prefix: prefix(), rules: [{ name: "default", limit: 5, window: "10s" }] }));
+    app.get("/", (c) => c.text("ok"));
+    const secret = { get: async () => services.shimToken };
+    const res = await app.fetch(request("/"), { UPSTASH_REDIS_REST_URL: services.shimUrl, UPSTASH_REDIS_REST_TOKEN: secret });
+    expect(res.status).toBe(500);
+    expect(String(error)).toMatch(/^TypeError: slidegate: the binding UPSTASH_REDIS_REST_TOKEN: must be a string \(a variable or a secret\), not Object;/);
+  });
+
   it("refuses a store token no request header can carry (a line break inside, a character past U+00FF), without repeating it", async () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     for (const token of [`${services.shimToken.slice(0, 8)}\n${services.shimToken.slice(8)}`, `${services.shimToken}\u20ac`, `${services.shimToken}\0`]) {
