@@ -66,11 +66,15 @@ export interface LimitOptions {
 
 export interface RateLimiter {
   /**
-   * A Request (identity from the API-key header or the client IP, rules matched on its
-   * canonical path and methods, lists applied: as the gateway does) or an identity of your own
-   * (every rule of the default tier).
+   * A Request: identity from the API-key header or the client IP (or the `identity` and
+   * `clientIp` options), rules matched on its canonical path and methods, lists applied, as
+   * the gateway does.
    */
-  limit(input: Request | string, options?: LimitOptions): Promise<LimitResult>;
+  limit(request: Request, options?: LimitOptions): Promise<LimitResult>;
+  /** An identity of your own, over every rule of the default tier: a cost alone (`identity` and `clientIp` go with a Request) */
+  limit(identity: string, options?: Pick<LimitOptions, "cost">): Promise<LimitResult>;
+  /** Either, when which one is known only at run time: a cost alone */
+  limit(input: Request | string, options?: Pick<LimitOptions, "cost">): Promise<LimitResult>;
 }
 
 const passed = () => new Response(null, { status: 204 });
@@ -201,7 +205,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   // gateway logs it: the first failure of each second in full (without the token), the rest counted.
   const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
   return {
-    async limit(input, options = {}) {
+    async limit(input: Request | string, options: LimitOptions = {}) {
       if (typeof options !== "object" || options === null) {
         throw new TypeError(`slidegate: limit()'s options must be an object ({ cost, identity, clientIp }) or left out, not ${describe(options)}`);
       }

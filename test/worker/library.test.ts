@@ -139,11 +139,26 @@ describe("Hono middleware", () => {
   it("takes clientIp beside a Request only, as a string or null, in the library", async () => {
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
     await expect(l.limit(request("/"), { clientIp: 42 as unknown as string })).rejects.toThrow(/the clientIp option must be a string, null or undefined, not number/);
-    await expect(l.limit("user-1", { clientIp: "192.0.2.1" })).rejects.toThrow(/the clientIp option goes with a Request/);
+    await expect(l.limit("user-1", { clientIp: "192.0.2.1" } as never)).rejects.toThrow(/the clientIp option goes with a Request/);
     expect((await l.limit(request("/", { ip: "198.51.100.60" }), { clientIp: "192.0.2.61" })).success).toBe(true);
     // the same forged header, another address: a bucket of its own
     expect((await l.limit(request("/", { ip: "198.51.100.60" }), { clientIp: "192.0.2.62" })).success).toBe(true);
     expect((await l.limit(request("/", { ip: "198.51.100.61" }), { clientIp: "192.0.2.61" })).success).toBe(false);
+  });
+
+  it("refuses in its types what limit() refuses at run time: an identity or a clientIp beside an identity of your own", async () => {
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 5, window: "1m" }] });
+    // each line is a type error (npm run typecheck fails on a @ts-expect-error that has none), and throws
+    // @ts-expect-error an identity of your own takes a cost alone
+    await expect(l.limit("user-1", { clientIp: "192.0.2.1" })).rejects.toThrow(TypeError);
+    // @ts-expect-error an identity of your own takes a cost alone
+    await expect(l.limit("user-1", { identity: "user-2" })).rejects.toThrow(TypeError);
+    const either = "user-1" as Request | string;
+    // @ts-expect-error which of the two it is is known only at run time: a cost alone
+    await expect(l.limit(either, { identity: "user-2" })).rejects.toThrow(TypeError);
+    // what it takes still type-checks
+    expect((await l.limit(either, { cost: 1 })).reason).toBe("admitted");
+    expect((await l.limit(request("/"), { identity: "user-2", clientIp: null, cost: 1 })).reason).toBe("admitted");
   });
 
   it("refuses an option of limit() it does not know (clientIP for clientIp, a misspelt cost), naming it, and records nothing", async () => {
@@ -160,12 +175,12 @@ describe("Hono middleware", () => {
   it("refuses an identity option beside an identity of your own, which would leave one of the two uncounted", async () => {
     const p = prefix();
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
-    await expect(l.limit("user-1", { identity: "user-2" })).rejects.toThrow(
+    await expect(l.limit("user-1", { identity: "user-2" } as never)).rejects.toThrow(
       /^slidegate: the identity option goes with a Request: limit\("user-1"\) is counted as "user-1" already$/,
     );
     expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
     // none at all is no other identity
-    for (const identity of [undefined, null, " "]) expect((await l.limit("user-1", { identity })).reason).toBe("admitted");
+    for (const identity of [undefined, null, " "]) expect((await l.limit("user-1", { identity } as never)).reason).toBe("admitted");
   });
 
   it("refuses an object that is no Request (a url alone, a URL) with the TypeError that says what to pass, not a crash inside", async () => {
