@@ -273,10 +273,14 @@ export function createPipeline(options: DeciderOptions): Pipeline {
   }
 
   /** A request counted against an identity of the application's own, in the default tier; its address rules beside it. */
-  async function decideOwn(own: Identity, client: ClientAddress, match: Match, cost: number | undefined): Promise<Step> {
+  async function decideOwn(own: Identity, request: Request, client: ClientAddress, match: Match, cost: number | undefined): Promise<Step> {
     const caller: Caller = { identity: own, tier: config.defaultTier, client };
-    const listed = config.access(client.address, undefined);
+    // the lists hold the API key the request carries, whoever the application counts it as: a
+    // key on the deny list is not let through by a session's user id, nor by being sent twice
+    const key = config.keyHeader ? readApiKey(request, config.keyHeader) : ABSENT;
+    const listed = config.access(client.address, key.kind === "key" ? (await identify("k", key.key)).keyHash : undefined);
     if (listed === "deny") return { kind: "denylisted", caller };
+    if (key.kind === "ambiguous") return { kind: "ambiguous-key", caller };
     if (listed === "allow") return { kind: "allowlisted", caller };
     const rules = rulesFor(config, config.defaultTier, match.methods, match.paths);
     const onAddress = matching(addressRules, match.methods, match.paths);
@@ -293,7 +297,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     async run(request, match, { cost, client = clientAddress(request, config.ipv6Prefix), identity: own } = {}) {
       // the shape first, whatever rules match: a bad cost is a bug even where no rule applies
       if (cost !== undefined) assertCost(cost);
-      if (own !== undefined) return decideOwn(await identify("u", own), client, match, cost);
+      if (own !== undefined) return decideOwn(await identify("u", own), request, client, match, cost);
       const key = config.keyHeader ? readApiKey(request, config.keyHeader) : ABSENT;
       const identity = key.kind === "key" ? await identify("k", key.key) : await identify("i", client.bucket);
       const caller: Caller = { identity, tier: tierOf(config, identity.keyHash), client };

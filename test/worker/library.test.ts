@@ -7,7 +7,7 @@ import * as honoEntry from "../../src/adapters/hono.ts";
 import { rateLimit } from "../../src/adapters/hono.ts";
 import * as libraryEntry from "../../src/adapters/library.ts";
 import { createRateLimiter, type RateLimits } from "../../src/adapters/library.ts";
-import { request, services } from "./helpers.ts";
+import { request, services, sha256Hex } from "./helpers.ts";
 
 const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
 
@@ -75,6 +75,24 @@ describe("Hono middleware", () => {
     // the address floor counts every identity from one address: 6 so far from .40 (5 admitted, the denied login too)
     expect((await call("GET", "/profile", "grace", "198.51.100.40")).status).toBe(429);
     expect((await call("GET", "/profile", "grace", "198.51.100.41")).status).toBe(200);
+  });
+
+  it("with an identity of the app's, still refuses an API key the deny list holds, sent once or twice, and lets an allowed one through", async () => {
+    const app = new Hono();
+    app.use(
+      onTestStore({
+        identity: { header: "x-api-key" },
+        rules: [{ name: "api", limit: 100, window: "1m" }],
+        deny: { keys: [await sha256Hex(new TextEncoder().encode("revoked-key"))] },
+        allow: { keys: [await sha256Hex(new TextEncoder().encode("trusted-key"))] },
+        identify: (c) => c.req.header("x-user"),
+      }),
+    );
+    app.get("/", (c) => c.text("ok"));
+    const call = (key: string) => app.fetch(request("/", { ip: "198.51.100.120", headers: { "x-user": "ada", "x-api-key": key } }));
+    // a session's user id does not let a revoked key through, and neither does sending it twice
+    expect([(await call("revoked-key")).status, (await call("revoked-key, revoked-key")).status, (await call("some-key")).status]).toEqual([403, 400, 200]);
+    expect((await call("trusted-key")).headers.get("RateLimit")).toBeNull();
   });
 
   it("counts by the address the app reads with clientIp, never by a CF-Connecting-IP the client wrote, for its bucket, lists and address rules", async () => {
