@@ -12,11 +12,15 @@ import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
 import type { Decision } from "../script/limiter.ts";
 
+/** Fields of RATE_LIMITS that only the gateway, which answers for and forwards to an origin, can honour (see `GATEWAY_ONLY`). */
+type GatewayOnly = "cors" | "clientIpHeader" | "passForwardedHeaders";
+
 /**
  * The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`,
- * `timeout`, lists, … — but `cors`: the answers are the application's to open to other sites.
+ * `timeout`, lists, … — but `cors`, `clientIpHeader` and `passForwardedHeaders`: the answers
+ * are the application's to open to other sites, and it forwards no request.
  */
-export interface RateLimiterOptions extends Omit<RateLimits, "cors"> {
+export interface RateLimiterOptions extends Omit<RateLimits, GatewayOnly> {
   /** the Upstash REST URL (or the slidegate shim's) */
   url: string;
   token: string;
@@ -81,6 +85,14 @@ const passed = () => new Response(null, { status: 204 });
 
 const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisfies (keyof LimitOptions)[];
 
+/** Why the library and the middleware refuse each field only the gateway honours. */
+const GATEWAY_ONLY: Record<GatewayOnly, string> = {
+  cors: "is the gateway's alone: put CORS headers on the answers of your application yourself (with Hono, register hono/cors before rateLimit, listing Retry-After and the rate-limit headers in exposeHeaders)",
+  clientIpHeader:
+    "is the header in which the gateway tells its origin the client address; the library forwards no request and never reads the address from it: give clientIp, the address as your runtime knows it (limit(request, { clientIp }), or clientIp: (c) => … in Hono)",
+  passForwardedHeaders: "is the gateway's alone: the library forwards no request, so it has no forwarding headers to pass or drop",
+};
+
 /**
  * Checks the limit fields of `options` ("options.rules[0].limit: …"), throwing an error that
  * names each bad one (a misspelt one with every option the caller takes: `own` and the limit
@@ -88,19 +100,17 @@ const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisf
  * header with made-up keys let through and no address floor) is said once, in a warning, as
  * `npm run check-config` says it for the gateway.
  */
-export function parseLimits(limits: Omit<RateLimits, "cors">, own: readonly string[] = ["url", "token"]): GateConfig {
-  // taken, it would do nothing: the application sends the answers, and opens them itself
-  if (Object.hasOwn(Object(limits), "cors")) {
-    throw new Error(
-      "slidegate: invalid options: options.cors: is the gateway's alone: put CORS headers on the answers of your application yourself (with Hono, register hono/cors before rateLimit, listing Retry-After and the rate-limit headers in exposeHeaders)",
-    );
+export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly string[] = ["url", "token"]): GateConfig {
+  // taken, each would do nothing, and `clientIpHeader` reads as where the address comes from
+  for (const [field, why] of Object.entries(GATEWAY_ONLY)) {
+    if (Object.hasOwn(Object(limits), field)) throw new Error(`slidegate: invalid options: options.${field}: ${why}`);
   }
   const parsed = parseRateLimits(limits, "options");
-  // a misspelt option is told what it may have been: the caller's own (url, identify, …) too, and never the cors refused above
+  // a misspelt option is told what it may have been: the caller's own (url, identify, …) too, and never one refused above
   const told = (error: string) =>
     error.replace(
       /^(options\.[^.[]+: unknown field \(allowed: )([^)]*)\)$/,
-      (_, head: string, fields: string) => `${head}${[...own, ...fields.split(", ").filter((f) => f !== "cors")].join(", ")})`,
+      (_, head: string, fields: string) => `${head}${[...own, ...fields.split(", ").filter((f) => !Object.hasOwn(GATEWAY_ONLY, f))].join(", ")})`,
     );
   if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.map(told).join("; ")}`);
   for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);

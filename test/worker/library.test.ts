@@ -373,17 +373,26 @@ describe("Hono middleware", () => {
     };
     const middleware = allowed(() => rateLimit({ rules, identfy: () => "u" } as never));
     expect(middleware).toEqual(expect.arrayContaining(["url", "token", "identify", "cost", "clientIp", "rules", "fail"]));
-    expect(middleware).not.toContain("cors");
+    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders"]) expect(middleware).not.toContain(refused);
     const library = allowed(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, failmode: "closed" } as never));
     expect(library).toEqual(expect.arrayContaining(["url", "token", "rules", "fail"]));
-    expect(library).not.toContain("cors");
-    expect(library).not.toContain("identify");
+    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders", "identify"]) expect(library).not.toContain(refused);
   });
 
   it("refuses the gateway's cors option, which an app's own CORS middleware stands for", () => {
     expect(() => onTestStore({ rules: [{ name: "default", limit: 5, window: "10s" }], cors: { origins: ["https://app.example.com"] } } as never)).toThrow(
       /options\.cors: is the gateway's alone: .*hono\/cors/,
     );
+  });
+
+  it("refuses clientIpHeader and passForwardedHeaders, which only a gateway that forwards can honour, pointing a client address to clientIp", () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    // taken, clientIpHeader read as where the address comes from, and the count went on by CF-Connecting-IP
+    expect(() => onTestStore({ rules, clientIpHeader: "x-forwarded-for" } as never)).toThrow(/options\.clientIpHeader: .*give clientIp/);
+    expect(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, clientIpHeader: "x-real-ip" } as never)).toThrow(
+      /options\.clientIpHeader: .*give clientIp/,
+    );
+    expect(() => onTestStore({ rules, passForwardedHeaders: true } as never)).toThrow(/options\.passForwardedHeaders: is the gateway's alone/);
   });
 
   it("refuses a store given in code that no request could use when the middleware is built, not on each request", () => {
