@@ -385,6 +385,15 @@ describe("Hono middleware", () => {
     );
   });
 
+  it("matches a rule's path against the whole URL path in a sub-app mounted with app.route, as the README says to write it", async () => {
+    const auth = new Hono();
+    auth.use(onTestStore({ rules: [{ name: "login", limit: 1, window: "1m", path: "/v1/auth/login" }] }));
+    auth.post("/login", (c) => c.text("in"));
+    const app = new Hono().route("/v1/auth", auth);
+    const login = async () => (await app.fetch(request("/v1/auth/login", { method: "POST", ip: "198.51.100.130" }))).status;
+    expect([await login(), await login()]).toEqual([200, 429]);
+  });
+
   it("refuses clientIpHeader and passForwardedHeaders, which only a gateway that forwards can honour, pointing a client address to clientIp", () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     // taken, clientIpHeader read as where the address comes from, and the count went on by CF-Connecting-IP
