@@ -150,8 +150,11 @@ export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
       return { pass: false, reason: "rate-limited", fields, decision: verdict.decision, retryAfter, response: respond };
     }
     case "blocked": {
-      const retryAfter = Number.isFinite(verdict.ms) ? Number(retryAfterSeconds(verdict.ms)) : undefined;
-      return { pass: false, reason: "blocked", fields: NO_FIELDS, retryAfter, response: () => blocked(verdict.ms) };
+      // the wait goes into the fields too, as for every other refusal that has one: an
+      // application that answers with a response of its own copies them
+      if (!Number.isFinite(verdict.ms)) return { pass: false, reason: "blocked", fields: NO_FIELDS, response: () => blocked(verdict.ms) };
+      const wait = retryAfterSeconds(verdict.ms);
+      return { pass: false, reason: "blocked", fields: [["Retry-After", wait]], retryAfter: Number(wait), response: () => blocked(verdict.ms) };
     }
     case "failed":
       return verdict.closed

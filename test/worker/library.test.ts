@@ -7,8 +7,11 @@ import * as honoEntry from "../../src/adapters/hono.ts";
 import { rateLimit } from "../../src/adapters/hono.ts";
 import * as libraryEntry from "../../src/adapters/library.ts";
 import { createRateLimiter, type RateLimits } from "../../src/adapters/library.ts";
+import { identify } from "../../src/decision/identity.ts";
+import { redisKeys } from "../../src/script/limiter.ts";
 import { request, services, sha256Hex } from "./helpers.ts";
 
+const store = new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false });
 const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
 
 /** The middleware on the test store, with a key prefix of its own. */
@@ -187,7 +190,7 @@ describe("Hono middleware", () => {
       /^slidegate: limit\(\)'s options: "clientIP": unknown option \(allowed: cost, identity, clientIp\)$/,
     );
     await expect(l.limit("user-1", { cst: 5 } as never)).rejects.toThrow(/"cst": unknown option/);
-    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
+    expect(await store.keys(`${p}:*`)).toEqual([]);
   });
 
   it("refuses an identity option beside an identity of your own, which would leave one of the two uncounted", async () => {
@@ -196,7 +199,7 @@ describe("Hono middleware", () => {
     await expect(l.limit("user-1", { identity: "user-2" } as never)).rejects.toThrow(
       /^slidegate: the identity option goes with a Request: limit\("user-1"\) is counted as "user-1" already$/,
     );
-    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
+    expect(await store.keys(`${p}:*`)).toEqual([]);
     // none at all is no other identity
     for (const identity of [undefined, null, " "]) expect((await l.limit("user-1", { identity } as never)).reason).toBe("admitted");
   });
@@ -504,7 +507,7 @@ describe("Hono middleware", () => {
       "the app's own bug",
     ]);
     expect(seen.slice(0, 2).every((e) => e instanceof TypeError && !(e instanceof HTTPException))).toBe(true);
-    expect(await new Redis({ url: services.shimUrl, token: services.shimToken, enableTelemetry: false }).keys(`${p}:*`)).toEqual([]);
+    expect(await store.keys(`${p}:*`)).toEqual([]);
   });
 
   it("says what a cost callback returned that prints as a number but is none (a bigint, a Number object), as limit() says it", async () => {
@@ -563,6 +566,20 @@ describe("createRateLimiter", () => {
     expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(true);
     expect((await l.limit(request("/x", { method: "POST", key: "k1" }))).success).toBe(false);
     expect((await l.limit(request("/x", { method: "POST", key: "k2" }))).success).toBe(true);
+  });
+
+  it("puts an operator block's Retry-After in the headers it gives, as on its 403", async () => {
+    const p = prefix();
+    const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
+    const { tag } = await identify("u", "blocked-user");
+    // as the admin API writes a block: when it ends, in µs on the store's clock
+    const [seconds] = (await store.time()) as [number, number];
+    await store.set(redisKeys.block(p, tag), String((seconds + 120) * 1_000_000), { ex: 120 });
+    const result = await l.limit("blocked-user");
+    expect([result.reason, result.response().status]).toEqual(["blocked", 403]);
+    const wait = result.response().headers.get("Retry-After");
+    expect(Number(wait)).toBeGreaterThan(100);
+    expect([result.headers.get("Retry-After"), result.retryAfter]).toEqual([wait, Number(wait)]);
   });
 
   it("fails as configured when the store is unreachable", async () => {
