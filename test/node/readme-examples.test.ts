@@ -2,7 +2,10 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join, relative } from "node:path";
+import { parseEnv } from "node:util";
+import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
+import { parseRateLimits } from "../../src/config/rate-limits.ts";
 
 // The README's Worker examples import "slidegate", "slidegate/hono" and "slidegate/worker" as a
 // user would; here those names map to the sources the package is built from, so the examples
@@ -42,4 +45,21 @@ describe("README TypeScript examples", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe("README shell examples", () => {
+  // "Managing keys" has the reader paste its configuration into .dev.vars as JSON: that line must
+  // be the TOML above it, and read as npm run dev reads .dev.vars (node:util's parseEnv).
+  it("the .dev.vars line of Managing keys is the configuration above it, as npm run dev reads it", () => {
+    const readme = readFileSync("README.md", "utf8");
+    const section = readme.slice(readme.indexOf("### Managing keys"), readme.indexOf("### Metrics"));
+    const toml = [...section.matchAll(/```toml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes("addressRules"));
+    const heredoc = /cat >> \.dev\.vars <<'EOF'\n([\s\S]*?)\nEOF\n/.exec(section)?.[1];
+    expect(toml, "the TOML configuration of Managing keys").toBeDefined();
+    expect(heredoc, "the .dev.vars heredoc of Managing keys").toBeDefined();
+    const json = parseEnv(heredoc!).RATE_LIMITS;
+    expect(json, "RATE_LIMITS in the heredoc").toBeDefined();
+    expect(JSON.parse(json!)).toEqual((parse(toml!) as { vars: { RATE_LIMITS: unknown } }).vars.RATE_LIMITS);
+    expect(parseRateLimits(json!)).toMatchObject({ ok: true });
+  });
 });
