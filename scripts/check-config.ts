@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * `npm run check-config [-- FILE | -]`: validates RATE_LIMITS offline with the validator the
- * Worker itself uses. No argument: wrangler.toml's [vars]. FILE: a JSON file. "-": JSON on stdin.
+ * Worker itself uses. No argument: wrangler.toml's [vars]. FILE: a JSON file, or a wrangler
+ * configuration (`*.toml`: its [vars] RATE_LIMITS, as for no argument). "-": JSON on stdin.
  * Exits 0 and lists the limits when valid (with a warning for what a valid configuration still
  * leaves open, such as made-up API keys without an address floor or an IPv6 deny entry narrower
  * than a caller's network); exits 1 and names each bad field otherwise.
@@ -16,9 +17,10 @@ const source = process.argv[2];
 let raw: unknown;
 let from: string;
 try {
-  if (source === undefined) {
-    raw = rateLimitsFromWranglerToml();
-    from = "wrangler.toml [vars] RATE_LIMITS";
+  // a wrangler configuration named as a file (another environment's, say) is read as wrangler.toml is
+  if (source === undefined || /\.toml$/i.test(source)) {
+    raw = rateLimitsFromWranglerToml(source);
+    from = `${source ?? "wrangler.toml"} [vars] RATE_LIMITS`;
   } else {
     raw = readFileSync(source === "-" ? 0 : source, "utf8");
     from = source === "-" ? "standard input" : source;

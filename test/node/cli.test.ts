@@ -19,6 +19,19 @@ describe("npm run check-config", () => {
     expect(r.stdout).toContain("default: 5 per 10s per client IP");
   });
 
+  it("reads a wrangler configuration named as a file as it reads wrangler.toml, not as JSON", () => {
+    const dir = mkdtempSync(join(tmpdir(), "check-config-"));
+    const file = join(dir, "wrangler.staging.toml");
+    writeFileSync(file, '[vars]\nRATE_LIMITS = { rules = [{ name = "minute", limit = 0, window = "1m" }] }\n');
+    const bad = run("scripts/check-config.ts", [file]);
+    expect([bad.status, bad.stderr]).toEqual([
+      1,
+      expect.stringMatching(/wrangler\.staging\.toml \[vars\] RATE_LIMITS is invalid:\n {2}- RATE_LIMITS\.rules\[0\]\.limit: must be at least 1/),
+    ]);
+    const given = run("scripts/check-config.ts", ["wrangler.toml"]);
+    expect([given.status, given.stdout]).toEqual([0, expect.stringContaining("default: 5 per 10s per client IP")]);
+  });
+
   it("reads a JSON file or standard input and names every bad field", () => {
     const dir = mkdtempSync(join(tmpdir(), "check-config-"));
     const file = join(dir, "limits.json");
