@@ -96,6 +96,9 @@ export function createSemantics(pool: RedisPool) {
   async function fcallReadOnly(command: Command): Promise<Translation> {
     const [, name, numkeys, ...rest] = command;
     if (name === undefined || numkeys === undefined) return { command };
+    // More keys than arguments would take the library code and the function name, which the
+    // wrapper appends, for keys: Redis's own refusal is the answer, and FCALL_RO as sent gets it.
+    if (/^\d+$/.test(numkeys) && Number(numkeys) > rest.length) return { command };
     const [[error, libraries]] = (await pool.exec([["FUNCTION", "LIST", "WITHCODE"]])) as [[Error | null, unknown]];
     const fn = error ? undefined : findFunction(libraries, name);
     if (!fn || fn.flags.includes("no-writes")) return { command };

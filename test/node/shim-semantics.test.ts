@@ -84,6 +84,21 @@ describe("FCALL_RO as Upstash runs it", () => {
   it("answers an unknown function with Redis's own error", async () => {
     await expect(redis.functions.callRo(`missing_${id}`, [])).rejects.toThrow("Function not found");
   });
+
+  it("answers more keys than arguments with Redis's own error, as for a no-writes function, never the shim's wrapper's", async () => {
+    const k = key("fcall-ro-numkeys");
+    for (const fn of ["plain_get", "ro_get"]) {
+      for (const numkeys of [1, 2, 3]) {
+        const res = await raw("/", JSON.stringify(["FCALL_RO", name(fn), numkeys, ...(numkeys > 1 ? [k] : [])]));
+        expect({ fn, numkeys, status: res.status, body: res.json }).toEqual({
+          fn,
+          numkeys,
+          status: 400,
+          body: { error: "ERR Number of keys can't be greater than number of args" },
+        });
+      }
+    }
+  });
 });
 
 describe("COPY onto itself as Upstash answers it", () => {
