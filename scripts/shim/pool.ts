@@ -32,6 +32,11 @@ export type Replies = [Error | null, unknown][];
 export interface RedisPool {
   exec(commands: Command[]): Promise<Replies>;
   transaction(commands: Command[]): Promise<Replies>;
+  /**
+   * SCRIPT LOAD wherever a script may run (every master of a cluster); its SHA1. Throws
+   * Redis's refusal as it came (a ReplyError), or RedisUnavailable.
+   */
+  loadScript(script: string): Promise<string>;
   /** A connection of the caller's own (for a stream), not yet connected, that never reconnects. */
   dedicated(): Redis;
   /** transaction connections in use, and requests waiting for one */
@@ -235,6 +240,12 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
         leases.release();
       }
     },
+    async loadScript(script) {
+      const [[error, sha]] = (await pipelined(pick(), [["SCRIPT", "LOAD", script]])) as [[Error | null, unknown]];
+      if (error?.name === "ReplyError") throw error;
+      if (error) throw new RedisUnavailable(error.message);
+      return String(sha);
+    },
     dedicated: () => new Redis(url, { ...connectionOptions(options), retryStrategy: () => null }),
     stats: leases.stats,
     async close() {
@@ -313,6 +324,20 @@ export async function createClusterPool(nodes: string[], options: PoolOptions & 
         const crossSlot = Object.assign(new Error("CROSSSLOT Keys in request don't hash to the same slot"), { name: "ReplyError" });
         return [[crossSlot, null]];
       }
+    },
+    // Scripts are each node's own: a script loaded on one master is unknown to the others.
+    async loadScript(script) {
+      const masters = cluster.nodes("master");
+      if (!masters.length) throw new RedisUnavailable("no master of the cluster is known");
+      const shas = await Promise.all(
+        masters.map((node) =>
+          node.callBuffer("SCRIPT", ["LOAD", script]).catch((e: unknown) => {
+            if (e instanceof Error && e.name === "ReplyError") throw e;
+            throw new RedisUnavailable(e instanceof Error ? e.message : String(e));
+          }),
+        ),
+      );
+      return String(shas[0]);
     },
     // Pub/sub messages reach every node of a cluster, so a stream may listen on any of them.
     dedicated: () => {

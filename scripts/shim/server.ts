@@ -276,15 +276,18 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     return transaction ? pool.transaction(list) : pool.exec(list);
   };
 
-  /** Refused before it reaches Redis, or rewritten for Upstash's semantics or script flags. */
-  const translate = async (command: Command): Promise<Translation> => {
-    const why = refusal(command);
-    if (why) throw new BadRequest(why);
-    return (await semantics.translate(command)) ?? scripts.translate(command);
+  /** A request's commands, refused before they reach Redis, or rewritten for Upstash's semantics or script flags. */
+  const translator = () => {
+    const semanticsOf = semantics.forRequest();
+    return async (command: Command): Promise<Translation> => {
+      const why = refusal(command);
+      if (why) throw new BadRequest(why);
+      return (await semanticsOf(command)) ?? scripts.translate(command);
+    };
   };
 
   async function single(body: unknown, base64: boolean) {
-    const t = await translate(toCommand(body, "body"));
+    const t = await translator()(toCommand(body, "body"));
     const [[error, reply]] = (await run([t])) as [[Error | null, unknown]];
     const entry = outcome(t, error ?? reply, base64);
     return { status: "error" in entry ? 400 : 200, body: entry };
@@ -292,6 +295,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
 
   async function pipeline(body: unknown, base64: boolean) {
     // A refused command answers for itself; the rest of the batch still runs.
+    const translate = translator();
     const prepared = await Promise.all(
       toCommands(body).map((c) =>
         translate(c).catch((e: unknown) => {
@@ -314,7 +318,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   }
 
   async function multiExec(body: unknown, base64: boolean) {
-    const translated = await Promise.all(toCommands(body).map(translate));
+    const translated = await Promise.all(toCommands(body).map(translator()));
     const results = await run(translated, true);
     const [execError, replies] = results[results.length - 1]!;
     // Discarded as a whole (EXECABORT after a queue-time error): a non-2xx answer, never

@@ -218,6 +218,36 @@ describe("shim pipelined requests", () => {
   }, 120_000);
 });
 
+describe("shim FCALL_RO calls of a large library", () => {
+  // A shim process of its own with its heap capped, in front of this file's Redis, as for
+  // bodies in tiny chunks above: a copy of the library held per call shows as the process dying.
+  const HEAP_MB = 64;
+  let small: ShimProcess | undefined;
+  const code = [
+    "#!lua name=limits_large",
+    `-- ${"x".repeat(400_000)}`,
+    "redis.register_function('limits_large_get', function(keys, args) return redis.call('GET', keys[1]) end)",
+    "",
+  ].join("\n");
+  beforeAll(async () => {
+    small = await startShimProcess({ REDIS_URL: own.redis.url }, [`--max-old-space-size=${HEAP_MB}`]);
+    await own.admin.function("LOAD", "REPLACE", code);
+  });
+  afterAll(async () => {
+    await small?.stop();
+    await own.admin.function("DELETE", "limits_large").catch(() => {});
+  });
+
+  it(`answers 300 calls of a function of a 400 KB library without no-writes, in one 17 KB pipeline, in a shim whose heap is capped at ${HEAP_MB} MB`, async () => {
+    await own.admin.set("limits:large-library", "stored");
+    const body = JSON.stringify(Array.from({ length: 300 }, () => ["FCALL_RO", "limits_large_get", 1, "limits:large-library"]));
+    const res = await fetch(`${small!.url}/pipeline`, { method: "POST", body, headers: { authorization: `Bearer ${small!.token}` } }).catch((e: Error) => e);
+    expect(res instanceof Response ? res.status : `${res.message}: ${small!.stderr().slice(0, 300)}`).toBe(200);
+    expect(await (res as Response).json()).toEqual(Array.from({ length: 300 }, () => ({ result: "stored" })));
+    expect(small!.alive()).toBe(true);
+  }, 120_000);
+});
+
 /**
  * A GET through the shim of a value of `bytes` NUL bytes (SETRANGE makes it cheaply): the
  * shim answers `status` with a JSON error, and serves the next request.

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { key, raw, upstash } from "../helpers/shim.ts";
+import { key, type OwnShim, raw, startOwnShim, upstash } from "../helpers/shim.ts";
 
 /**
  * The response bodies the official client received while `call` ran: its own fetch, observed.
@@ -99,6 +99,43 @@ describe("FCALL_RO as Upstash runs it", () => {
       }
     }
   });
+});
+
+describe("FCALL_RO of a large library, many times in one request", () => {
+  let own: OwnShim;
+  const filler = `-- ${"x".repeat(200_000)}`;
+  const code = ["#!lua name=large", filler, "redis.register_function('large_get', function(keys, args) return redis.call('GET', keys[1]) end)", ""].join("\n");
+  beforeAll(async () => {
+    own = await startOwnShim();
+    await own.admin.function("LOAD", code);
+  });
+  afterAll(() => own?.close());
+
+  /** Bytes Redis has read and written since it started: what the shim sent it and got back. */
+  const traffic = async () => {
+    const info = await own.admin.info("stats");
+    const read = (name: string) => Number(new RegExp(`^${name}:(\\d+)`, "m").exec(info)![1]);
+    return { input: read("total_net_input_bytes"), output: read("total_net_output_bytes") };
+  };
+
+  for (const path of ["/pipeline", "/multi-exec"]) {
+    it(`moves the library's code between the shim and Redis about once for 50 calls in one ${path} request, not once per call`, async () => {
+      await own.admin.set("large:k", "stored");
+      const before = await traffic();
+      const res = await fetch(own.shim.url + path, {
+        method: "POST",
+        headers: { authorization: `Bearer ${own.token}` },
+        body: JSON.stringify(Array.from({ length: 50 }, () => ["FCALL_RO", "large_get", 1, "large:k"])),
+      });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual(Array.from({ length: 50 }, () => ({ result: "stored" })));
+      const after = await traffic();
+      // in library lengths: once each way is 1; once per call, 50
+      const times = { input: Math.round((after.input - before.input) / code.length), output: Math.round((after.output - before.output) / code.length) };
+      expect(times.input).toBeLessThanOrEqual(2);
+      expect(times.output).toBeLessThanOrEqual(2);
+    });
+  }
 });
 
 describe("COPY onto itself as Upstash answers it", () => {
