@@ -8,7 +8,7 @@
  * SHIM_MAX_STREAMS, SHIM_MAX_CONNECTIONS, and SHIM_TLS_CERT + SHIM_TLS_KEY (PEM files) for HTTPS.
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_MAX_CONNECTIONS, DEFAULT_REDIS_URL, startShim, weakToken } from "./server.ts";
+import { DEFAULT_MAX_CONNECTIONS, DEFAULT_REDIS_URL, startShim, unpresentableToken, weakToken } from "./server.ts";
 
 function fail(message: string): never {
   console.error(`slidegate shim: ${message}`);
@@ -75,7 +75,11 @@ const token = process.env.SHIM_TOKEN;
 if (!token) fail("SHIM_TOKEN is not set. Every client must present it as a bearer token; set it to a long random value, e.g. SHIM_TOKEN=$(openssl rand -hex 32)");
 const host = process.env.SHIM_HOST || "127.0.0.1";
 const previousToken = process.env.SHIM_PREVIOUS_TOKEN || undefined;
-const weak = weakToken("SHIM_TOKEN", token, host) ?? weakToken("SHIM_PREVIOUS_TOKEN", previousToken, host);
+const weak =
+  unpresentableToken("SHIM_TOKEN", token) ??
+  unpresentableToken("SHIM_PREVIOUS_TOKEN", previousToken) ??
+  weakToken("SHIM_TOKEN", token, host) ??
+  weakToken("SHIM_PREVIOUS_TOKEN", previousToken, host);
 if (weak) fail(weak);
 
 function pem(name: string): Buffer {

@@ -69,6 +69,25 @@ export function weakToken(name: string, token: string | undefined, host: string)
   if (token === undefined || token === "" || token.length >= MIN_REMOTE_TOKEN_LENGTH || isLoopback(host)) return undefined;
   return `${name} is ${token.length} characters: listening on ${host}, beyond loopback, it must be at least ${MIN_REMOTE_TOKEN_LENGTH} (a random one: openssl rand -hex ${MIN_REMOTE_TOKEN_LENGTH}). Any token is taken on 127.0.0.1.`;
 }
+
+/**
+ * Why `token` (named `name`) can never arrive in an Authorization header as it is, or undefined.
+ * HTTP strips whitespace from a header value's end, and no header carries a control character
+ * (a tab aside) or a character past U+00FF: a shim started with such a token, from a token file
+ * with Windows line endings say, would answer every request 401 and never say why.
+ */
+export function unpresentableToken(name: string, token: string | undefined): string | undefined {
+  if (!token) return undefined;
+  if (/[ \t\r\n]$/.test(token))
+    return `${name} ends with whitespace (a space, or a line break from the file it was read from), which HTTP strips from a header: no client could present it`;
+  for (const char of token) {
+    const code = char.codePointAt(0)!;
+    if ((code < 0x20 && char !== "\t") || code === 0x7f)
+      return `${name} holds a control character (such as a line break), which no HTTP header may carry: no client could present it`;
+    if (code > 0xff) return `${name} holds a character past U+00FF, which an HTTP header cannot carry as text: no client could present it`;
+  }
+  return undefined;
+}
 const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /**
  * Client connections open at once by default. A fleet of isolates under a burst opens one per
@@ -193,7 +212,11 @@ async function warnOfEviction(pool: RedisPool, log: (line: string) => void): Pro
 export async function startShim(options: ShimOptions): Promise<RunningShim> {
   if (!options.token) throw new Error("startShim: a token is required");
   const listenHost = options.host ?? "127.0.0.1";
-  const weak = weakToken("token", options.token, listenHost) ?? weakToken("previousToken", options.previousToken, listenHost);
+  const weak =
+    unpresentableToken("token", options.token) ??
+    unpresentableToken("previousToken", options.previousToken) ??
+    weakToken("token", options.token, listenHost) ??
+    weakToken("previousToken", options.previousToken, listenHost);
   if (weak) throw new Error(`startShim: ${weak}`);
   const redisUrl = options.redisUrl ?? DEFAULT_REDIS_URL;
   const log = options.log ?? ((line) => console.error(line));

@@ -65,6 +65,52 @@ describe("the shim's token, by where it listens", () => {
   });
 });
 
+describe("a token no client can present", () => {
+  // HTTP strips whitespace from the end of a header value, and no header carries a control
+  // character or a character past U+00FF: a shim started with such a token answers every
+  // request 401, and nothing says why
+  const unpresentable: [string, string][] = [
+    ["a carriage return at its end (a token file with Windows line endings)", "a-token-read-from-a-windows-file\r"],
+    ["a space at its end", "a-token-pasted-with-a-space "],
+    ["a line break inside", "a-token\nacross-two-lines"],
+    ["a control character", "a-token-with-an-escape\u001b"],
+    ["a character past U+00FF", "a-token-with-a-key-\u{1f511}"],
+  ];
+
+  it("refuses such a token, or such a previous token, from startShim, naming the problem without printing it", async () => {
+    for (const [what, token] of unpresentable) {
+      for (const options of [{ token }, { token: "a-good-token", previousToken: token }]) {
+        const started = startShim({ ...options, redisUrl: services().redisUrl, log: () => {} });
+        const outcome = await started.then(
+          async (shim) => {
+            await shim.close();
+            return "started";
+          },
+          (e: Error) => e.message,
+        );
+        expect(outcome, what).toMatch(/^startShim: (token|previousToken) (ends with whitespace|holds a)/);
+        expect(outcome).not.toContain(token.trim());
+      }
+    }
+  });
+
+  it("refuses it through the command, under its own name", () => {
+    const run = shimCli({ SHIM_TOKEN: "a-token-read-from-a-windows-file\r" });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/^slidegate shim: SHIM_TOKEN ends with whitespace/m);
+    expect(run.stderr + run.stdout).not.toContain("a-token-read-from-a-windows-file");
+  });
+
+  it("still takes a token with a tab or a space inside, or a Latin-1 letter, and serves the client that sends it", async () => {
+    for (const token of ["a-token\twith-a-tab", "a token with spaces", "a-token-café"]) {
+      const shim = await startShim({ token, redisUrl: services().redisUrl, log: () => {} });
+      const res = await fetch(shim.url, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${token}` } });
+      expect(await res.json(), token).toEqual({ result: "PONG" });
+      await shim.close();
+    }
+  });
+});
+
 describe("the shim's start against a Redis that wants a password", () => {
   let redis: LocalRedis;
   beforeAll(async () => {
