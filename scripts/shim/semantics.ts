@@ -17,8 +17,13 @@ import type { RedisPool } from "./pool.ts";
  * their atomicity.
  */
 
-/** SCAN, then TYPE of every key it found, in one atomic round trip. */
-const SCAN_WITH_TYPES = `local reply = redis.call('SCAN', unpack(ARGV))
+/**
+ * SCAN, then TYPE of every key it found, in one atomic round trip. SCAN's refusal (an invalid
+ * cursor, a syntax error) is returned, not raised: raised, Redis adds the script's SHA1 and
+ * line to the text, where a plain SCAN answers Redis's words alone.
+ */
+const SCAN_WITH_TYPES = `local reply = redis.pcall('SCAN', unpack(ARGV))
+if reply.err then return reply end
 local typed = {}
 for i, key in ipairs(reply[2]) do
   typed[2 * i - 1] = key

@@ -217,6 +217,15 @@ describe("SCAN … WITHTYPE as Upstash answers it", () => {
     const res = await raw("/", JSON.stringify(["SCAN", "0", "MATCH", k, "COUNT", 100000]));
     expect(res.json).toEqual({ result: ["0", [k]] });
   });
+
+  it("answers an invalid cursor or option with Redis's own error text, as a plain SCAN does", async () => {
+    for (const args of [["not-a-cursor"], ["0", "COUNT", "0"], ["0", "BOGUS"], ["0", "COUNT", "many"]]) {
+      const plain = await raw("/", JSON.stringify(["SCAN", ...args]));
+      const typed = await raw("/", JSON.stringify(["SCAN", ...args, "WITHTYPE"]));
+      expect(plain.status, args.join(" ")).toBe(400);
+      expect({ args, status: typed.status, body: typed.json }).toEqual({ args, status: 400, body: plain.json });
+    }
+  });
 });
 
 describe("integers past 2^53 on the wire", () => {
