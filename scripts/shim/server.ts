@@ -246,7 +246,8 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   // Hashing both sides first gives equal lengths, so each compare is constant-time; every
   // accepted token is compared, so the time does not tell which one matched.
   const authorised = (req: IncomingMessage) => {
-    const presented = digest(req.headers.authorization ?? "");
+    // HTTP's authentication scheme is case-insensitive (RFC 9110, 11.1): "bearer <token>" is the token too
+    const presented = digest((req.headers.authorization ?? "").replace(/^bearer /i, "Bearer "));
     return accepted.map((a) => timingSafeEqual(presented, a)).includes(true);
   };
 

@@ -134,6 +134,13 @@ describe("shim wire details", () => {
     await expect(upstash({ token: "wrong" }).ping()).rejects.toThrow(/Unauthorized/);
   });
 
+  it("takes the Bearer scheme in any case, as HTTP defines it, and still refuses another scheme or a wrong token", async () => {
+    const s = services();
+    const status = async (authorization: string) => (await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers: { authorization } })).status;
+    for (const scheme of ["bearer", "BEARER", "bEaReR"]) expect(await status(`${scheme} ${s.shimToken}`), scheme).toBe(200);
+    for (const refused of [`Basic ${s.shimToken}`, `bearer ${s.shimToken}x`, `bearer${s.shimToken}`, `Bearers ${s.shimToken}`]) expect(await status(refused), refused).toBe(401);
+  });
+
   it("sends a different upstash-sync-token on every response", async () => {
     const tokens = new Set<string>();
     for (let i = 0; i < 5; i++) tokens.add((await raw("/", '["PING"]')).headers.get("upstash-sync-token") ?? "");
