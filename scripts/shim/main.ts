@@ -106,7 +106,7 @@ const shim = await startShim({
   clusterAuth,
   host,
   port: integerEnv("SHIM_PORT", 8079),
-  bodyLimit: integerEnv("SHIM_BODY_LIMIT", 1024 * 1024),
+  bodyLimit: positiveEnv("SHIM_BODY_LIMIT", 1024 * 1024),
   previousToken,
   maxTransactions: positiveEnv("SHIM_MAX_TRANSACTIONS", 16),
   maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),

@@ -196,6 +196,8 @@ describe("npm run shim", () => {
       [{ SHIM_TLS_CERT: "/nonexistent/cert.pem", SHIM_TLS_KEY: "/nonexistent/key.pem" }, /SHIM_TLS_CERT: cannot read "\/nonexistent\/cert.pem"/],
       [{ SHIM_MAX_STREAMS: "0" }, /SHIM_MAX_STREAMS must be at least 1, not 0/],
       [{ SHIM_MAX_CONNECTIONS: "0" }, /SHIM_MAX_CONNECTIONS must be at least 1, not 0/],
+      // every request has a body, so a limit of 0 answers every one 413
+      [{ SHIM_BODY_LIMIT: "0" }, /SHIM_BODY_LIMIT must be at least 1, not 0/],
       [{ SHIM_MAX_TRANSACTIONS: "many" }, /SHIM_MAX_TRANSACTIONS must be a whole number, not "many"/],
     ];
     for (const [env, message] of cases) {
