@@ -359,11 +359,15 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   };
 
   /** `refused`: the answer this request gets whatever it asks, once its token is checked. */
+  /** Each connection's latest request's response, for answerOnSocket to tell whether that request has had its answer. */
+  const latestResponse = new WeakMap<Duplex, ServerResponse>();
+
   async function handle(req: IncomingMessage, res: ServerResponse, refused?: BadRequest | ShimBusy) {
     // The request is here: the idle timeout (server.timeout below) is for connections that send
     // none. What follows is bounded by Node's request timeouts and the Redis command timeout, and a
     // stream on a quiet channel may send nothing for hours.
     req.socket.setTimeout(0);
+    latestResponse.set(req.socket, res);
     const syncToken = () => `${session}-${++responses}`;
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       // The text before any header: a reply past the longest string V8 makes (Redis holds 512 MB
@@ -464,9 +468,12 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     // nor while one is owed to a request that arrived whole (a pipelined one still running, and
     // these bytes a later one's): the client would pair this answer with that request, which
     // may well have run. Closing leaves its outcome unknown, which is the truth. A request
-    // whose own body is malformed has not arrived whole: it gets this answer.
+    // whose own body is malformed has not arrived whole: it gets this answer, unless it has had
+    // one already (a 401 or a 404 goes out before the body is read, and Node reads the rest
+    // after it): a second answer there would be read as the next request's.
     const inFlight = (socket as Duplex & { _httpMessage?: ServerResponse | null })._httpMessage;
-    if (!socket.writable || inFlight?.headersSent || inFlight?.req?.complete) {
+    const latest = latestResponse.get(socket);
+    if (!socket.writable || inFlight?.headersSent || inFlight?.req?.complete || (latest?.writableEnded && !latest.req.complete)) {
       socket.destroy();
       return;
     }

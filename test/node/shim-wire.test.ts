@@ -132,6 +132,29 @@ describe("shim answers to malformed HTTP", () => {
     expect([0, 200]).toContain(answer.status);
   });
 
+  it("answers a request once: a body that turns out malformed after its 401 or 404 closes the connection without a second answer", async () => {
+    const url = new URL(own.shim.url);
+    /** A chunked request whose body goes bad once its answer has arrived: everything read until the shim closes. */
+    const answeredThenMalformed = (requestHead: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: url.hostname, port: Number(url.port) });
+        let text = "";
+        socket.on("data", (c: Buffer) => {
+          const first = text === "";
+          text += c.toString("latin1");
+          if (first) socket.write("zz\r\nnot a chunk\r\n");
+        });
+        socket.on("error", reject);
+        socket.on("close", () => resolve(text));
+        socket.setTimeout(10_000, () => socket.destroy(new Error("the shim neither answered nor closed within 10 s")));
+        socket.write(`${requestHead}5\r\n["PIN\r\n`);
+      });
+    const withoutToken = await answeredThenMalformed("POST / HTTP/1.1\r\nhost: shim\r\ntransfer-encoding: chunked\r\n\r\n");
+    expect(withoutToken.match(/^HTTP\/1\.1 \d+/gm)).toEqual(["HTTP/1.1 401"]);
+    const unknownPath = await answeredThenMalformed(head(["transfer-encoding: chunked"]).replace("POST / ", "POST /nowhere "));
+    expect(unknownPath.match(/^HTTP\/1\.1 \d+/gm)).toEqual(["HTTP/1.1 404"]);
+  });
+
   it("keeps serving after them, and logs none of them as the shim's own error", async () => {
     expect(await own.client().ping()).toBe("PONG");
     expect(logged.filter((l) => l.includes("unexpected error"))).toEqual([]);
