@@ -96,6 +96,8 @@ const DEFAULT_BODY_LIMIT = 1024 * 1024;
  * silent connection holds about 4 KB.
  */
 export const DEFAULT_MAX_CONNECTIONS = 16_384;
+/** A 401's challenge: HTTP requires one (RFC 9110, 15.5.2), naming the scheme the shim takes. */
+const UNAUTHORIZED_HEADERS = { "www-authenticate": "Bearer" };
 /** Requests of one connection running at once (see the listener). */
 const PIPELINE_DEPTH = 16;
 /** A body up to this many times the limit is read to its end before the 413, so a client that
@@ -379,7 +381,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
       res.end(text);
     };
     try {
-      if (!authorised(req)) return send(401, { error: "Unauthorized" });
+      if (!authorised(req)) return send(401, { error: "Unauthorized" }, UNAUTHORIZED_HEADERS);
       if (refused) throw refused;
       const path = requestPath(req.url);
       if (path === "/__shim/stats" && req.method === "GET") {
@@ -479,7 +481,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     }
     const body = JSON.stringify({ error });
     socket.end(
-      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\nupstash-sync-token: ${session}-${++responses}\r\n\r\n${body}`,
+      `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n${status === 401 ? "www-authenticate: Bearer\r\n" : ""}upstash-sync-token: ${session}-${++responses}\r\n\r\n${body}`,
     );
     // end() only half-closes (the server's sockets allow half-open ones): a client that never
     // closes its side must not hold the socket; the delay lets the answer reach it first

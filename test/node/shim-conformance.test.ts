@@ -134,6 +134,16 @@ describe("shim wire details", () => {
     await expect(upstash({ token: "wrong" }).ping()).rejects.toThrow(/Unauthorized/);
   });
 
+  it("names the Bearer scheme in every 401 (WWW-Authenticate, which HTTP requires of a 401)", async () => {
+    const s = services();
+    for (const headers of [{}, { authorization: "Bearer wrong" }, { authorization: "Basic d3Jvbmc6" }] as Record<string, string>[]) {
+      const res = await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers });
+      expect([res.status, res.headers.get("www-authenticate")]).toEqual([401, "Bearer"]);
+    }
+    const ok = await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers: { authorization: `Bearer ${s.shimToken}` } });
+    expect([ok.status, ok.headers.get("www-authenticate")]).toEqual([200, null]);
+  });
+
   it("takes the Bearer scheme in any case, as HTTP defines it, and still refuses another scheme or a wrong token", async () => {
     const s = services();
     const status = async (authorization: string) => (await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers: { authorization } })).status;

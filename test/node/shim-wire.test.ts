@@ -96,6 +96,7 @@ describe("shim answers to malformed HTTP", () => {
     const tunnel = (auth: string) => `CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n${auth}\r\n`;
     const anonymous = await exchange(tunnel(""));
     expect([anonymous.status, anonymous.headers["content-type"], JSON.parse(anonymous.body)]).toEqual([401, "application/json", { error: "Unauthorized" }]);
+    expect(anonymous.headers["www-authenticate"]).toBe("Bearer");
     const holder = await exchange(tunnel(`authorization: Bearer ${own.token}\r\n`));
     expect(holder.status).toBe(405);
     expect(holder.headers.connection).toBe("close");
