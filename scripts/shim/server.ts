@@ -435,6 +435,13 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     "checkExpectation",
     (req: IncomingMessage, res: ServerResponse) => void handle(req, res, new BadRequest("ERR the shim meets no Expect header but 100-continue: send the request without it", 417)),
   );
+  // Node answers Expect: 100-continue with a 100 of its own before any handler runs, which asks
+  // a client without the token to send its whole body only to be told 401: the 100 goes only to
+  // a client with the token, and the others get their 401 at once.
+  server.on("checkContinue", (req: IncomingMessage, res: ServerResponse) => {
+    if (authorised(req)) res.writeContinue();
+    listener(req, res);
+  });
   server.keepAliveTimeout = 30_000;
   // Node times a request out once its first byte arrives (headersTimeout) and a kept-alive
   // connection between requests (keepAliveTimeout), but never a connection that sends nothing

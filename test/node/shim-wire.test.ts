@@ -92,6 +92,29 @@ describe("shim answers to malformed HTTP", () => {
     expect(chunkedJson(holder)).toEqual({ error: expect.stringMatching(/^ERR /) });
   });
 
+  it("answers an Expect: 100-continue without the token with its 401 alone, never inviting the body; with the token, invites it and serves", async () => {
+    const url = new URL(own.shim.url);
+    /** The headers of a request that expects 100-continue, its body held back: what comes before the shim closes or `settle` says. */
+    const expecting = (auth: string, settle: (text: string) => boolean) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect({ host: url.hostname, port: Number(url.port) });
+        let text = "";
+        socket.on("data", (c: Buffer) => {
+          text += c.toString("latin1");
+          if (text.startsWith("HTTP/1.1 100 ") && text.endsWith("\r\n\r\n") && !text.includes('"result"')) socket.write('["PING"]');
+          if (settle(text)) socket.destroy();
+        });
+        socket.on("error", reject);
+        socket.on("close", () => resolve(text));
+        socket.setTimeout(10_000, () => socket.destroy(new Error("no final answer within 10 s")));
+        socket.write(`POST / HTTP/1.1\r\nhost: shim\r\n${auth}expect: 100-continue\r\ncontent-length: 8\r\n\r\n`);
+      });
+    const anonymous = await expecting("", (text) => text.includes("Unauthorized"));
+    expect(anonymous.match(/^HTTP\/1\.1 \d+/gm)).toEqual(["HTTP/1.1 401"]);
+    const holder = await expecting(`authorization: Bearer ${own.token}\r\n`, (text) => text.includes('"PONG"'));
+    expect(holder.match(/^HTTP\/1\.1 \d+/gm)).toEqual(["HTTP/1.1 100", "HTTP/1.1 200"]);
+  });
+
   it("answers a CONNECT with a JSON 405 with the token and 401 without it, and closes, where Node closed the connection without a word", async () => {
     const tunnel = (auth: string) => `CONNECT example.com:443 HTTP/1.1\r\nhost: example.com:443\r\n${auth}\r\n`;
     const anonymous = await exchange(tunnel(""));
