@@ -16,7 +16,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError, shown } from "../script/limiter.ts";
-import { assertOptionsObject, assertStoreOption, describe, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
+import { assertOptionsObject, assertStoreOption, countedLogs, describe, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -53,6 +53,8 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
  * its own alone would put its remaining over the route's (a 429 saying 97 remain).
  */
 const stacked = new WeakMap<Context, Headers[]>();
+/** The logs the middlewares before this one counted the request in, by key. */
+const countedBefore = new WeakMap<Context, Set<string>>();
 const TRIO = ["X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"] as const;
 const LISTS = ["RateLimit-Policy", "RateLimit", "X-Slidegate-Shadow", "X-Slidegate-Shadow-Denied"] as const;
 
@@ -163,6 +165,17 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       }
       throw e;
     }
+    // Two middlewares that name a rule alike on one prefix count in one log: every request both
+    // cover would be counted twice in it, and each would read the other's requests as its own
+    const seen = countedBefore.get(c) ?? new Set<string>();
+    const shared = countedLogs(result).find((log) => seen.has(log.key));
+    if (shared) {
+      throw new Error(
+        `slidegate: two rateLimit middlewares on this request count in one log, rule "${shared.rule}" on prefix "${shared.prefix}": each request both cover would be counted twice. Give their rules different names, or each middleware a prefix of its own.`,
+      );
+    }
+    for (const log of countedLogs(result)) seen.add(log.key);
+    countedBefore.set(c, seen);
     stacked.set(c, [...passed, result.headers]);
     if (!result.success) {
       const res = result.response();

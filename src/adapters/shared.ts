@@ -6,7 +6,7 @@
 import { echo } from "../admin/unknown-fields.ts";
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
-import { aged, createPipeline, type Step } from "../decision/pipeline.ts";
+import { ADDRESS_SCOPE, aged, createPipeline, type Step } from "../decision/pipeline.ts";
 import { createFailureLog } from "../gateway/failure-log.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
@@ -206,6 +206,18 @@ function isRequest(input: unknown): input is Request {
   return typeof r.url === "string" && typeof r.method === "string" && typeof r.headers?.get === "function";
 }
 
+/** A log a decision counted in: `key` names it whole (prefix, identity, tier or address scope, and the rule whose log it is). */
+export interface CountedLog {
+  prefix: string;
+  rule: string;
+  key: string;
+}
+
+const logsOf = new WeakMap<LimitResult, readonly CountedLog[]>();
+
+/** The logs the decision of `result` counted in (none for a request no rule decided): two stacked middlewares must not share one. */
+export const countedLogs = (result: LimitResult): readonly CountedLog[] => logsOf.get(result) ?? [];
+
 /** The limiter over a configuration already validated, on one store. */
 export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
   assertStore(url, token);
@@ -251,7 +263,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       }
       if (failures.due()) failures.flush();
       const a = answer(step, config.keyHeader);
-      return {
+      const result: LimitResult = {
         success: a.pass,
         reason: a.reason,
         headers: new Headers(a.fields),
@@ -260,6 +272,19 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         retryAfter: a.pass ? undefined : a.retryAfter,
         response: a.pass ? passed : a.response,
       };
+      if (step.kind === "decided") {
+        const { identity, client, tier } = step.caller;
+        // an address rule's log is the address's, whoever the caller is
+        logsOf.set(
+          result,
+          step.rules.map((r) => ({
+            prefix: config.prefix,
+            rule: r.log,
+            key: `${config.prefix}|${r.scope === ADDRESS_SCOPE ? `@${client.bucket}` : identity.tag}|${r.scope ?? tier}|${r.log}`,
+          })),
+        );
+      }
+      return result;
     },
   };
 }

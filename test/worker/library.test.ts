@@ -320,6 +320,31 @@ describe("Hono middleware", () => {
     expect(other.headers.get("RateLimit")).toBe('"global";r=96;t=60');
   });
 
+  it("refuses to count one request twice in one log: stacked middlewares that name a rule alike on one prefix are an error naming the rule, apart ones are not", async () => {
+    const store = { url: services.shimUrl, token: services.shimToken, prefix: prefix() };
+    const errors: string[] = [];
+    const app = new Hono();
+    app.onError((err, c) => {
+      errors.push(err.message);
+      return c.text("unexpected", 500);
+    });
+    app.use(rateLimit({ ...store, rules: [{ name: "default", limit: 100, window: "1m" }] }));
+    app.use("/login", rateLimit({ ...store, rules: [{ name: "default", limit: 5, window: "1m" }] }));
+    // the same name on the same prefix, but counted per user where the global one counts per address: two logs
+    app.use("/me", rateLimit({ ...store, rules: [{ name: "default", limit: 5, window: "1m" }], identify: () => "user-7" }));
+    app.use("/orders", rateLimit({ ...store, rules: [{ name: "orders", limit: 5, window: "1m" }] }));
+    for (const path of ["/login", "/me", "/orders"]) app.get(path, (c) => c.text("ok"));
+    const status = async (path: string) => (await app.fetch(request(path, { ip: "198.51.100.140" }))).status;
+    expect([await status("/me"), await status("/orders")]).toEqual([200, 200]);
+    expect(errors).toEqual([]);
+    expect(await status("/login")).toBe(500);
+    expect(errors).toEqual([
+      expect.stringMatching(
+        /two rateLimit middlewares on this request count in one log, rule "default" on prefix "t[0-9a-f]+": .*different names, or each middleware a prefix of its own/,
+      ),
+    ]);
+  });
+
   it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
     const app = new Hono();
     app.use(onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
