@@ -78,6 +78,10 @@ export function createDecider(options: DeciderOptions): Decide {
   // block, or the registry's refusal of an API key (unknown, disabled)
   const denials = createExpiringCache<{ decision: Decision; at: number } | { blockedMs: number; at: number } | { registry: RegistryAnswer }>(config.denialCacheSize);
   const clock = options.now ?? Date.now;
+  // how many times an operator's change made the isolate forget: a reply to a call that was in
+  // flight meanwhile may tell the store as it stood before the change (a denial the reset has
+  // since cleared, a block lifted), and is answered but not held
+  let forgets = 0;
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
@@ -98,6 +102,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const enforced = limits.filter((r) => !r.shadow);
     const budget = enforced.length ? enforced : limits.length ? limits : [{ timeoutMs: config.timeoutMs, fail: config.fail }];
     const asked = performance.now();
+    const forgetsBefore = forgets;
     let reply: Reply;
     try {
       reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key);
@@ -106,23 +111,30 @@ export function createDecider(options: DeciderOptions): Decide {
       throw error;
     }
     const redisMs = performance.now() - asked;
+    const hold: typeof denials.set = (...entry) => {
+      if (forgets === forgetsBefore) denials.set(...entry);
+    };
     if (reply.kind === "blocked") {
       // a blocked caller's flood is answered here too, as a denied one's is: an unblock reaches
       // this isolate at once (forget), the others within denialCacheMaxAgeMs
-      denials.set(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now }, now);
+      hold(cacheKey, now + Math.min(reply.ms, config.denialCacheMaxAgeMs), { blockedMs: reply.ms, at: now }, now);
       return { kind: "blocked", ms: reply.ms, redisMs, fromCache: false };
     }
     if (reply.kind === "unknown-key" || reply.kind === "disabled-key") {
       // a flood of one made-up or disabled key costs no Redis call per request either; a key
       // registered or enabled meanwhile is known here at once (forget), elsewhere within denialCacheMaxAgeMs
-      denials.set(cacheKey, now + config.denialCacheMaxAgeMs, { registry: reply }, now);
+      hold(cacheKey, now + config.denialCacheMaxAgeMs, { registry: reply }, now);
       return reply;
     }
     if (reply.kind !== "decided") return reply;
     const { decision } = reply;
     if (decision.admitted) return { kind: "admitted", decision, redisMs };
-    if (decision.retryAfterMs > 0) denials.set(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now }, now);
+    if (decision.retryAfterMs > 0) hold(cacheKey, now + Math.min(decision.retryAfterMs, config.denialCacheMaxAgeMs), { decision, at: now }, now);
     return { kind: "denied", decision, redisMs, elapsedMs: 0, fromCache: false };
   };
-  return Object.assign(decide, { forget: (tag: string) => void denials.forget(`${tag}|`) }) as Decide;
+  const forget = (tag: string) => {
+    forgets++;
+    denials.forget(`${tag}|`);
+  };
+  return Object.assign(decide, { forget }) as Decide;
 }

@@ -1,0 +1,96 @@
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import { services } from "../helpers/shim.ts";
+
+// Operators are in control (threat model, invariant 6): the isolate that served an admin call
+// forgets at once what it cached of the identity. A decision the store made before the call,
+// whose answer reaches the isolate only after it, is such a thing too. The store's answers
+// pass through a proxy that holds one of them, so the order is the test's, not a timer's.
+
+const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
+let proxy: FaultProxy;
+let gate: Miniflare;
+
+beforeAll(async () => {
+  proxy = await startFaultProxy(services().shimUrl);
+  gate = await startGateIsolate({
+    UPSTASH_REDIS_REST_URL: proxy.url,
+    ADMIN_TOKEN,
+    RATE_LIMITS: rateLimits({
+      identity: { header: "x-api-key" },
+      timeout: 30_000,
+      rules: [{ name: "day", limit: 1, window: "1d" }],
+    }),
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await gate?.dispose();
+  await proxy?.close();
+});
+
+let next = 0;
+const freshIp = () => `198.51.100.${++next}`;
+
+async function ask(headers: Record<string, string>): Promise<number> {
+  const res = await gate.dispatchFetch("http://gate.example/", { headers });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+async function admin(route: string, body: unknown): Promise<number> {
+  const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "192.0.2.200" },
+    body: JSON.stringify(body),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/** Holds the store's answer to the next decision script run for `tag` (the admin API's own calls pass). */
+const holdDecision = (tag: string) => proxy.hold((body) => body.includes(tag) && /"eval(sha)?"/i.test(body));
+
+describe("an operator's change on the isolate that served it", () => {
+  it("holds at once, though a refusal the store decided before the reset reaches the isolate after it", async () => {
+    const ip = freshIp();
+    const tag = (await identify("i", ipIdentity(ip, 64))).tag;
+    expect(await ask({ "cf-connecting-ip": ip })).toBe(200);
+    const held = holdDecision(tag);
+    const before = ask({ "cf-connecting-ip": ip });
+    await held.answered; // the store has refused it: the day's one request is spent
+    expect(await admin("reset", { ip })).toBe(200);
+    held.release();
+    expect(await before).toBe(429); // decided before the reset, and answered as decided
+    expect(await ask({ "cf-connecting-ip": ip })).toBe(200);
+  });
+
+  it("holds at once, though a block the store reported before the unblock reaches the isolate after it", async () => {
+    const ip = freshIp();
+    const tag = (await identify("i", ipIdentity(ip, 64))).tag;
+    expect(await admin("block", { ip, seconds: 600 })).toBe(200);
+    const held = holdDecision(tag);
+    const before = ask({ "cf-connecting-ip": ip });
+    await held.answered;
+    expect(await admin("unblock", { ip })).toBe(200);
+    held.release();
+    expect(await before).toBe(403);
+    expect(await ask({ "cf-connecting-ip": ip })).toBe(200);
+  });
+
+  it("holds at once, though a key's refusal as disabled the store read before it was enabled reaches the isolate after it", async () => {
+    const key = `sk-${crypto.randomUUID()}`;
+    const { tag } = await identify("k", key);
+    expect(await admin("keys/set", { key, disabled: true })).toBe(200);
+    const held = holdDecision(tag);
+    const before = ask({ "cf-connecting-ip": freshIp(), "x-api-key": key });
+    await held.answered;
+    expect(await admin("keys/update", { key, disabled: false })).toBe(200);
+    held.release();
+    expect(await before).toBe(403);
+    expect(await ask({ "cf-connecting-ip": freshIp(), "x-api-key": key })).toBe(200);
+  });
+});
