@@ -25,12 +25,12 @@ export interface FaultProxy {
   /** breaks every call from now on, but those whose body `spare` accepts (they reach the shim as they are) */
   set(fault: Fault, spare?: (body: string) => boolean): void;
   /**
-   * Holds the store's answer to the next call whose body `match` accepts: the call reaches the
-   * shim and is answered there, and the answer waits here until `release()`. `answered` resolves
+   * Holds the store's answer to the next call that `match` accepts, by its body and the answer's:
+   * the call reaches the shim and is answered there, and the answer waits here until `release()`. `answered` resolves
    * once the store has answered, so a test orders what happens between a store's decision and
    * the moment the gate learns it, without racing a timer.
    */
-  hold(match: (body: string) => boolean): { answered: Promise<void>; release(): void };
+  hold(match: (body: string, answer: string) => boolean): { answered: Promise<void>; release(): void };
   /** requests that met a fault so far */
   readonly faulted: number;
   close(): Promise<void>;
@@ -46,7 +46,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
   let fault: Fault = { kind: "none" };
   let spared: ((body: string) => boolean) | undefined;
   let faulted = 0;
-  const holds: { match: (body: string) => boolean; answered: () => void; released: Promise<void> }[] = [];
+  const holds: { match: (body: string, answer: string) => boolean; answered: () => void; released: Promise<void> }[] = [];
   const server = createServer(async (req, res) => {
     const payload = await body(req);
     const current: Fault = spared?.(payload.toString()) ? { kind: "none" } : fault;
@@ -77,7 +77,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
       });
       const reply = Buffer.from(await upstream.arrayBuffer());
       if (current.kind === "lost-reply") return req.socket.destroy();
-      const held = holds.findIndex((h) => h.match(payload.toString()));
+      const held = holds.findIndex((h) => h.match(payload.toString(), reply.toString()));
       if (held >= 0) {
         const [hold] = holds.splice(held, 1);
         hold!.answered();
