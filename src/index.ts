@@ -42,9 +42,16 @@ function build(env: GatewayEnv): Gate {
   if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
   let origin: URL | undefined;
   if (env.ORIGIN_URL) {
-    if (URL.canParse(env.ORIGIN_URL)) origin = new URL(env.ORIGIN_URL);
     // not echoed even to the log: it may carry credentials
-    else errors.push("ORIGIN_URL: is not a URL");
+    if (!URL.canParse(env.ORIGIN_URL)) errors.push("ORIGIN_URL: is not a URL");
+    else {
+      origin = new URL(env.ORIGIN_URL);
+      // fetch loads no other scheme: every admitted request would end in a 502 that blames the origin
+      if (origin.protocol !== "http:" && origin.protocol !== "https:") errors.push("ORIGIN_URL: must be an http or https URL");
+      // each request's path and query are appended to it: after a query or fragment they would
+      // land in the query, or be dropped, and every request reach the same origin page
+      if (/[?#]/.test(origin.href)) errors.push("ORIGIN_URL: must hold no query or fragment (each request's path and query are appended to it)");
+    }
   }
   if (!parsed.ok || errors.length) {
     console.error(JSON.stringify({ event: "slidegate.config_error", errors }));

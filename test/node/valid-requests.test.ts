@@ -258,6 +258,23 @@ describe("a misconfigured gate", () => {
     await vi.waitFor(() => expect(logs.join("\n")).toContain("ORIGIN_URL: is not a URL"), { timeout: 10_000 });
     expect(logs.join("\n")).not.toContain("hunter2");
   });
+
+  // The path and query are appended to ORIGIN_URL: a query or fragment in it would carry every
+  // request's path into the query or drop it, and a scheme fetch cannot load would pass for an
+  // origin that cannot be reached (a 502) when it is the gate's configuration at fault.
+  it.each([
+    ["a query", (origin: string) => `${origin}/?tenant=hunter2`],
+    ["a fragment", (origin: string) => `${origin}/#hunter2`],
+    ["a scheme other than http or https", (origin: string) => `${origin.replace(/^http:/, "ftp:")}/hunter2`],
+  ])("refuses an ORIGIN_URL with %s as a configuration error, naming it, without echoing it", async (_, spelled) => {
+    const logs: string[] = [];
+    const base = await gate({ rules: [{ name: "default", limit: 5, window: "10s" }] }, { ORIGIN_URL: spelled(origin().url) }, (line) => logs.push(line));
+    const res = await rawRequest(base, { target: "/v1/users?q=1", headers: [["cf-connecting-ip", freshIp()]] });
+    expect(res.status).toBe(500);
+    expect((JSON.parse(res.body) as { type: string }).type).toBe("urn:slidegate:configuration-error");
+    await vi.waitFor(() => expect(logs.join("\n")).toContain("ORIGIN_URL: "), { timeout: 10_000 });
+    expect(logs.join("\n")).not.toContain("hunter2");
+  });
 });
 
 describe("the origin learns the client", () => {
