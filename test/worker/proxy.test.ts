@@ -244,6 +244,35 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("answers its configuration error for an Upstash URL that is no http(s) URL or holds credentials, or a token no header can carry, naming the field and never echoing its value, not even to the log", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    const warned = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      const cases: [Record<string, string>, string, string][] = [
+        // the database's Redis URL pasted for the REST one: its password is in it
+        [{ UPSTASH_REDIS_REST_URL: "rediss://default:hunter2-redis-password@eu1-example.upstash.io:6379" }, "UPSTASH_REDIS_REST_URL:", "hunter2"],
+        // the two secrets swapped: the token is where the URL goes
+        [{ UPSTASH_REDIS_REST_URL: services.shimToken, UPSTASH_REDIS_REST_TOKEN: services.shimUrl }, "UPSTASH_REDIS_REST_URL:", services.shimToken],
+        [{ UPSTASH_REDIS_REST_URL: services.shimUrl.replace("//", "//user:hunter2-password@") }, "UPSTASH_REDIS_REST_URL:", "hunter2"],
+        [{ UPSTASH_REDIS_REST_TOKEN: `${services.shimToken.slice(0, 8)}\nhunter2-rest-of-token` }, "UPSTASH_REDIS_REST_TOKEN:", "hunter2"],
+      ];
+      for (const [overrides, named, secret] of cases) {
+        logged.mockClear();
+        warned.mockClear();
+        const res = await worker.fetch(request("/v1/echo"), env(overrides));
+        const text = await res.text();
+        expect([named, res.status, (JSON.parse(text) as { type?: string }).type]).toEqual([named, 500, "urn:slidegate:configuration-error"]);
+        expect(text).not.toContain(secret);
+        const lines = [...logged.mock.calls, ...warned.mock.calls].map((c) => c.map(String).join(" "));
+        expect(lines.some((l) => l.includes("slidegate.config_error") && l.includes(named))).toBe(true);
+        expect(lines.join("\n")).not.toContain(secret);
+      }
+    } finally {
+      logged.mockRestore();
+      warned.mockRestore();
+    }
+  });
+
   it("never puts the Upstash token in a response", async () => {
     const res = await worker.fetch(request("/v1/echo"), env({}));
     const text = await res.text();
