@@ -273,6 +273,24 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("answers its configuration error for an ORIGIN_URL that is no http(s) URL, naming it and never echoing it, not even to the log", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      for (const origin of ["ftp://deploy:hunter2@origin.internal.example/", "ws://deploy:hunter2@origin.internal.example:8080/api"]) {
+        logged.mockClear();
+        const res = await worker.fetch(request("/v1/echo"), env({ ORIGIN_URL: origin }));
+        const text = await res.text();
+        expect([origin, res.status, (JSON.parse(text) as { type?: string }).type]).toEqual([origin, 500, "urn:slidegate:configuration-error"]);
+        expect(text).not.toContain("hunter2");
+        const lines = logged.mock.calls.map((c) => c.map(String).join(" "));
+        expect(lines.some((l) => l.includes("slidegate.config_error") && l.includes("ORIGIN_URL:"))).toBe(true);
+        expect(lines.join("\n")).not.toContain("hunter2");
+      }
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("never puts the Upstash token in a response", async () => {
     const res = await worker.fetch(request("/v1/echo"), env({}));
     const text = await res.text();
