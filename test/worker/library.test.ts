@@ -654,6 +654,16 @@ describe("createRateLimiter", () => {
     }
   });
 
+  it("refuses a store URL that is no URL without repeating it: with the two secrets swapped, it is the token", () => {
+    const swapped = () => createRateLimiter({ url: services.shimToken, token: services.shimUrl, rules: [{ name: "a", limit: 1, window: "1m" }] });
+    expect(swapped).toThrow(/options\.url: must be an http\(s\) URL/);
+    expect(swapped).not.toThrow(services.shimToken.slice(0, 8));
+    // a URL of another scheme is shown, without its credentials, as a help to spot it
+    expect(() => createRateLimiter({ url: "rediss://default:hunter2@eu1.upstash.io:6379", token: "t", rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(
+      /"rediss:\/\/…@eu1\.upstash\.io:6379"/,
+    );
+  });
+
   it("exports createRateLimiter and CostError alone from slidegate, and rateLimit alone from slidegate/hono: no helper that builds a limiter past the checks", () => {
     expect(Object.keys(libraryEntry).sort()).toEqual(["CostError", "createRateLimiter"]);
     expect(Object.keys(honoEntry)).toEqual(["rateLimit"]);
