@@ -207,7 +207,14 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ tiers: { a: { rules } }, defaultTier: "a" })).toEqual(["RATE_LIMITS.identity.header: is required with tiers: tiers are chosen by API key"]);
     expect(errorsOf({ rules, identity: { required: true } })).toEqual(['RATE_LIMITS.identity.required: needs "identity.header" to name the API-key header']);
     expect(errorsOf({ rules, keys: { ["b".repeat(64)]: "gold" } })).toEqual([`RATE_LIMITS.keys.${"b".repeat(64)}: "gold" is not a tier`]);
-    expect(errorsOf({ rules, keys: { "raw-key": "x" } })[0]).toMatch(/^RATE_LIMITS\.keys\.raw-key: must be the SHA-256 of an API key/);
+  });
+
+  it("never repeats a keys entry named by no SHA-256, which may be the raw API key, naming it by its place", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    const errors = errorsOf({ rules, keys: { ["b".repeat(64)]: "m", "sk-live-hunter2": "m" } });
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatch(/^RATE_LIMITS\.keys: entry 2 is named by no SHA-256 of an API key/);
+    expect(errors.join("\n")).not.toContain("hunter2");
   });
 
   it("refuses what is not a configuration at all", () => {

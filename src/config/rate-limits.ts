@@ -553,7 +553,15 @@ const MAX_DEPTH = 32;
 
 /** "root.path.to.field: message", as every configuration error reads. */
 export function describe(issue: v.BaseIssue<unknown>, root: string): string {
-  const path = (issue.path ?? []).map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
+  const items = issue.path ?? [];
+  const last = items.at(-1);
+  // a name in "keys" that is no SHA-256 is most likely the raw API key: the error goes to the
+  // log and to check-config's output, so the entry is named by its place, never repeated
+  if (last && last.type === "object" && last.origin === "key" && items.length === 2 && items[0]!.key === "keys") {
+    const place = Object.keys(last.input as object).indexOf(last.key as string) + 1;
+    return `${root}.keys: entry ${place} is named by no SHA-256 of an API key, as 64 lowercase hex digits (not repeated here: it may be the key itself; name each key by its SHA-256)`;
+  }
+  const path = items.map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
   return `${root}${path}: ${issue.message}`;
 }
 
