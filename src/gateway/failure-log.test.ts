@@ -66,6 +66,13 @@ describe("withoutSecret", () => {
     expect(withoutSecret("no secret here", secret)).toBe("no secret here");
   });
 
+  it("takes out the secret percent-encoded too, as a page quoting a URL or a form shows a token with = + or / in it", () => {
+    const secret = "AXsAAIncDE+ab/cd12=";
+    expect(withoutSecret("refused: /auth?token=AXsAAIncDE%2Bab%2Fcd12%3D&x=1", secret)).toBe("refused: /auth?token=[redacted]&x=1");
+    expect(withoutSecret("refused: token=AXsAAIncDE%2bab%2fcd12%3d", secret)).toBe("refused: token=[redacted]");
+    expect(withoutSecret("refused: token=AXsAAIncDE%2Bab%2Fc…", secret)).toBe("refused: token=[redacted]…");
+  });
+
   it("is applied before the line's own cut, which could leave a start of the secret", () => {
     const lines: Record<string, unknown>[] = [];
     const log = createFailureLog({ event: "e", write: (l) => lines.push(l), maxErrorLength: 12, secret: "0123456789abcdef" });

@@ -41,18 +41,40 @@ const SECRET_PREFIX = 4;
 
 /**
  * `text` without `secret`: every whole occurrence, and a start of it that ends the text (before
- * an ellipsis), where the client's excerpt of a reply cut it short.
+ * an ellipsis), where the client's excerpt of a reply cut it short; and the same of the secret
+ * percent-encoded, as a page quoting a URL or a form shows a token with `=`, `+` or `/` in it.
  *
  * @example
  * withoutSecret("Refused: Bearer s3cr…", "s3cret-token"); // "Refused: Bearer [redacted]…"
  */
 export function withoutSecret(text: string, secret: string): string {
   if (secret.length < SECRET_PREFIX) return text;
-  const out = text.split(secret).join("[redacted]");
+  const out = withoutForm(text, secret, false);
+  const encoded = encodeURIComponent(secret);
+  // its escapes may come in either case (%3d): matched without regard to ASCII case, which at
+  // worst takes out a few characters more
+  return encoded === secret ? out : withoutForm(out, encoded, true);
+}
+
+/** ASCII letters in lower case, every other character as it is: the length stays, so places in one are places in the other. */
+const asciiLower = (text: string) => text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+
+function withoutForm(text: string, form: string, anyCase: boolean): string {
+  const fold = anyCase ? asciiLower : (t: string) => t;
+  const folded = fold(form);
+  let out = "";
+  let from = 0;
+  const seen = fold(text);
+  for (let at = seen.indexOf(folded); at >= 0; at = seen.indexOf(folded, from)) {
+    out += `${text.slice(from, at)}[redacted]`;
+    from = at + form.length;
+  }
+  out += text.slice(from);
   const tail = /(\.\.\.|…)?$/.exec(out)![0];
   const body = out.slice(0, out.length - tail.length);
-  for (let n = Math.min(secret.length - 1, body.length); n >= SECRET_PREFIX; n--) {
-    if (body.endsWith(secret.slice(0, n))) return `${body.slice(0, body.length - n)}[redacted]${tail}`;
+  const bodySeen = fold(body);
+  for (let n = Math.min(form.length - 1, body.length); n >= SECRET_PREFIX; n--) {
+    if (bodySeen.endsWith(folded.slice(0, n))) return `${body.slice(0, body.length - n)}[redacted]${tail}`;
   }
   return out;
 }
