@@ -48,6 +48,11 @@ function storeUrlErrors(value: string): string[] {
 /** A token no header can carry: a header value loses spaces at its ends, and within it holds no line break, NUL or character past U+00FF. */
 const unsendableWithin = (token: string) => /[\0\r\n\u0100-\uffff]/.test(token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""));
 
+/** A value set that is no string: a binding (a Secrets Store one gives its value only to get()), which string checks would throw on. */
+const notString = (value: unknown) => value !== undefined && value !== null && typeof value !== "string";
+const bindingError = (name: string) =>
+  `${name}: must be a string (a variable or a secret), not a binding: a Secrets Store binding gives its value only to get(), which the gate does not call; set it with wrangler secret put`;
+
 /**
  * Builds the gate from the environment, or the one error response a bad environment earns: a
  * generic 500 for every caller, with the details (which fields, and why) only in the log —
@@ -57,6 +62,11 @@ function build(env: GatewayEnv): Gate {
   const errors: string[] = [];
   const parsed = parseRateLimits(env.RATE_LIMITS);
   if (!parsed.ok) errors.push(...parsed.errors);
+  const unread = (["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "ORIGIN_URL"] as const).filter((name) => notString(env[name]));
+  if (unread.length) {
+    console.error(JSON.stringify({ event: "slidegate.config_error", errors: [...errors, ...unread.map(bindingError)] }));
+    return async () => configurationError();
+  }
   if (!env.UPSTASH_REDIS_REST_URL) errors.push("UPSTASH_REDIS_REST_URL: is not set");
   else errors.push(...storeUrlErrors(env.UPSTASH_REDIS_REST_URL));
   if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
@@ -88,16 +98,18 @@ function build(env: GatewayEnv): Gate {
   // gate protects go on as before.
   const adminTokenErrors = !env.ADMIN_TOKEN
     ? []
-    : [
-        ...(env.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH
-          ? [`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32); the admin API answers its configuration error until it is`]
-          : []),
-        ...(unsendable(env.ADMIN_TOKEN)
-          ? [
-              "ADMIN_TOKEN: holds a space or line break at an end, or a control character, so no Authorization header can carry it as it is (a header value loses spaces at its ends and holds no control character): set it again without them; the admin API answers its configuration error until it is",
-            ]
-          : []),
-      ];
+    : notString(env.ADMIN_TOKEN)
+      ? [`${bindingError("ADMIN_TOKEN")}; the admin API answers its configuration error until it is`]
+      : [
+          ...(env.ADMIN_TOKEN.length < MIN_ADMIN_TOKEN_LENGTH
+            ? [`ADMIN_TOKEN: must be at least ${MIN_ADMIN_TOKEN_LENGTH} characters (a random one: openssl rand -hex 32); the admin API answers its configuration error until it is`]
+            : []),
+          ...(unsendable(env.ADMIN_TOKEN)
+            ? [
+                "ADMIN_TOKEN: holds a space or line break at an end, or a control character, so no Authorization header can carry it as it is (a header value loses spaces at its ends and holds no control character): set it again without them; the admin API answers its configuration error until it is",
+              ]
+            : []),
+        ];
   const refusedAdminToken = adminTokenErrors.length > 0;
   if (refusedAdminToken) console.error(JSON.stringify({ event: "slidegate.config_error", errors: adminTokenErrors }));
   return createGate({

@@ -273,6 +273,28 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("answers its configuration error for a secret bound as no string (a Secrets Store binding), naming it, never throwing", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      // a Secrets Store binding: an object whose value only its get() gives
+      const binding = { get: async () => "0123456789abcdef0123456789abcdef" };
+      for (const name of ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN", "ADMIN_TOKEN"]) {
+        logged.mockClear();
+        let status: unknown;
+        try {
+          const res = await worker.fetch(request("/__slidegate/usage"), env({ [name]: binding }));
+          status = [res.status, ((await res.json()) as { type?: string }).type];
+        } catch (e) {
+          status = `threw ${e}`;
+        }
+        expect([name, status]).toEqual([name, [500, "urn:slidegate:configuration-error"]]);
+        expect(logged.mock.calls.map((c) => c.map(String).join(" ")).some((l) => l.includes("slidegate.config_error") && l.includes(`${name}:`))).toBe(true);
+      }
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("answers its configuration error for an ORIGIN_URL that is no http(s) URL, naming it and never echoing it, not even to the log", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
