@@ -81,7 +81,8 @@ function build(env: GatewayEnv): Gate {
     if (!URL.canParse(env.ORIGIN_URL)) errors.push("ORIGIN_URL: is not a URL");
     else {
       origin = new URL(env.ORIGIN_URL);
-      // fetch loads no other scheme: every admitted request would end in a 502 that blames the origin
+      // fetch loads no other scheme: every admitted request would end in a 502 that blames the
+      // origin, its upstream_error line quoting the URL, credentials and all
       if (origin.protocol !== "http:" && origin.protocol !== "https:") errors.push("ORIGIN_URL: must be an http or https URL");
       // each request's path and query are appended to it: after a query or fragment they would
       // land in the query, or be dropped, and every request reach the same origin page
