@@ -30,6 +30,25 @@ async function handlerFor(target: string, options: Sent = {}): Promise<string> {
   return (answer.headers["x-handler"] as string | undefined) ?? `status ${answer.status}`;
 }
 
+/** A gate whose rules allow one request a caller to the page /v1/users and one to the home page. */
+const pagesGate = () =>
+  gate({
+    rules: [
+      { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+      { name: "home", limit: 1, window: "10m", path: "/" },
+    ],
+  });
+
+/** Each of `homes` runs the home page's handler and counts against the home page's rule: a fresh caller's request to it after one to / is refused. */
+async function expectHomeCounted(pages: string, homes: readonly string[]) {
+  for (const home of homes) {
+    expect(await handlerFor(home), home).toBe(await handlerFor("/"));
+    const other = freshIpv4();
+    expect((await via(pages, "/", other)).status).toBe(200);
+    expect((await via(pages, home, other)).status, home).toBe(429);
+  }
+}
+
 /**
  * Each spelling reaches `handler` when sent to the origin directly; once `spend` has spent the
  * rule (`times` requests admitted), the gate refuses each spelling with 429, and only the
@@ -74,12 +93,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
   });
 
   it("a page's Next.js data route and segment prefetches count against the page's rule: Next.js routes them as the page (its getServerSideProps runs)", async () => {
-    const pages = await gate({
-      rules: [
-        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
-        { name: "home", limit: 1, window: "10m", path: "/" },
-      ],
-    });
+    const pages = await pagesGate();
     const spellings = [
       "/_next/data/b1d/v1/users.json",
       "/_next/data/Build-42/V1/Users.json",
@@ -88,19 +102,11 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
     ];
     await expectCountedAsOne(pages, "/v1/users", spellings);
     // the home page's data route is /index.json: Next.js reads /index as /
-    expect(await handlerFor("/_next/data/b1d/index.json")).toBe(await handlerFor("/"));
-    const other = freshIpv4();
-    expect((await via(pages, "/", other)).status).toBe(200);
-    expect((await via(pages, "/_next/data/b1d/index.json", other)).status).toBe(429);
+    await expectHomeCounted(pages, ["/_next/data/b1d/index.json"]);
   });
 
   it("a page's SvelteKit, React Router, Nuxt, Gatsby and Qwik City data requests count against the page's rule: they run its server load functions, loaders and data fetching", async () => {
-    const pages = await gate({
-      rules: [
-        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
-        { name: "home", limit: 1, window: "10m", path: "/" },
-      ],
-    });
+    const pages = await pagesGate();
     // SvelteKit's client navigates to /v1/users?q=x by fetching /v1/users/__data.json?q=x&x-sveltekit-invalidated=01
     const spellings = [
       "/v1/users/__data.json",
@@ -113,12 +119,7 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
       "/v1/users/q-data.json",
     ];
     await expectCountedAsOne(pages, "/v1/users", spellings);
-    for (const home of ["/__data.json", "/_root.data", "/_.data", "/_payload.json", "/page-data/index/page-data.json", "/q-data.json"]) {
-      expect(await handlerFor(home), home).toBe(await handlerFor("/"));
-      const other = freshIpv4();
-      expect((await via(pages, "/", other)).status).toBe(200);
-      expect((await via(pages, home, other)).status, home).toBe(429);
-    }
+    await expectHomeCounted(pages, ["/__data.json", "/_root.data", "/_.data", "/_payload.json", "/page-data/index/page-data.json", "/q-data.json"]);
   });
 
   it("a directory's index script counts against the directory's rule, and the directory against the script's: servers run it for both (Apache's DirectoryIndex, nginx's index)", async () => {
