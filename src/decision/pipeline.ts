@@ -112,14 +112,20 @@ function fromAddress(verdict: Verdict, address: Identity): Verdict {
   return verdict;
 }
 
+const allShadow = (rules: readonly Rule[]) => rules.length > 0 && rules.every((r) => r.shadow);
+
 /**
  * One verdict from the key's decision and its address's (decided as `addressIdentity`): an
  * operator's block first, then a denial (the request is refused), then a failure, then an
  * admission (the fail-open mark kept). Each call recorded what it admitted on its own: a
  * request refused by one side is still counted by the other. A refusal is the key's when the
- * key's side refused, else the address's; so is a shadow denial.
+ * key's side refused, else the address's; so is a shadow denial. `shadowOnly`: a side decided
+ * over shadow rules alone (and no registry entry), whose failure is no outcome: the other
+ * side's verdict stands, unmarked, as a shadow rule's failure in the same call leaves it.
  */
-function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Verdict {
+function combine(key: Verdict, address: Verdict, addressIdentity: Identity, shadowOnly: { key?: boolean; address?: boolean } = {}): Verdict {
+  if (shadowOnly.address && address.kind === "failed" && key.kind !== "failed") return key;
+  if (shadowOnly.key && key.kind === "failed" && address.kind !== "failed") return fromAddress(address, addressIdentity);
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? fromAddress(address, addressIdentity) : undefined);
   const blocked = either("blocked");
   if (blocked) return blocked;
@@ -246,7 +252,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         const failed: Verdict = { kind: "failed", closed: visited.some((r) => failsClosed(r, config)), error };
         const decided = { ...caller, tier };
         if (!address) return { kind: "decided", caller: decided, rules, verdict: failed };
-        return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(failed, await addressVerdict(), address) };
+        return {
+          kind: "decided",
+          caller: decided,
+          rules: [...rules, ...onAddressRules],
+          verdict: combine(failed, await addressVerdict(), address, { address: allShadow(onAddressRules) }),
+        };
       }
       if (verdict.kind === "unknown-key") {
         // the address's own call has counted the request either way
@@ -260,7 +271,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
         checkCost(cost, tierRules);
         const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), addressVerdict()]);
-        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor, address) };
+        return {
+          kind: "decided",
+          caller: byAddress,
+          rules: [...tierRules, ...onAddressRules],
+          verdict: combine(asAddress, floor, address, { key: allShadow(tierRules), address: allShadow(onAddressRules) }),
+        };
       }
       if (verdict.kind === "disabled-key") {
         if (address) await addressVerdict();
@@ -268,7 +284,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       }
       const decided = { ...caller, tier };
       if (!address) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };
-      return { kind: "decided", caller: decided, rules: [...rules, ...onAddressRules], verdict: combine(verdict, await addressVerdict(), address) };
+      return {
+        kind: "decided",
+        caller: decided,
+        rules: [...rules, ...onAddressRules],
+        verdict: combine(verdict, await addressVerdict(), address, { address: allShadow(onAddressRules) }),
+      };
     }
   }
 
@@ -290,7 +311,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     if (!address) return rules.length ? { kind: "decided", caller, rules, verdict: await decide(own, config.defaultTier, rules, cost) } : { kind: "no-rule", caller };
     if (rules.length === 0) return { kind: "decided", caller, rules: onAddress, verdict: fromAddress(await decide(address, ADDRESS_SCOPE, onAddress, cost), address) };
     const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost), decide(address, ADDRESS_SCOPE, onAddress, cost)]);
-    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address) };
+    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address, { key: allShadow(rules), address: allShadow(onAddress) }) };
   }
 
   return {

@@ -894,4 +894,23 @@ describe("shadow rules never change the outcome of a store failure", () => {
     expect([first.status, second.status]).toEqual([200, 429]);
     expect(first.headers["x-slidegate-fail-open"]).toBeUndefined();
   });
+
+  it("a shadow address rule whose own call times out does not mark an API key's admission as failed open", async () => {
+    // the key's call and the address's are two calls: the slow shim fails the shadow one alone (1 ms), the key's meets its 10 s
+    const base = await gate(
+      {
+        identity: { header: "x-api-key" },
+        rules: [{ name: "real", limit: 1, window: "10m", timeout: 10_000 }],
+        addressRules: [{ name: "trial", limit: 5, window: "10m", shadow: true, timeout: 1 }],
+      },
+      { UPSTASH_REDIS_REST_URL: services().slowShimUrl },
+    );
+    const ip = freshIpv4();
+    const key: [string, string] = ["x-api-key", `key-${ip}`];
+    const first = await via(base, "/", ip, { headers: [key] });
+    const second = await via(base, "/", ip, { headers: [key] });
+    expect([first.status, second.status]).toEqual([200, 429]);
+    expect(first.headers["x-slidegate-fail-open"]).toBeUndefined();
+    expect(first.headers["ratelimit-policy"] ?? first.headers["x-ratelimit-limit"]).toBeDefined();
+  });
 });
