@@ -14,6 +14,7 @@ export type Fault =
   | { kind: "reply"; result: unknown } // 200 with this result: well-typed, and wrong
   | { kind: "body"; body: string } // 200 with this body, as it is
   | { kind: "echo"; status: number; pad?: number } // a page that quotes the credentials it was sent (ECHO_PREFIX, then the Authorization header), after `pad` characters
+  | { kind: "redirect"; status: number; location: string } // a redirect elsewhere, as a proxy in front of the store may answer
   | { kind: "drop" } // the connection is cut
   | { kind: "lost-reply" }; // the shim answers, and the connection is cut before the answer reaches the client
 
@@ -64,6 +65,8 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
         return res.writeHead(200, { "content-type": "application/json" }).end(current.body);
       case "echo":
         return res.writeHead(current.status, { "content-type": "text/plain" }).end(`${"-".repeat(current.pad ?? 0)}${ECHO_PREFIX}${req.headers.authorization}`);
+      case "redirect":
+        return res.writeHead(current.status, { location: current.location }).end();
       case "drop":
         return req.socket.destroy();
       case "slow":

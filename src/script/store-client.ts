@@ -53,7 +53,7 @@ function checkingReplies(redis: Redis): Redis {
   requester.request = async (req) => {
     let reply: unknown;
     try {
-      reply = await request(req);
+      reply = await unredirected(() => request(req));
     } catch (e) {
       if (e instanceof TypeError && !(e instanceof DOMException)) {
         // Node's fetch fails to connect with a TypeError ("fetch failed") whose cause says why
@@ -75,6 +75,38 @@ function checkingReplies(redis: Redis): Redis {
     return reply;
   };
   return redis;
+}
+
+/**
+ * `request` (the client's own, which calls the global fetch in its first turn, with no way to
+ * say how redirects go) with a fetch that follows none. A followed redirect would send the
+ * call, keys and arguments, to whatever host a proxy in front of the store names, and take
+ * that host's answer as the store's: an admission or a denial nobody's rules made. A redirect
+ * is a store failure, handled as any other. Swapped and restored in one turn, as `within`
+ * hands its signal over: no other code runs in between.
+ */
+function unredirected(request: () => Promise<unknown>): Promise<unknown> {
+  const global = globalThis as { fetch: typeof fetch };
+  const following = global.fetch;
+  let called = false;
+  global.fetch = async (input, init) => {
+    called = true;
+    const res = await following(input, { ...init, redirect: "manual" });
+    if (res.status >= 300 && res.status < 400) {
+      await res.body?.cancel();
+      throw new errors.UpstashError(`the store answered a redirect (status ${res.status}), which the gate does not follow`);
+    }
+    return res;
+  };
+  let pending: Promise<unknown>;
+  try {
+    pending = request();
+  } finally {
+    global.fetch = following;
+  }
+  // a client that no longer fetches in its first turn would follow redirects again, unseen
+  if (!called) throw new errors.UpstashError("the store client did not call fetch as the gate expects: no call was made");
+  return pending;
 }
 
 /**

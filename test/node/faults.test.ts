@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import Redis from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ECHO_PREFIX, type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
@@ -106,6 +108,29 @@ describe("faults between the Worker and Redis", () => {
   it("the shim answers malformed JSON", () => withFault({ kind: "malformed" }));
   it("the shim answers JSON of the wrong shape", () => withFault({ kind: "wrong-shape" }));
   it("the connection to the shim is cut", () => withFault({ kind: "drop" }));
+
+  it("the store redirects elsewhere: a failure by the fail mode, and the token never follows the redirect", async () => {
+    // a host that answers as the store would, and notes every credential it is sent
+    const sent: (string | undefined)[] = [];
+    const elsewhere = createServer((req, res) => {
+      sent.push(req.headers.authorization);
+      req.resume();
+      req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ result: [1, LIMIT - 1, 600_000, 0, LIMIT, 600_000] })));
+    });
+    await new Promise<void>((resolve) => elsewhere.listen(0, "127.0.0.1", resolve));
+    try {
+      for (const status of [301, 302, 307, 308]) {
+        await withFault({ kind: "redirect", status, location: `http://127.0.0.1:${(elsewhere.address() as AddressInfo).port}/` });
+        expect(
+          sent.filter((s) => s?.includes(token)),
+          `after a ${status}`,
+        ).toEqual([]);
+      }
+    } finally {
+      elsewhere.closeAllConnections();
+      await new Promise((resolve) => elsewhere.close(resolve));
+    }
+  });
 
   // well-typed replies the script never gives to this call: a failure, never a denial, an
   // admission with headers made of them, or a 500
