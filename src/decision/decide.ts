@@ -31,8 +31,8 @@ export type RegistryAnswer =
   | { kind: "other-tier"; tier: string };
 
 export interface Decide {
-  /** for an address, or an identity of the application's own */
-  (identity: Identity, tier: string, rules: readonly Rule[], cost?: number): Promise<Verdict>;
+  /** for an address, or an identity of the application's own; `startedAt`: when the decision it is part of began, for a call that waits on another */
+  (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: undefined, startedAt?: number): Promise<Verdict>;
   /** for an API key: its registry entry is read in the same call */
   (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup): Promise<Verdict | RegistryAnswer>;
   /** forgets this isolate's cached denials, blocks and registry refusals of an identity (after an operator's reset, unblock or registry change) */
@@ -83,7 +83,7 @@ export function createDecider(options: DeciderOptions): Decide {
   // since cleared, a block lifted), and is answered but not held
   let forgets = 0;
 
-  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup): Promise<Verdict | RegistryAnswer> => {
+  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup, startedAt?: number): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
     // a rule's scope too: an address rule decided in the caller's own call may share a name with a
     // rule of its tier, and a denial of the one is no answer to a request only the other covers
@@ -105,7 +105,7 @@ export function createDecider(options: DeciderOptions): Decide {
     const forgetsBefore = forgets;
     let reply: Reply;
     try {
-      reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key);
+      reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key, startedAt);
     } catch (error) {
       if (error instanceof LimiterError) return { kind: "failed", closed: failsClosed(limits, config), error };
       throw error;

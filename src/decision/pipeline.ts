@@ -196,11 +196,11 @@ export function createPipeline(options: DeciderOptions): Pipeline {
   const addressIdentity = async (client: ClientAddress, rules: readonly Rule[]) => (rules.length ? identify("i", client.bucket) : undefined);
 
   /** A caller known by address: its tier's rules and the address rules, in one call. */
-  async function decideAddress(caller: Caller, match: Match, cost: number | undefined): Promise<Step> {
+  async function decideAddress(caller: Caller, match: Match, cost: number | undefined, startedAt?: number): Promise<Step> {
     const rules = [...rulesFor(config, caller.tier, match.methods, match.paths), ...matching(addressRules, match.methods, match.paths)];
     if (rules.length === 0) return { kind: "no-rule", caller };
     checkCost(cost, rules);
-    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost) };
+    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost, undefined, startedAt) };
   }
 
   /** A caller known by API key: the registry and the key's rules in one call, its address rules beside it. */
@@ -223,11 +223,13 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // then waits for the key's, so a cost refused anywhere is recorded nowhere. Rules' own
     // costs fit every tier's rules (the configuration checks them): both calls go at once.
     const overShadow = () => (cost === undefined ? undefined : rules.find((r) => r.shadow && cost > r.limit));
+    // one time budget for the decision, however often the registry moves the key, and for the
+    // calls that wait on the key's (its address's, for a cost of the caller's own; a key nobody
+    // knows, asked about again as its address)
+    const lookup = { fallback, startedAt: Date.now() };
     const address = await addressIdentity(caller.client, onAddressRules);
     let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
-    const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost));
-    // one time budget for the key's decision, however often the registry moves it
-    const lookup = { fallback, startedAt: Date.now() };
+    const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, lookup.startedAt));
     for (let moves = 0; ; moves++) {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
       // tier, from a call about its registry entry alone, which records nothing
@@ -267,10 +269,10 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
-        if (!address) return decideAddress(byAddress, match, cost);
+        if (!address) return decideAddress(byAddress, match, cost, lookup.startedAt);
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
         checkCost(cost, tierRules);
-        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost), addressVerdict()]);
+        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, lookup.startedAt), addressVerdict()]);
         return {
           kind: "decided",
           caller: byAddress,

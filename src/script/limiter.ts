@@ -105,7 +105,8 @@ export class LimiterError extends Error {
 /** Whether the limiter failed because the store is full and refused the script's write. */
 export const isStoreFull = (error: unknown) => error instanceof LimiterError && error.cause instanceof Error && OUT_OF_MEMORY.test(error.cause.message);
 
-export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup) => Promise<Reply>;
+/** `startedAt`: when the decision this call is part of began (Date.now()), for a call that asks no registry (for one that does, `key.startedAt`) */
+export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup, startedAt?: number) => Promise<Reply>;
 
 /** The Redis keys of one identity: its operator block, its registry entry (API keys), and per scope a log per limit (or per limits sharing one). */
 export const redisKeys = {
@@ -177,7 +178,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
   };
   const edgeNow = options.clock === "edge" ? (options.now ?? Date.now) : undefined;
 
-  return async (tag, scope, limits, timeoutMs, key) => {
+  return async (tag, scope, limits, timeoutMs, key, startedAt) => {
     const keys: string[] = [redisKeys.block(options.prefix, tag), redisKeys.entry(options.prefix, tag)];
     const args: (string | number)[] = [edgeNow ? Math.round(edgeNow() * 1000) : "", scope, key ? key.fallback : "-"];
     for (const l of limits) {
@@ -189,8 +190,9 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     }
     const redis = client(timeoutMs);
     // one budget for the decision: the EVAL after a NOSCRIPT gets what the EVALSHA left of it,
-    // and an ask again after a tier move what the asks before it left
-    const deadline = (key?.startedAt ?? Date.now()) + timeoutMs;
+    // an ask again after a tier move what the asks before it left, and so does a call that
+    // waited on another (a key nobody knows, asked about again as its address)
+    const deadline = (key?.startedAt ?? startedAt ?? Date.now()) + timeoutMs;
     let reply: unknown;
     try {
       /** what is left of the budget, or the failure of having none */

@@ -340,6 +340,34 @@ describe("faults between the Worker and Redis", () => {
     await expectExactWithinASecond(performance.now());
   });
 
+  it("a key nobody knows, counted as its address (unknownKeys ip), gets one budget for the decision, the address's call included", async () => {
+    // each leg 0.6 of the budget: the key's call, which finds no registry entry, then the call as its address
+    const RATE_LIMITS = rateLimits({
+      fail: "closed",
+      timeout: TIMEOUT,
+      identity: { header: "x-api-key", unknownKeys: "ip" },
+      rules: [{ name: "default", limit: LIMIT, window: "10m" }],
+    });
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+    try {
+      proxy.set({ kind: "slow", ms: TIMEOUT * 0.6 });
+      const faulted = proxy.faulted;
+      let status: number;
+      try {
+        const res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": `nobody-${randomBytes(8).toString("hex")}` } });
+        await res.arrayBuffer();
+        status = res.status;
+      } finally {
+        proxy.set({ kind: "none" });
+      }
+      // both legs were asked: the second one had what the first left of the budget, not a budget of its own
+      expect(proxy.faulted - faulted).toBe(2);
+      expect(status).toBe(503);
+    } finally {
+      await gate.dispose();
+    }
+  });
+
   it("Redis is stopped under traffic, then comes back", async () => {
     const answers: Answer[] = [];
     let flowing = true;
