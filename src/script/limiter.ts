@@ -97,6 +97,9 @@ export function blockLeft(value: string | null, ttlMs: number, nowUs: number): n
  */
 const OUT_OF_MEMORY = /^OOM /;
 
+/** Redis's answer to an EVALSHA of a script it has lost, which alone calls for the EVAL: its start, as for `OUT_OF_MEMORY`. */
+const NO_SCRIPT = /^NOSCRIPT /;
+
 /** Anything that kept the limiter from a decision: timeout, unreachable store, odd reply. */
 export class LimiterError extends Error {
   override name = "LimiterError";
@@ -202,7 +205,7 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
         return ms;
       };
       reply = await within(left(), () => redis.evalsha(SLIDING_WINDOW_SHA1, keys, args)).catch((e: unknown) => {
-        if (!(e instanceof Error && e.message.includes("NOSCRIPT"))) throw e;
+        if (!(e instanceof Error && NO_SCRIPT.test(e.message))) throw e;
         return within(left(), () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
       });
     } catch (e) {

@@ -340,6 +340,28 @@ describe("faults between the Worker and Redis", () => {
     await expectExactWithinASecond(performance.now());
   });
 
+  it("a store failure whose command quotes a rule named NOSCRIPT is one call, not a reload of the script", async () => {
+    // the store's error quotes the command (keys and arguments, rule names among them): only its start says NOSCRIPT
+    const RATE_LIMITS = rateLimits({ fail: "closed", timeout: TIMEOUT, rules: [{ name: "NOSCRIPT", limit: LIMIT, window: "10m" }] });
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+    try {
+      proxy.set({ kind: "status", status: 400 });
+      const faulted = proxy.faulted;
+      let status: number;
+      try {
+        const res = await gate.dispatchFetch("http://gate.example/", { headers: fresh() });
+        await res.arrayBuffer();
+        status = res.status;
+      } finally {
+        proxy.set({ kind: "none" });
+      }
+      expect(status).toBe(503);
+      expect(proxy.faulted - faulted).toBe(1);
+    } finally {
+      await gate.dispose();
+    }
+  });
+
   it("a key nobody knows, counted as its address (unknownKeys ip), gets one budget for the decision, the address's call included", async () => {
     // each leg 0.6 of the budget: the key's call, which finds no registry entry, then the call as its address
     const RATE_LIMITS = rateLimits({
