@@ -1,5 +1,5 @@
 import ipaddr from "ipaddr.js";
-import { type Address, ambiguousAddress } from "./identity.ts";
+import { type Address, ambiguousAddress, ipaddrText } from "./identity.ts";
 
 /** An allow or a deny list: API keys by SHA-256 hex, client IPs by address or CIDR range (IPv4 and IPv6). */
 export interface AccessLists {
@@ -14,9 +14,9 @@ export function parseRange(entry: string): Range | undefined {
   if (ambiguousAddress(entry.split("/")[0]!)) return undefined;
   let range: Range;
   try {
-    if (entry.includes("/")) range = ipaddr.parseCIDR(entry);
+    if (entry.includes("/")) range = ipaddr.parseCIDR(ipaddrText(entry));
     else {
-      const address = ipaddr.parse(entry);
+      const address = ipaddr.parse(ipaddrText(entry));
       range = [address, address.kind() === "ipv4" ? 32 : 128];
     }
   } catch {

@@ -37,6 +37,21 @@ describe("client addresses", () => {
     expect(parseAddress("")).toBeUndefined();
   });
 
+  it("read an IPv4-compatible address (::192.0.2.1) as the one IPv6 address its hex spelling (::c000:201) is, not as IPv4", () => {
+    // ipaddr.js reads "::a.b.c.d" as ::ffff:a.b.c.d: one address, two identities, and an IPv4 client's
+    for (const [dotted, hex] of [
+      ["::192.0.2.1", "::c000:201"],
+      ["::0.0.0.1", "::1"],
+      ["::0.0.0.0", "::"],
+      ["::1.2.3.4%eth0", "0::102:304"],
+    ] as const) {
+      expect(addressText(parseAddress(dotted)!), dotted).toBe(addressText(parseAddress(hex)!));
+      expect(ipIdentity(dotted, 64), dotted).toBe(ipIdentity(hex, 64));
+      expect(ipIdentity(dotted, 128), dotted).toBe(ipIdentity(hex, 128));
+    }
+    expect(ipIdentity("::192.0.2.1", 128)).not.toBe(ipIdentity("192.0.2.1", 128));
+  });
+
   it("are counted per IPv6 prefix, IPv4 per address", () => {
     expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 64)).toBe("2001:db8:1:2::/64");
     expect(addressBucket(parseAddress("2001:db8:1:2:3:4:5:6")!, 48)).toBe("2001:db8:1::/48");
@@ -76,5 +91,14 @@ describe("allow and deny lists", () => {
     expect(lists(parseAddress("2001:db8:bad:1::1"), undefined)).toBe("deny");
     expect(lists(parseAddress("192.0.2.5"), undefined)).toBe("allow");
     expect(lists(undefined, undefined)).toBeUndefined();
+  });
+
+  it("read an IPv4-compatible entry (::192.0.2.1) as the IPv6 address it is, matching its hex spelling and not the IPv4 client", () => {
+    const lists = compileAccess({ deny: { ips: ["::192.0.2.1", "::198.51.100.0/120"] } });
+    expect(lists(parseAddress("::c000:201"), undefined)).toBe("deny");
+    expect(lists(parseAddress("::192.0.2.1"), undefined)).toBe("deny");
+    expect(lists(parseAddress("::c633:6409"), undefined)).toBe("deny");
+    expect(lists(parseAddress("192.0.2.1"), undefined)).toBeUndefined();
+    expect(lists(parseAddress("198.51.100.9"), undefined)).toBeUndefined();
   });
 });

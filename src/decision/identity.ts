@@ -93,6 +93,21 @@ export function ambiguousAddress(text: string): string | undefined {
 }
 
 /**
+ * `text` as ipaddr.js must be given it to read the address it spells. ipaddr.js reads an
+ * IPv4-compatible address written with a dotted tail (`::192.0.2.1`, RFC 4291 §2.5.5.1) as the
+ * IPv4-mapped `::ffff:192.0.2.1`, so as the IPv4 client 192.0.2.1, while it reads the same
+ * address written in hex (`::c000:201`) as IPv6: one address, two identities. Written `0::` it
+ * reads it as the IPv6 address it is, as Go's `netip` and Python's `ipaddress`
+ * do. Used for entries of the allow and deny lists too (`::198.51.100.0/120`).
+ *
+ * @example
+ * ipaddrText("::192.0.2.1"); // "0::192.0.2.1"
+ */
+export function ipaddrText(text: string): string {
+  return text.replace(/^(\s*)::(?=\d+\.\d+\.\d+\.\d+(?:[%/\s]|$))/, (_, space: string) => `${space}0::`);
+}
+
+/**
  * The address `text` spells, in canonical form, or undefined when it is not an address, or
  * not one every reader agrees on (see `ambiguousAddress`). Every spelling of one address gives
  * one result: compressed, expanded, upper case, IPv6 groups with leading zeros, IPv4-mapped
@@ -105,7 +120,7 @@ export function parseAddress(text: string): Address | undefined {
   if (ambiguousAddress(text)) return undefined;
   let address: Address;
   try {
-    address = ipaddr.process(text.trim());
+    address = ipaddr.process(ipaddrText(text.trim()));
   } catch {
     return undefined;
   }
