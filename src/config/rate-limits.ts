@@ -1,6 +1,7 @@
+import type ipaddr from "ipaddr.js";
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
-import { addressBucket, ambiguousAddress } from "../decision/identity.ts";
+import { ambiguousAddress, ipv6Network } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
 
@@ -674,7 +675,7 @@ function narrowDenyEntries(config: GateConfig): string[] {
     const [net, bits] = parseRange(entry)!;
     if (net.kind() !== "ipv6" || bits <= held) return;
     warnings.push(
-      `deny.ips[${i}] ("${entry}") covers part of ${network}: the caller moves to another address of its network and is no longer denied${counted}. Write "${addressBucket(net, held)}" to deny the whole network, or keep the entry if you mean that part alone.`,
+      `deny.ips[${i}] ("${entry}") covers part of ${network}: the caller moves to another address of its network and is no longer denied${counted}. Write "${ipv6Network(net as ipaddr.IPv6, held)}" to deny the whole network, or keep the entry if you mean that part alone.`,
     );
   });
   return warnings;

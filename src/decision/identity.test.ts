@@ -62,6 +62,22 @@ describe("client addresses", () => {
     expect(ipIdentity("2001:DB8:1:2::99", 64)).toBe("2001:db8:1:2::/64");
     expect(ipIdentity("garbage", 64)).toBe(UNKNOWN_CLIENT);
   });
+
+  it("count an address of a transition range as the IPv4 address it is made from, and no look-alike", () => {
+    for (const prefix of [48, 64, 128]) {
+      // 6to4 (RFC 3056), Teredo (RFC 4380's own example: client 192.0.2.45), NAT64 (RFC 6052)
+      expect(ipIdentity("2002:c000:207:1::5", prefix)).toBe("192.0.2.7");
+      expect(ipIdentity("2002:c000:0207:ffff:1:2:3:4", prefix)).toBe("192.0.2.7");
+      expect(ipIdentity("2001:0:4136:e378:8000:63bf:3fff:fdd2", prefix)).toBe("192.0.2.45");
+      expect(ipIdentity("64:ff9b::192.0.2.33", prefix)).toBe("192.0.2.33");
+      expect(ipIdentity("64:FF9B::C000:221", prefix)).toBe("192.0.2.33");
+    }
+    // neighbours of those ranges are networks like any other
+    expect(ipIdentity("2003:c000:207:1::5", 64)).toBe("2003:c000:207:1::/64");
+    expect(ipIdentity("2001:1:4136:e378:8000:63bf:3fff:fdd2", 64)).toBe("2001:1:4136:e378::/64");
+    expect(ipIdentity("64:ff9b:1::c000:221", 64)).toBe("64:ff9b:1::/64");
+    expect(ipIdentity("1:64:ff9b::c000:221", 64)).toBe("1:64:ff9b::/64");
+  });
 });
 
 describe("the API-key header", () => {

@@ -134,14 +134,46 @@ export function addressText(address: Address): string {
 }
 
 /**
+ * The network of `bits` bits an IPv6 address is in, as "2001:db8:1:2::/64".
+ *
+ * @example
+ * ipv6Network(parseAddress("2001:db8:1:2:3:4:5:6") as ipaddr.IPv6, 48); // "2001:db8:1::/48"
+ */
+export function ipv6Network(address: ipaddr.IPv6, bits: number): string {
+  const bytes = address.toByteArray();
+  for (let bit = bits; bit < 128; bit++) bytes[bit >> 3]! &= ~(0x80 >> (bit & 7));
+  return `${(ipaddr.fromByteArray(bytes) as ipaddr.IPv6).toRFC5952String()}/${bits}`;
+}
+
+/**
+ * The public IPv4 address an IPv6 address of a transition range is made from, or undefined:
+ * 6to4 (`2002:V4ADDR::/48`, RFC 3056) is the whole site behind that IPv4 address, 2^16 networks
+ * of a /64 that one caller could otherwise move through; Teredo (`2001:0::/32`, RFC 4380)
+ * carries its client's address behind the NAT, inverted, in its last 32 bits; and the NAT64
+ * prefix (`64:ff9b::/96`, RFC 6052) spells an IPv4 client translated to IPv6. By their network
+ * alone, the last two would put every client of one Teredo server, or every translated IPv4
+ * client, in one bucket.
+ */
+function embeddedIPv4(bytes: number[]): string | undefined {
+  if (bytes[0] === 0x20 && bytes[1] === 0x02) return bytes.slice(2, 6).join(".");
+  if (bytes[0] === 0x20 && bytes[1] === 0x01 && bytes[2] === 0 && bytes[3] === 0)
+    return bytes
+      .slice(12, 16)
+      .map((b) => b ^ 0xff)
+      .join(".");
+  if (bytes[0] === 0 && bytes[1] === 0x64 && bytes[2] === 0xff && bytes[3] === 0x9b && bytes.slice(4, 12).every((b) => b === 0)) return bytes.slice(12, 16).join(".");
+  return undefined;
+}
+
+/**
  * Who an address is counted as: an IPv4 address itself, an IPv6 address by its network of
- * `ipv6Prefix` bits ("2001:db8:1:2::/64"), since one customer holds a whole prefix.
+ * `ipv6Prefix` bits ("2001:db8:1:2::/64"), since one customer holds a whole prefix — but an
+ * address of a transition range (6to4, Teredo, NAT64) as the IPv4 address it is made from (see
+ * `embeddedIPv4`), the caller it is in fact.
  */
 export function addressBucket(address: Address, ipv6Prefix: number): string {
   if (address.kind() === "ipv4") return address.toString();
-  const bytes = address.toByteArray();
-  for (let bit = ipv6Prefix; bit < 128; bit++) bytes[bit >> 3]! &= ~(0x80 >> (bit & 7));
-  return `${(ipaddr.fromByteArray(bytes) as ipaddr.IPv6).toRFC5952String()}/${ipv6Prefix}`;
+  return embeddedIPv4(address.toByteArray()) ?? ipv6Network(address as ipaddr.IPv6, ipv6Prefix);
 }
 
 /** Callers whose address is missing or unreadable share one bucket: a new spelling buys nothing. */

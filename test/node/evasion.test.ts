@@ -793,6 +793,39 @@ describe("IP addresses: one caller, one bucket", () => {
     expect(codes).toEqual([200, 200, 429]);
   });
 
+  it("an address of a transition range is the IPv4 caller it is made from: 6to4's /48, Teredo and NAT64", async () => {
+    const hex = (ip: string) => {
+      const [a, b, c, d] = ip.split(".").map(Number) as [number, number, number, number];
+      return [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)];
+    };
+    const inverted = (ip: string) =>
+      hex(
+        ip
+          .split(".")
+          .map((n) => String(Number(n) ^ 0xff))
+          .join("."),
+      );
+    // 6to4: the 2^16 networks of a /64 in 2002:V4ADDR::/48 are one site behind one IPv4 address
+    const site = freshIpv4();
+    const [hi, lo] = hex(site);
+    const codes = [];
+    for (const ip of [`2002:${hi}:${lo}:1::1`, `2002:${hi}:${lo}:ffff::2`, site]) codes.push((await via(base, "/", ip)).status);
+    expect(codes, site).toEqual([200, 200, 429]);
+    // Teredo: the client behind its NAT (inverted in the last 32 bits), whatever its port; one
+    // Teredo server's clients are not one caller
+    const [client, neighbour] = [freshIpv4(), freshIpv4()];
+    const teredo = (ip: string, port: string) => `2001:0:4136:e378:8000:${port}:${inverted(ip).join(":")}`;
+    codes.length = 0;
+    for (const ip of [teredo(client, "63bf"), teredo(neighbour, "63bf"), teredo(client, "1234"), client]) codes.push((await via(base, "/", ip)).status);
+    expect(codes, client).toEqual([200, 200, 200, 429]);
+    // NAT64's prefix spells an IPv4 client translated to IPv6: that client, not every translated one
+    const [one, other] = [freshIpv4(), freshIpv4()];
+    codes.length = 0;
+    for (const ip of [`64:ff9b::${one}`, `64:ff9b::${other}`, `64:ff9b::${hex(one).join(":")}`]) codes.push((await via(base, "/", ip)).status);
+    expect(codes, one).toEqual([200, 200, 200]);
+    expect((await via(base, "/", one)).status).toBe(429);
+  });
+
   // Spellings of one address: IPv4 plain or IPv4-mapped (dotted or hex), IPv6 compressed, expanded, upper case.
   const pad4 = (h: string) => h.padStart(4, "0");
   const spellingsOf = (address: { v4: number[] } | { v6: number[] }): string[] => {
