@@ -190,10 +190,10 @@ export function createGate(options: GateOptions): Gate {
     }
   }
 
-  async function forward(outbound: Request, pending: { body: unknown }, extra: Readonly<HeaderFields>): Promise<Response> {
+  async function forward(outbound: Request, pending: { body: unknown }, extra: Readonly<HeaderFields>, asked: URL): Promise<Response> {
     // the origin reads the body now: the gate no longer drains it
     if (outbound.body) pending.body = null;
-    return await toOrigin.send(outbound, extra);
+    return await toOrigin.send(outbound, extra, asked);
   }
 
   /** The log line and data point a step earns; a denial goes to the denial log instead of a line per request. */
@@ -253,6 +253,6 @@ export function createGate(options: GateOptions): Gate {
     if (!answered.pass) return own(request, answered.response());
     // built only for a request that goes on: a flood of denials builds none. It is made of
     // what the runtime has accepted already (method, headers) and the canonical path.
-    return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields);
+    return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields, url);
   }
 }

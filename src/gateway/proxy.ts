@@ -11,9 +11,19 @@
  * removed: each call into the runtime's `Headers` costs more than reading them once in
  * JavaScript, and an admitted request crosses here twice.
  *
+ * On the way back, a URL header (`Location`, `Content-Location`, `Refresh`'s url) that would
+ * send the client to ORIGIN_URL's own origin is made to name the URL the client asked for, as
+ * nginx's `proxy_redirect default` does: the origin is sent `Host: <ORIGIN_URL's host>` (the
+ * runtime's fetch sets it from the URL), so an origin that builds absolute URLs from Host
+ * (frameworks' absolute redirects, nginx's own for a directory) would otherwise hand the public
+ * an internal address. Only the inverse of what `prepare` does is undone — ORIGIN_URL's path
+ * before the public path — so a URL outside that path, which no public URL reaches, is left as
+ * the origin wrote it. A value that is no URL is left too: an admitted, charged request must
+ * not become a 500.
+ *
  * @example
  * const toOrigin = createForwarder({ origin: new URL("https://api.example.com"), clientIpHeader: "x-client-ip", passForwardedHeaders: false });
- * const response = await toOrigin.send(toOrigin.prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }), [["X-RateLimit-Limit", "10"]]);
+ * const response = await toOrigin.send(toOrigin.prepare(request, { url, path: "/v1/users", clientIp: "203.0.113.7" }), [["X-RateLimit-Limit", "10"]], url);
  */
 
 import type { GateConfig } from "../config/rate-limits.ts";
@@ -161,13 +171,86 @@ function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: 
   return dropped;
 }
 
-/** The names of the origin's answer that must not reach the client: hop-by-hop ones, and the gate's own (a fail-open mark, shadow reports), which are the gate's to write. */
-function responseDropped(headers: Headers): string[] {
+/**
+ * The names of the origin's answer that must not reach the client: hop-by-hop ones, and the
+ * gate's own (a fail-open mark, shadow reports), which are the gate's to write. The URL headers
+ * among those kept are added to `naming` when given: found in the pass over the names already
+ * made, so an answer without them pays no call into the runtime for them.
+ */
+function responseDropped(headers: Headers, naming?: string[]): string[] {
   const names = [...headers.keys()];
   const listed = connectionListed(headers, names);
   const dropped: string[] = [];
-  for (const name of names) if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-")) dropped.push(name);
+  for (const name of names) {
+    if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-")) dropped.push(name);
+    else if (naming && URL_HEADERS.has(name)) naming.push(name);
+  }
   return dropped;
+}
+
+/** Response headers whose URL a client follows or keeps (the runtime yields names in lower case). */
+const URL_HEADERS: ReadonlySet<string> = new Set(["location", "content-location", "refresh"]);
+
+/** A URL without a scheme (`//host/path`; the parser reads `\` as `/` in an http URL). */
+const SCHEME_RELATIVE = /^[/\\]{2}/;
+
+/**
+ * What comes after a URL's authority, as written: an optional scheme, the slashes (the parser
+ * reads `\` as `/` in an http URL), the authority up to the first `/`, `\`, `?` or `#`.
+ */
+const AFTER_AUTHORITY = /^(?:[A-Za-z][A-Za-z\d+.-]*:)?[/\\]*[^/\\?#]*(.*)$/s;
+
+/**
+ * A Refresh value (HTML's declarative refresh): the delay, `;` or `,`, an optional `url=`, and
+ * the URL, perhaps quoted. Browsers follow it as they follow a Location. Read without the delay
+ * too, which browsers would not follow: its URL is still there for the caller to read.
+ */
+const REFRESH = /^([\t\n\f\r ]*[\d.]*[\t\n\f\r ]*[;,]?[\t\n\f\r ]*(?:url[\t\n\f\r ]*=[\t\n\f\r ]*)?)(["']?)(.*)$/is;
+
+/**
+ * A URL header's value (`name` in lower case) with ORIGIN_URL's origin, and the path `prepare`
+ * puts before every public path, replaced by the origin of the URL the client asked for; any
+ * other value as it is. Origins are compared as the URL parser writes them (case, a default port
+ * spelled out), and a relative value is read as the client reads it, against the URL it asked
+ * for, so it never lands on the origin's address.
+ */
+function createUrlRewriter(origin: URL): (name: string, value: string, asked: URL) => string {
+  const own = origin.origin;
+  // what prepare() puts before each public path ("/api" for ORIGIN_URL .../api or .../api/)
+  const prefix = origin.pathname.replace(/\/$/, "");
+
+  function rewrite(value: string, asked: URL): string {
+    // a URL without a scheme has that of the request the origin answered, not the client's
+    const at = URL.parse(value, SCHEME_RELATIVE.test(value) ? origin : asked);
+    if (at === null || at.origin !== own) return value;
+    const publicOrigin = asked.origin;
+    // no public URL leads outside ORIGIN_URL's path; and a gate asked at the origin's own address hides nothing
+    if ((prefix && !at.pathname.startsWith(`${prefix}/`)) || publicOrigin === own) return value;
+    const path = at.pathname.slice(prefix.length);
+    // the rest as the origin spelled it, where that spelling reads back as the same URL; else as
+    // the parser writes it. A value holding U+FFFD had bytes that are not UTF-8, which the
+    // runtime cannot hand back: its parsed form carries no such character.
+    const tail = AFTER_AUTHORITY.exec(value)?.[1];
+    if (tail?.startsWith(prefix) && !value.includes("\uFFFD")) {
+      const spelled = publicOrigin + tail.slice(prefix.length);
+      const back = URL.parse(spelled);
+      if (back && back.origin === publicOrigin && back.pathname === path && back.search === at.search && back.hash === at.hash) return spelled;
+    }
+    return publicOrigin + path + at.search + at.hash;
+  }
+
+  return (name, value, asked) => {
+    if (name !== "refresh") return rewrite(value, asked);
+    const refresh = REFRESH.exec(value);
+    if (!refresh) return value;
+    // only its url part: without the closing quote and what follows it
+    const [, lead, quote, rest] = refresh as unknown as [string, string, string, string];
+    const end = quote ? rest.indexOf(quote) : -1;
+    const url = end < 0 ? rest : rest.slice(0, end);
+    if (!url) return value;
+    const rewritten = rewrite(url, asked);
+    return rewritten === url ? value : lead + quote + rewritten + (end < 0 ? "" : rest.slice(end));
+  };
 }
 
 /**
@@ -227,9 +310,10 @@ export interface Forwarder {
    * Sends `outbound`; `extra` headers (the rate-limit ones) replace any of the same name on
    * the origin's answer, and are exposed to browser code when the origin answered with CORS.
    * Throws `OriginError` when the origin cannot be reached or answers a status no response can
-   * carry.
+   * carry. `asked` is the URL the client asked for: a URL header naming ORIGIN_URL's origin
+   * names its origin instead.
    */
-  send(outbound: Request, extra: Readonly<HeaderFields>): Promise<Response>;
+  send(outbound: Request, extra: Readonly<HeaderFields>, asked: URL): Promise<Response>;
 }
 
 /** The way to the origin, with everything that depends only on `options` settled once. */
@@ -243,6 +327,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const dropped = [oneSpelling(clientIpHeader), "expect", ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   const drop = new Set(dropped);
   const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));
+  // without ORIGIN_URL the request went to its own URL: the origin's address is the public one
+  const rewriteUrl = options.origin ? createUrlRewriter(options.origin) : undefined;
 
   return {
     prepare(request, canonical) {
@@ -264,7 +350,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       return outbound;
     },
 
-    async send(outbound, extra) {
+    async send(outbound, extra, asked) {
       let upstream: Response;
       try {
         upstream = await fetch(outbound);
@@ -273,7 +359,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       }
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
-      const dropped = responseDropped(upstream.headers);
+      const naming: string[] | undefined = rewriteUrl && !upstream.webSocket ? [] : undefined;
+      const dropped = responseDropped(upstream.headers, naming);
       const copied = dropped.length > DELETE_ONE_BY_ONE ? without(upstream.headers, dropped) : undefined;
       let response: Response;
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
@@ -282,6 +369,13 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       // the usual case: the origin's answer as the runtime gave it, with mutable headers
       else response = new Response(upstream.body, upstream);
       if (!copied) for (const name of dropped) response.headers.delete(name);
+      if (naming?.length) {
+        for (const name of naming) {
+          const value = response.headers.get(name)!;
+          const rewritten = rewriteUrl!(name, value, asked);
+          if (rewritten !== value) response.headers.set(name, rewritten);
+        }
+      }
       for (const [name, value] of extra) response.headers.set(name, value);
       // an answer the origin opened to another site: that site's code may read them too
       exposeGateFields(response.headers, extra);

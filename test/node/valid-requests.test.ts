@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { createServer as createHttpServer, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { type AddressInfo, createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import WebSocket, { WebSocketServer } from "ws";
@@ -498,5 +498,135 @@ describe("a header value that is not UTF-8", () => {
     expect(received[received.findIndex((h) => h.toLowerCase() === "x-note") + 1]).toBe(LATIN1);
     expect(res.headers["content-disposition"]).toBe(LATIN1);
     expect(Object.keys(res.headers).filter((h) => h.startsWith("x-hop-") || h.startsWith("x-slidegate-forged"))).toEqual([]);
+  });
+});
+
+describe("an origin's redirects to its own address", () => {
+  // An origin that builds its absolute URLs from the Host it receives (Express's res.redirect
+  // of a URL made from req.host, Django's and Rails' absolute URLs, nginx's own redirects):
+  // through the gate that Host is ORIGIN_URL's, an address the public must never learn. It
+  // answers the headers the query names, with {host} replaced by the Host it received and
+  // {HOST} by the same in upper case.
+  const serve = (req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    const host = req.headers.host ?? "";
+    const asked = new URL(req.url ?? "/", "http://origin");
+    const headers: Record<string, string> = { "content-type": "text/plain", "x-origin-host": host, "x-origin-path": asked.pathname };
+    for (const name of ["location", "content-location", "refresh"]) {
+      const template = asked.searchParams.get(name);
+      // written as Latin-1, as Node writes any header value: a char past U+007F is one byte
+      if (template !== null) headers[name] = template.replaceAll("{host}", host).replaceAll("{HOST}", host.toUpperCase());
+    }
+    res.writeHead(Number(asked.searchParams.get("status") ?? 302), headers);
+    res.end("moved");
+  };
+  const origin = createHttpServer(serve);
+  // on the default port, on an address of its own: spelled out, :80 is no part of the origin
+  const onPort80 = createHttpServer(serve);
+  // the usual deployment: the public side on https, the origin on http
+  const PUBLIC = "https://api.example.com";
+  let port: number;
+  let base: string;
+  let port80: string | undefined;
+  beforeAll(async () => {
+    await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    port = (origin.address() as AddressInfo).port;
+    base = await gate({ rules: [{ name: "m", limit: 1000, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${port}` });
+    // port 80 takes privileges a test run may not have: that one test is skipped then
+    const address = `127.0.0.${2 + Math.floor(Math.random() * 250)}`;
+    port80 = await new Promise<string | undefined>((resolve) => {
+      onPort80.once("error", () => resolve(undefined));
+      onPort80.listen(80, address, () => resolve(address));
+    });
+  });
+  afterAll(async () => {
+    for (const server of [origin, onPort80]) {
+      server.closeAllConnections();
+      if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  /** The origin's answer through the gate at `gateBase`, to a client that asked for https://api.example.com. */
+  const through = (gateBase: string, headers: Record<string, string>, status = 302) => {
+    const target = `/v1/go?${new URLSearchParams({ status: String(status), ...headers })}`;
+    return rawRequest(gateBase, {
+      target,
+      headers: [
+        ["host", "api.example.com"],
+        // the URL the Worker is handed, as Miniflare's dispatchFetch sets it: on https, as at the edge
+        ["mf-original-url", `${PUBLIC}${target}`],
+        ["cf-connecting-ip", freshIp()],
+      ],
+    });
+  };
+
+  it("an origin's redirect to its own address comes back naming the public host, path, query and fragment as the origin wrote them", async () => {
+    const res = await through(base, { location: "HTTP://{host}/login/../in?next=%2Fv1%2Fusers&q=a%20b&e=caf%C3%A9&sp=x y#top" });
+    expect(res.headers["x-origin-host"]).toBe(`127.0.0.1:${port}`);
+    expect(res.status).toBe(302);
+    expect(res.headers.location).toBe(`${PUBLIC}/login/../in?next=%2Fv1%2Fusers&q=a%20b&e=caf%C3%A9&sp=x y#top`);
+    expect(res.headers["x-ratelimit-limit"]).toBe("1000");
+  });
+
+  it("an origin's redirect to its own name in upper case comes back naming the public host", async () => {
+    const byName = await gate({ rules: [{ name: "m", limit: 1000, window: "10m" }] }, { ORIGIN_URL: `http://localhost:${port}` });
+    const res = await through(byName, { location: "http://{HOST}/v1/users?page=2" }, 301);
+    expect(res.headers["x-origin-host"]).toBe(`localhost:${port}`);
+    expect([res.status, res.headers.location]).toEqual([301, `${PUBLIC}/v1/users?page=2`]);
+  });
+
+  it("an origin on the default port that spells :80 out in its redirect comes back naming the public host", async (context) => {
+    if (!port80) context.skip();
+    const defaultPort = await gate({ rules: [{ name: "m", limit: 1000, window: "10m" }] }, { ORIGIN_URL: `HTTP://${port80}:80/` });
+    const res = await through(defaultPort, { location: "HTTP://{HOST}:80/dir/?a=1#b" }, 301);
+    expect(res.headers["x-origin-host"]).toBe(port80);
+    expect([res.status, res.headers.location]).toEqual([301, `${PUBLIC}/dir/?a=1#b`]);
+  });
+
+  it("an origin's Content-Location (and a Refresh's url) naming its own address come back naming the public host", async () => {
+    const res = await through(base, { "content-location": "http://{host}/v1/users/7?v=2", refresh: "5; url=http://{host}/v1/next#n" }, 201);
+    expect(res.status).toBe(201);
+    expect(res.headers["content-location"]).toBe(`${PUBLIC}/v1/users/7?v=2`);
+    expect(res.headers.refresh).toBe(`5; url=${PUBLIC}/v1/next#n`);
+  });
+
+  it("an origin's redirect to its own address without a scheme (//host/path) comes back naming the public host", async () => {
+    // it means the origin's own scheme (http), not the client's (https)
+    const res = await through(base, { location: "//{host}/v1/users" }, 307);
+    expect([res.status, res.headers.location]).toEqual([307, `${PUBLIC}/v1/users`]);
+  });
+
+  it("an origin's redirect with bytes that are not ASCII comes back naming the public host, never failing", async () => {
+    // Node writes and reads header values as Latin-1: "caf\u00c3\u00a9" is café in UTF-8 on the wire
+    const utf8 = await through(base, { location: "http://{host}/caf\u00c3\u00a9?x=1" });
+    expect([utf8.status, utf8.headers.location]).toEqual([302, `${PUBLIC}/caf\u00c3\u00a9?x=1`]);
+    // é as the one byte E9 (an origin echoing a decoded Latin-1 path): the runtime hands it to
+    // the gate as U+FFFD, and no one can write the byte back; percent-encoded, as a URL parser writes it
+    const latin1 = await through(base, { location: "http://{host}/caf\u00e9?x=1" });
+    expect([latin1.status, latin1.headers.location]).toEqual([302, `${PUBLIC}/caf%EF%BF%BD?x=1`]);
+  });
+
+  it("under an ORIGIN_URL with a path, a redirect within that path comes back on the public side's own path", async () => {
+    const prefixed = await gate({ rules: [{ name: "m", limit: 1000, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${port}/api/` });
+    const res = await through(prefixed, { location: "http://{host}/api/login?next=%2Fv1#f" });
+    // the origin got the request at /api + the public path: the way back is the same map
+    expect(res.headers["x-origin-path"]).toBe("/api/v1/go");
+    expect(res.headers.location).toBe(`${PUBLIC}/login?next=%2Fv1#f`);
+  });
+
+  it("relative redirects and redirects to other hosts pass unchanged", async () => {
+    for (const location of ["/login?next=%2Fv1", "login", "?page=2", "#top", "https://accounts.example.net/oauth?redirect_uri=http%3A%2F%2F{host}%2Fcb", "http://127.0.0.1:1/x"]) {
+      const res = await through(base, { location });
+      const sent = location.replaceAll("{host}", `127.0.0.1:${port}`);
+      expect([res.status, res.headers.location], location).toEqual([302, sent]);
+    }
+  });
+
+  it("a redirect that is no URL passes unchanged, and the answer is still the origin's 3xx", async () => {
+    for (const location of ["http://{host}:99999/login", "http://[{host}/login", "https://exa mple.com/"]) {
+      const res = await through(base, { location, "content-location": location });
+      const sent = location.replaceAll("{host}", `127.0.0.1:${port}`);
+      expect([res.status, res.headers.location, res.headers["content-location"]], location).toEqual([302, sent, sent]);
+    }
   });
 });
