@@ -162,7 +162,12 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity, shad
  * registry has moved the key, the script says so and the decision is asked again (one more
  * round trip, after a change only). `addressRules` are decided per client address in a call
  * of their own beside an API key's (the two keys live under different hash tags), or in the
- * same call for a caller known by address.
+ * same call for a caller known by address — which a key nobody knows is, with `unknownKeys:
+ * "ip"`: the default tier's rules and the address rules in one call, all-or-nothing, after the
+ * key's call has found no registry entry. (So for a key without a configured tier that this
+ * isolate has not seen the registry hold within `denialCacheMaxAge`, the address rules' call
+ * waits for the key's: one round trip more, for a key's first request in an isolate and its
+ * first after it went unused there for `denialCacheMaxAge`.)
  *
  * @example
  * const pipeline = createPipeline({ config, redisUrl, redisToken });
@@ -203,18 +208,34 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost, undefined, startedAt) };
   }
 
-  /** A caller known by API key: the registry and the key's rules in one call, its address rules beside it. */
+  /**
+   * A caller known by API key: the registry and the key's rules in one call, its address rules
+   * beside it — at once for a key this isolate knows, after the key's call for one it may find
+   * unknown under `unknownKeys: "ip"`, which is then decided as its address (`decideAddress`).
+   */
   async function decideKey(caller: Caller, match: Match, cost: number | undefined): Promise<Step> {
     const hash = caller.identity.keyHash!;
     const configured = config.keyTiers.get(hash);
     const fallback = configured ?? (config.unknownKeys === "defaultTier" ? config.defaultTier : "");
-    let tier = registryTiers.get(caller.identity.tag, clock())?.value ?? configured ?? config.defaultTier;
+    const remembered = registryTiers.get(caller.identity.tag, clock());
+    let tier = remembered?.value ?? configured ?? config.defaultTier;
     // (a tier the registry names but this configuration lacks: the default tier's rules)
     const rulesOf = (t: string) => rulesFor(config, t, match.methods, match.paths);
     let rules = rulesOf(tier);
     const visited = [rules];
     const onAddressRules = matching(addressRules, match.methods, match.paths);
     checkCost(cost, onAddressRules);
+    // A key the script may answer as unknown, with unknownKeys "ip": one without a configured
+    // tier that this isolate has not seen the registry hold within denialCacheMaxAge. Such a key
+    // is decided as its address, as a caller without a key is: the default tier's rules and the
+    // address rules in one call, all-or-nothing. Its address rules are therefore not asked
+    // beside the key's call (that call would record a request the other then refuses, and under
+    // contention fewer than the limit would be admitted): the key's call goes first, and for a
+    // key the registry does hold, the address rules' call follows it (one more round trip, for
+    // the key's first request here and its first after a quiet denialCacheMaxAge: every answer
+    // of the store's that the registry holds the key is remembered that long).
+    const asAddressIfUnknown = config.unknownKeys === "ip" && configured === undefined;
+    const mayBeUnknown = asAddressIfUnknown && remembered === undefined;
     // A cost of the caller's own is held to the key's own limits, which only the key's call
     // reads (its registry entry may override a rule's limit, or move it to another tier), or
     // to the default tier's, for a key nobody knows; to the configured limits of the key's
@@ -224,12 +245,18 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // costs fit every tier's rules (the configuration checks them): both calls go at once.
     const overShadow = () => (cost === undefined ? undefined : rules.find((r) => r.shadow && cost > r.limit));
     // one time budget for the decision, however often the registry moves the key, and for the
-    // calls that wait on the key's (its address's, for a cost of the caller's own; a key nobody
-    // knows, asked about again as its address)
+    // calls that wait on the key's (its address's, for a cost of the caller's own or a key that
+    // may be unknown; a key nobody knows, decided as its address)
     const lookup = { fallback, startedAt: Date.now() };
     const address = await addressIdentity(caller.client, onAddressRules);
-    let onAddress = address && cost === undefined ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
+    let onAddress = address && cost === undefined && !mayBeUnknown ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
     const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, lookup.startedAt));
+    /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */
+    const known = () => {
+      if (!asAddressIfUnknown) return;
+      const now = clock();
+      registryTiers.set(caller.identity.tag, now + config.denialCacheMaxAgeMs, tier, now);
+    };
     for (let moves = 0; ; moves++) {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
       // tier, from a call about its registry entry alone, which records nothing
@@ -243,6 +270,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         visited.push(rules);
         continue;
       }
+      // an answer of the store's about the key's entry (a cached denial is as old as its decision)
+      if (verdict.kind === "admitted" || (verdict.kind === "denied" && !verdict.fromCache)) known();
       // the tier is the key's: its shadow rule refuses the cost
       if (over && verdict.kind === "admitted") assertCost(cost, over);
       if (cost !== undefined && verdict.kind === "denied") refuseOverweight(cost, verdict.decision);
@@ -262,14 +291,22 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         };
       }
       if (verdict.kind === "unknown-key") {
-        // the address's own call has counted the request either way
         if (config.unknownKeys !== "ip") {
+          // the address's own call has counted the request either way
           if (address) await addressVerdict();
           return { kind: "unknown-key", caller, address: address ?? (await identify("i", caller.client.bucket)) };
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
+        // as a caller without a key from that address: one call, all-or-nothing
+        if (!onAddress || !address) return decideAddress(byAddress, match, cost, lookup.startedAt);
+        // A key this isolate took for known (the registry held it within denialCacheMaxAge, and
+        // has dropped it since): its address rules' call went beside the key's and has counted
+        // the request, so the default tier's rules are decided as the address in a call of
+        // their own, and a request refused by one of the two calls is still counted by the
+        // other. Only until this isolate learns it (here): the next ones are decided as the
+        // address in one call.
+        registryTiers.forget(caller.identity.tag);
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
-        if (!address) return decideAddress(byAddress, match, cost, lookup.startedAt);
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
         checkCost(cost, tierRules);
         const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, lookup.startedAt), addressVerdict()]);

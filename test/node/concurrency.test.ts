@@ -53,3 +53,45 @@ describe(`contention: ${K} isolates, ${M} concurrent requests, limit ${L}`, () =
     expect(probe.headers.get("RateLimit")).toMatch(/"burst";r=0;t=\d+, "hour";r=50;t=\d+/);
   }, 60_000);
 });
+
+describe(`contention: ${K} isolates, 200 concurrent requests from one address, each with a key nobody knows (unknownKeys "ip"), and address rules`, () => {
+  /** A fleet whose invented keys count as their address: the default tier's rule and an address rule, an hour each (nothing expires during a test). */
+  const unknownAsAddress = (tierLimit: number, addressLimit: number) =>
+    fleet({
+      identity: { header: "x-api-key", unknownKeys: "ip" },
+      defaultTier: "free",
+      tiers: { free: { rules: [{ name: "per-tier", limit: tierLimit, window: "1h" }] } },
+      addressRules: [{ name: "per-address", limit: addressLimit, window: "1h" }],
+    });
+  /** `m` requests at once from `ip`, each with a key of its own nobody registered, spread round-robin over the isolates. */
+  const inventedKeys = (f: Fleet, m: number, ip: string) =>
+    Promise.all(
+      Array.from({ length: m }, async (_, i) => {
+        const headers = { "cf-connecting-ip": ip, "x-api-key": `invented-${crypto.randomUUID()}` };
+        const res = await f.isolates[i % f.isolates.length]!.dispatchFetch("http://gate.example/", { headers });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+
+  // as a caller without a key from that address is decided: the tier's rules and the address
+  // rules in one call, all-or-nothing, so a request refused by one rule is recorded by none
+  for (const [tierLimit, addressLimit] of [
+    [20, 20],
+    [20, 30],
+    [30, 20],
+  ] as const) {
+    it(`tier ${tierLimit}, address ${addressLimit}: exactly ${Math.min(tierLimit, addressLimit)} admitted in each of 5 trials`, async () => {
+      const f = await unknownAsAddress(tierLimit, addressLimit);
+      const run = crypto.randomUUID().slice(0, 4);
+      const admitted: number[] = [];
+      for (let trial = 0; trial < 5; trial++) {
+        // a /64 of its own per trial: a fresh bucket each time
+        const codes = await inventedKeys(f, 200, `2001:db8:${run}:${trial.toString(16)}::1`);
+        expect(codes.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+        admitted.push(codes.filter((c) => c === 200).length);
+      }
+      expect(admitted).toEqual(Array(5).fill(Math.min(tierLimit, addressLimit)));
+    }, 120_000);
+  }
+});

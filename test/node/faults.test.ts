@@ -362,13 +362,17 @@ describe("faults between the Worker and Redis", () => {
     }
   });
 
-  it("a key nobody knows, counted as its address (unknownKeys ip), gets one budget for the decision, the address's call included", async () => {
+  it.each([
+    ["", {}],
+    [", with address rules (decided with the tier's in that one call)", { addressRules: [{ name: "per-address", limit: LIMIT, window: "10m" }] }],
+  ])("a key nobody knows, counted as its address (unknownKeys ip), gets one budget for the decision, the address's call included%s", async (_, more) => {
     // each leg 0.6 of the budget: the key's call, which finds no registry entry, then the call as its address
     const RATE_LIMITS = rateLimits({
       fail: "closed",
       timeout: TIMEOUT,
       identity: { header: "x-api-key", unknownKeys: "ip" },
       rules: [{ name: "default", limit: LIMIT, window: "10m" }],
+      ...more,
     });
     const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
     try {

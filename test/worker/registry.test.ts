@@ -135,6 +135,48 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/", { key: "invented-x", ip: "198.51.100.62" })).toEqual([200]);
   });
 
+  it('unknownKeys "ip" with address rules: a configured key and a registered one keep their own rules and the address floor; a key the registry drops is its address', async () => {
+    const hour = (limit: number) => ({ rules: [{ name: "hour", limit, window: "1h" }] });
+    const { a, b } = fleet({
+      identity: { header: "x-api-key", unknownKeys: "ip" },
+      tiers: { free: hour(2), paid: hour(5) },
+      keys: { [await hashOf("configured")]: "paid", [await hashOf("configured-2")]: "paid" },
+      addressRules: [{ name: "per-address", limit: 4, window: "1h" }],
+    });
+    for (const key of ["registered", "registered-2"]) expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
+    const seen = async (key: string | undefined, ip: string) => {
+      const res = await b(request("/", { key, ip }));
+      await res.body?.cancel();
+      return { status: res.status, policy: res.headers.get("RateLimit-Policy"), rateLimit: res.headers.get("RateLimit") };
+    };
+    // b has met neither key: each is held to its own tier (paid, 5), from an address of its own each time
+    for (const [k, key] of ["configured", "registered"].entries()) {
+      const answers = [];
+      for (let i = 0; i < 6; i++) answers.push(await seen(key, `198.51.100.${110 + 10 * k + i}`));
+      expect(answers.map((x) => x.status)).toEqual([200, 200, 200, 200, 200, 429]);
+      expect(answers[0]!.policy).toBe('"hour";q=5;w=3600, "per-address";q=4;w=3600');
+      expect(answers[5]!.rateLimit).toMatch(/^"hour";r=0;t=\d+, "per-address";r=3;t=\d+$/);
+    }
+    // and to the address floor: 4 from one address, whatever the keys, then none
+    const ip = "2001:db8:3a::1";
+    const codes = [];
+    for (const key of ["configured-2", "registered-2", "configured-2", "registered-2"]) codes.push((await seen(key, ip)).status);
+    expect(codes).toEqual([200, 200, 200, 200]);
+    for (const key of ["configured-2", "registered-2", "invented", undefined]) {
+      const refused = await seen(key, ip);
+      expect(refused.status).toBe(429);
+      expect(refused.rateLimit).toMatch(/"per-address";r=0;t=\d+/);
+    }
+    // a key b has seen the registry hold, deleted meanwhile (b is not told): decided as its
+    // address (the default tier's 2 and the address rule), at once and after
+    const other = "2001:db8:3b::1";
+    expect((await admin(a, "keys/delete", { key: "registered-2" })).status).toBe(200);
+    const dropped = [await seen("registered-2", other), await seen("registered-2", other), await seen("registered-2", other)];
+    expect(dropped.map((x) => x.status)).toEqual([200, 200, 429]);
+    expect(dropped[0]!.policy).toBe('"hour";q=2;w=3600, "per-address";q=4;w=3600');
+    expect(dropped[2]!.rateLimit).toMatch(/^"hour";r=0;t=\d+, "per-address";r=2;t=\d+$/);
+  });
+
   it("the address rules stop a client that rotates keys at their limit", async () => {
     const { a } = fleet({ addressRules: [{ name: "per-address", limit: 3, window: "1m" }] });
     const codes = [];
@@ -426,6 +468,27 @@ describe("key registry", () => {
     expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 3 })]);
     // the address has spent its rule: the caller without a key is refused too
     expect((await limiter.limit(request("/", { ip }), { cost: 1 })).reason).toBe("rate-limited");
+  });
+
+  it('decides a library caller\'s invented keys with a cost under unknownKeys "ip" as their address: tier and address rules all-or-nothing, a cost above either refused before anything is recorded', async () => {
+    const config = {
+      identity: { header: "x-api-key", unknownKeys: "ip" as const },
+      tiers: { free: { rules: [{ name: "tokens", limit: 3, window: "1h" }] } },
+      addressRules: [{ name: "per-address", limit: 5, window: "1h" }],
+    };
+    const { a, prefix } = fleet(config);
+    const limiter = createRateLimiter({ url: services.shimUrl, token: services.shimToken, ...TIERS, ...config, prefix });
+    const ip = "198.51.100.85";
+    const invented = () => request("/", { key: `invented-${crypto.randomUUID()}`, ip });
+    // above the default tier's 3: refused, recorded nowhere
+    await expect(limiter.limit(invented(), { cost: 4 })).rejects.toThrow(CostError);
+    expect(await limiter.limit(invented(), { cost: 2 })).toMatchObject({ success: true, reason: "admitted" });
+    // 2 more do not fit the tier's 3: refused, and not counted by the address rule either
+    expect(await limiter.limit(invented(), { cost: 2 })).toMatchObject({ success: false, reason: "rate-limited" });
+    expect((await admin(a, "usage", { ip })).body.addressRules).toEqual([expect.objectContaining({ name: "per-address", used: 2 })]);
+    // as a caller without a key from that address is: one bucket
+    expect(await limiter.limit(request("/", { ip }), { cost: 1 })).toMatchObject({ success: true, reason: "admitted" });
+    expect(await limiter.limit(invented(), { cost: 1 })).toMatchObject({ success: false, reason: "rate-limited" });
   });
 
   it("counts a library caller's disabled key with a cost on the address rules: a disabled key buys no fresh address quota", async () => {

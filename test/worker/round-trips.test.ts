@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis/cloudflare";
 import { describe, expect, it } from "vitest";
-import { makeGate, request, services, statuses, testClock } from "./helpers.ts";
+import { makeGate, request, services, sha256Hex, statuses, testClock } from "./helpers.ts";
 
 // The only file that uses the counting shim, so its counts are this file's alone.
 const viaCountingShim = { redisUrl: services.countingShimUrl };
@@ -46,6 +46,38 @@ describe("round trips per decision", () => {
     await statuses(gate, 1, "/", { key: "registered" });
     expect(await roundTrips(() => statuses(gate, 10, "/", { key: "registered" }))).toBe(10);
     expect(await roundTrips(() => statuses(gate, 10, "/", { key: `unregistered` }))).toBe(10);
+  });
+
+  it("a key nobody knows, with unknownKeys \"ip\" and address rules: the key's call, then one call as its address; a key the registry holds or the configuration names, its call and its address's", async () => {
+    const gate = makeGate(
+      {
+        identity: { header: "x-api-key", unknownKeys: "ip" },
+        defaultTier: "free",
+        tiers: { free: { rules: [{ name: "m", limit: 50, window: "1h" }] } },
+        keys: { [await sha256Hex(new TextEncoder().encode("configured"))]: "free" },
+        addressRules: [{ name: "per-address", limit: 100, window: "1h" }],
+      },
+      { ...viaCountingShim, adminToken: "unknown-ip-admin" },
+    );
+    const set = await gate(
+      new Request("https://gate.example/__slidegate/keys/set", {
+        method: "POST",
+        body: '{"key":"registered","tier":"free"}',
+        headers: { authorization: "Bearer unknown-ip-admin" },
+      }),
+    );
+    expect(set.status).toBe(200);
+    await statuses(gate, 1, "/", { ip: "192.0.2.70" }); // loads the script if this Redis lacks it
+    // a new made-up key each time: the key's call finds no entry, then tier and address rules in one call
+    const invented = async () => {
+      for (let i = 0; i < 5; i++) await statuses(gate, 1, "/", { key: `invented-${crypto.randomUUID()}`, ip: "192.0.2.71" });
+    };
+    expect(await roundTrips(invented)).toBe(10);
+    // one made-up key again and again: the isolate remembers the registry's answer, one call each
+    expect(await roundTrips(() => statuses(gate, 5, "/", { key: "invented-again", ip: "192.0.2.72" }))).toBe(6);
+    // known keys: the key's call and the address rules' (the first, for the registered key, after the key's)
+    expect(await roundTrips(() => statuses(gate, 5, "/", { key: "registered", ip: "192.0.2.73" }))).toBe(10);
+    expect(await roundTrips(() => statuses(gate, 5, "/", { key: "configured", ip: "192.0.2.74" }))).toBe(10);
   });
 
   it("answers from the denial cache while an identity is blocked: no Redis call", async () => {
