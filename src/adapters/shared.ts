@@ -10,6 +10,7 @@ import { ADDRESS_SCOPE, aged, createPipeline, type Step } from "../decision/pipe
 import { createFailureLog } from "../gateway/failure-log.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
+import { matchPaths } from "../http/query-routes.ts";
 import type { Decision } from "../script/limiter.ts";
 
 /** Fields of RATE_LIMITS that only the gateway, which answers for and forwards to an origin, can honour (see `GATEWAY_ONLY`). */
@@ -253,8 +254,10 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);
         const client = clientIp === undefined ? undefined : givenAddress(clientIp, config.ipv6Prefix);
-        // a path the gateway would refuse counts against every rule of its method
-        step = await pipeline.run(input, { methods: methodsOf(input, url), paths: canonical.ok ? canonical.matchOn : undefined }, { cost, identity: own, client });
+        // a path the gateway would refuse counts against every rule of its method; a path its query
+        // routes to (`?rest_route=`, a front script's `?q=`) as the gateway counts it
+        const paths = canonical.ok ? matchPaths(url.search, canonical.matchOn) : undefined;
+        step = await pipeline.run(input, { methods: methodsOf(input, url), paths }, { cost, identity: own, client });
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }

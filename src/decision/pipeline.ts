@@ -29,7 +29,7 @@ export type Step =
 /** How a request is matched against rules: the methods it counts as, and the forms of its canonical path. */
 export interface Match {
   methods: readonly string[];
-  /** undefined: a path with no canonical form, which every rule of its methods covers */
+  /** undefined: a path with no canonical form, or one whose query routes it to a path with none (src/http/query-routes.ts), which every rule of its methods covers */
   paths: readonly string[] | undefined;
 }
 

@@ -5,6 +5,7 @@ import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import { corsForAnswers } from "../http/cors.ts";
+import { matchPaths } from "../http/query-routes.ts";
 import type { HeaderFields } from "../http/rate-limit-headers.ts";
 import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createFailureLog } from "./failure-log.ts";
@@ -247,7 +248,9 @@ export function createGate(options: GateOptions): Gate {
     if (adminPath !== undefined) return await admin(request, adminPath);
 
     const client = clientAddress(request, config.ipv6Prefix);
-    const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : UNREAD_METHODS, paths: canonical.matchOn }, { client });
+    // its path's forms, and those of a path its query routes to (`?rest_route=`, a front script's `?q=`): src/http/query-routes.ts
+    const paths = matchPaths(url.search, canonical.matchOn);
+    const step = await pipeline.run(request, { methods: byMethod ? methodsOf(request, url) : UNREAD_METHODS, paths }, { client });
     report(step, request, path);
     const answered = answer(step, config.keyHeader);
     if (!answered.pass) return own(request, answered.response());

@@ -30,6 +30,9 @@ import { memo } from "../memo.ts";
  *   it). A rule matches when it matches any of them: matching errs toward covering more,
  *   never less.
  *
+ * A request whose query routes it (WordPress's `?rest_route=`, a front script's `?q=`) is
+ * matched on the forms of the path it routes to as well: src/http/query-routes.ts.
+ *
  * Encoded `/` (`%2F`), `\` (`%5C` or raw) and NUL (`%00`) are refused, and so are escapes
  * only some decoders accept (overlong UTF-8, `%uXXXX`): origins disagree on what they mean,
  * so no single canonical form exists.
@@ -395,7 +398,7 @@ function canonicalPathOf(pathname: string): CanonicalPath {
 }
 
 /** `strings` without repeats, in the order they first come (see `stringSet`). */
-function distinct(strings: readonly string[]): string[] {
+export function distinct(strings: readonly string[]): string[] {
   const set = stringSet();
   for (const s of strings) set.add(s);
   return set.values;
@@ -436,7 +439,7 @@ const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/)/i;
  * strings, so `?_method%00x=` is `$_GET['_method']`), leading spaces dropped, ` `, `.` and `[`
  * as `_` (`?.method=` is `$_GET['_method']`).
  */
-const phpName = (name: string) => {
+export const phpName = (name: string) => {
   const nul = name.indexOf("\0");
   return (nul < 0 ? name : name.slice(0, nul)).trimStart().replace(/[ .[]/g, "_");
 };

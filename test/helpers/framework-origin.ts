@@ -44,6 +44,8 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  * - PUT and PATCH of a resource sent to one update handler (Rails' and Laravel's resource routes)
  * - `X-HTTP-Method-Override` obeyed on POST, and `_method` in a form body or the query,
  *   its name decoded (Hono's methodOverride middleware, as Rails, Laravel and Spring do)
+ * - a PHP application's routing by the query: WordPress's `?rest_route=` on any path, Drupal 7's
+ *   `?q=`, Yii's `?r=` and CodeIgniter 3's `?/path` on its front script (see `queryRoute`)
  *
  * Handlers answer JSON: which handler ran, the request line and headers as received, and how
  * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo. A TRACE,
@@ -70,8 +72,37 @@ export interface Echo {
 /** A directory's index script, as PHP and CGI setups name it for Apache's DirectoryIndex and nginx's index, IIS's default documents and Tomcat's welcome files. */
 const INDEX_SCRIPT = /^(?:index\.(?:php|cgi|pl|jsp)|default\.aspx?)$/i;
 
-/** The path as the lenient stack routes it: the leniencies above, applied in a framework's order. */
+/** A query parameter's name as PHP registers it: up to a NUL, leading spaces dropped, ` `, `.` and `[` as `_`. */
+const phpName = (name: string) => name.split("\0")[0]!.replace(/^ +/, "").replace(/[ .[]/g, "_");
+
+/**
+ * The path a PHP application routes a request by its query, or undefined: WordPress serves
+ * `?rest_route=/wp/v2/users` on any path as `/wp-json/wp/v2/users` (WP::parse_request reads it
+ * from $_GET whatever the path; rest_api_loaded serves it); on its front script (`/`,
+ * `/index.php`) Drupal 7 routes `?q=user/login` as `/user/login` (request_path), Yii `?r=site/login`
+ * as `/site/login` (its default urlManager), and CodeIgniter 3 `?/site/login` as `/site/login`.
+ * Parameter names as PHP reads them, the last of a repeated one.
+ */
+function queryRoute(query: string, front: boolean): string | undefined {
+  const params = new Map<string, string>();
+  for (const [name, value] of new URLSearchParams(query)) params.set(phpName(name), value);
+  const rest = params.get("rest_route");
+  if (rest) return `/wp-json/${rest}`;
+  if (!front) return undefined;
+  const named = params.get("q") || params.get("r");
+  if (named) return `/${named}`;
+  return query.startsWith("/") ? query.split("&")[0] : undefined;
+}
+
+/** The path as the lenient stack routes it: the leniencies above, applied in a framework's order, or the path its query routes to (see `queryRoute`). */
 export function routedPath(target: string): string {
+  const path = pathRouted(target);
+  const query = target.indexOf("?");
+  const routed = query < 0 ? undefined : queryRoute(target.slice(query + 1), path === "/");
+  return routed === undefined ? path : pathRouted(routed.replace(/[?#].*/s, ""));
+}
+
+function pathRouted(target: string): string {
   let path = target.split("?")[0]!;
   try {
     path = decodeURI(path);
@@ -143,6 +174,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
     return c.json(echo, 200, { "x-handler": name });
   };
   app.get("/v1", handler("v1"));
+  app.get("/wp-json/*", handler("wp-json"));
   app.get("/v1/users", handler("users"));
   app.delete("/v1/users/:id", handler("delete-user"));
   app.on(["PUT", "PATCH"], "/v1/users/:id", handler("update-user"));

@@ -285,6 +285,84 @@ describe("path encodings: a rule covers every spelling the origin routes to the 
   }, 120_000);
 });
 
+describe("query routing: a PHP application's front script routes by its query", () => {
+  let routes: string;
+  beforeAll(async () => {
+    routes = await gate({
+      rules: [
+        { name: "users", limit: 2, window: "10m", path: "/v1/users" },
+        { name: "wp-json", limit: 2, window: "10m", path: "/wp-json/*" },
+      ],
+    });
+  });
+
+  it("a query-routed spelling (?rest_route=, ?q=, ?r=) counts against the rules of the path it routes to", async () => {
+    // Drupal 7's ?q=, Yii's ?r= and CodeIgniter 3's ?/path on the front script, names as PHP reads
+    // them (escaped, mangled, cut at a NUL, the last of a repeated one), values escaped or without
+    // their leading slash
+    const spellings = [
+      "/?q=v1/users",
+      "/index.php?q=/v1/users",
+      "/?r=v1/users",
+      "/index.php?r=V1/Users",
+      "/?%71=v1/users",
+      "/?+q=v1/users",
+      "/?q%00x=v1/users",
+      "/?q=elsewhere&q=v1/users",
+      "/?q=v1/%75sers",
+      "/?q=%2Fv1%2Fusers%2F",
+      "/index.php/?q=v1/users",
+      "//index.php.?r=v1/users",
+      "/?/v1/users",
+      "/index.php?/v1/users?x=1",
+    ];
+    await expectCountedAsOne(routes, "/v1/users", spellings, { times: 2 });
+    // WordPress's ?rest_route=, on any path, as its REST route behind /wp-json
+    const rest = [
+      "/?rest_route=/wp/v2/users",
+      "/index.php?rest_route=/wp/v2/users",
+      "/?rest.route=/wp/v2/users",
+      "/?rest+route=/wp/v2/users",
+      "/?rest[route=/wp/v2/users",
+      "/?%20rest_route=/wp/v2/users",
+      "/?%72est_route=/wp/v2/users",
+      "/?rest_route=/wp/v2/%75sers",
+      "/?rest_route=wp/v2/users",
+      "/?rest_route=/x&rest_route=/wp/v2/users",
+      "/v1/users?rest_route=/wp/v2/users",
+      "/hello-world/?rest_route=/wp/v2/users",
+    ];
+    await expectCountedAsOne(routes, "/wp-json/wp/v2/users", rest, { handler: "wp-json", times: 2 });
+  });
+
+  it("forwards a query-routed request as sent, and counts ?q= only on the front script", async () => {
+    const ip = freshIpv4();
+    const sent = await via(routes, "/index.php?q=v1/users&x=%2F", ip);
+    expect(sent.status).toBe(200);
+    expect((JSON.parse(sent.body) as Echo).target).toBe("/index.php?q=v1/users&x=%2F");
+    expect((await via(routes, "/v1/users", ip)).status).toBe(200);
+    // elsewhere ?q= is a query like any other: /v1 is not a front script
+    expect(await handlerFor("/v1?q=v1/users")).toBe("v1");
+    expect((await via(routes, "/v1?q=v1/users", ip)).status).toBe(200);
+    expect((await via(routes, "/v1/users", ip)).status).toBe(429);
+  });
+
+  it("a query-routed path the gate would refuse as a path counts against every rule, and is forwarded, not refused", async () => {
+    // a search for C:\Windows on the home page is a valid request: not a 400, and not a way around
+    // a rule either: it counts against every rule, as the library counts a path it would refuse
+    for (const target of ["/?q=C:%5CWindows", "/?rest_route=/wp/v2/users%00", "/?r=v1%252Fusers", "/?q=%25C0%25AF"]) {
+      const ip = freshIpv4();
+      const res = await via(routes, target, ip);
+      expect(res.status, target).toBe(200);
+      expect((JSON.parse(res.body) as Echo).target).toBe(target);
+      expect((await via(routes, "/v1/users", ip)).status, target).toBe(200);
+      expect((await via(routes, "/v1/users", ip)).status, target).toBe(429);
+      expect((await via(routes, "/wp-json/wp/v2/users", ip)).status, target).toBe(200);
+      expect((await via(routes, "/wp-json/wp/v2/users", ip)).status, target).toBe(429);
+    }
+  });
+});
+
 describe("methods: HEAD and overridden methods count where their handler's method does", () => {
   let base: string;
   beforeAll(async () => {

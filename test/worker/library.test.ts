@@ -593,6 +593,24 @@ describe("createRateLimiter", () => {
     expect((await l.limit(request("/x", { method: "POST", key: "k2" }))).success).toBe(true);
   });
 
+  it("counts a query-routed Request (?rest_route=, a front script's ?q= and ?r=) against the rules of the path it routes to, as the gateway does", async () => {
+    const l = limiter([
+      { name: "users", limit: 1, window: "1m", path: "/v1/users" },
+      { name: "wp-json", limit: 1, window: "1m", path: "/wp-json/*" },
+    ]);
+    const from = (path: string, ip: string) => l.limit(request(path, { ip }));
+    for (const [i, spelling] of ["/?q=v1/users", "/index.php?r=v1/users", "/?%71=/v1/%75sers", "/?q=x&q=v1/users"].entries()) {
+      const ip = `198.51.100.${60 + i}`;
+      expect((await from("/v1/users", ip)).success).toBe(true);
+      expect((await from(spelling, ip)).success, spelling).toBe(false);
+    }
+    expect((await from("/wp-json/wp/v2/users", "198.51.100.90")).success).toBe(true);
+    expect((await from("/blog/?rest.route=/wp/v2/users", "198.51.100.90")).success).toBe(false);
+    // a routed path the gate would refuse counts against every rule
+    expect((await from("/?q=a%5Cb", "198.51.100.91")).success).toBe(true);
+    expect((await from("/v1/users", "198.51.100.91")).success).toBe(false);
+  });
+
   it("puts an operator block's Retry-After in the headers it gives, as on its 403", async () => {
     const p = prefix();
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });

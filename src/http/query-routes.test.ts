@@ -1,0 +1,95 @@
+import { describe, expect, it } from "vitest";
+import { canonicalPath } from "./canonical.ts";
+import { matchPaths } from "./query-routes.ts";
+
+const own = (pathname: string) => {
+  const c = canonicalPath(pathname);
+  if (!c.ok) throw new Error(`refused: ${c.refused}`);
+  return c.matchOn;
+};
+/** The forms a request for `target` is matched on: its path's, and those of the path its query routes to. */
+const on = (target: string) => {
+  const url = new URL(`https://x${target}`);
+  return matchPaths(url.search, own(url.pathname));
+};
+
+describe("matchPaths", () => {
+  it("adds the path a front script's ?q=, ?r= or ?/path routes to, and WordPress's ?rest_route= on any path, to the path's own forms", () => {
+    expect(on("/?q=user/login")).toEqual(["/", "/user/login", "/user/login/"]); // Drupal 7
+    expect(on("/index.php?r=site/login")).toEqual([...own("/index.php"), "/site/login", "/site/login/"]); // Yii
+    expect(on("/?/site/login")).toContain("/site/login"); // CodeIgniter 3
+    expect(on("/index.php?/site/login?x=1")).toContain("/site/login");
+    expect(on("/?/site/login&x=1")).toContain("/site/login");
+    // WordPress: the REST route behind /wp-json, and the route itself
+    expect(on("/?rest_route=/wp/v2/users")).toEqual(["/", "/wp-json/wp/v2/users", "/wp-json/wp/v2/users/", "/wp/v2/users", "/wp/v2/users/"]);
+    expect(on("/blog/hello-world/?rest_route=/wp/v2/users")).toContain("/wp-json/wp/v2/users"); // WordPress reads it on any path
+    expect(on("/?x=1&q=user/login&y=2")).toContain("/user/login");
+  });
+
+  it("routes only on the front script, / and the paths canonicalPath folds into it, for ?q=, ?r= and ?/path", () => {
+    for (const front of ["/", "/index.php", "/index.php/", "/INDEX.PHP.", "//", "/index", "/;x"]) expect(on(`${front}?q=user/login`), front).toContain("/user/login");
+    for (const elsewhere of ["/search", "/v1/index.php/x", "/node/1", "/v1/"]) {
+      const forms = own(elsewhere);
+      expect(matchPaths("?q=user/login&r=site/login", forms), elsewhere).toBe(forms);
+      expect(matchPaths("?/site/login", forms), elsewhere).toBe(forms);
+    }
+  });
+
+  it("reads parameter names as PHP registers them: escaped, leading spaces dropped, . space and [ as _, cut at a NUL", () => {
+    for (const query of ["?%71=user/login", "?+q=user/login", "?%20%20q=user/login", "?q%00x=user/login", "?%72=user/login"])
+      expect(on(`/${query}`), query).toContain("/user/login");
+    for (const name of ["rest.route", "rest+route", "rest%20route", "rest[route", "%72est_route", "rest%5Froute", "+rest_route", "rest_route%00.x"])
+      expect(on(`/?${name}=/wp/v2/users`), name).toContain("/wp-json/wp/v2/users");
+    // other names: PHP's names are case-sensitive, q[] is an array, a NUL before the name ends it
+    for (const query of ["?Q=user/login", "?qq=user/login", "?q[]=user/login", "?x%00q=user/login", "?R=user/login", "?rest_routes=/user/login", "?q_=user/login"])
+      expect(on(`/${query}`), query).toEqual(["/"]);
+  });
+
+  it("decodes the value once, as PHP does, and matches it in every canonical form a path has", () => {
+    expect(on("/?rest_route=/wp/v2/%75sers")).toContain("/wp-json/wp/v2/users");
+    expect(on("/?rest_route=%2Fwp%2Fv2%2Fusers")).toContain("/wp-json/wp/v2/users");
+    expect(on("/?rest_route=/wp/v2/%2575sers")).toContain("/wp-json/wp/v2/users"); // decoded twice, as the path is
+    expect(on("/?rest_route=wp/v2/users")).toContain("/wp-json/wp/v2/users"); // no leading slash
+    expect(on("/?q=/user//./login/")).toContain("/user/login");
+    expect(on("/?q=user+login")).toContain("/user login");
+    expect(on("/?q=user/login.json")).toContain("/user/login");
+    expect(on("/?q=user/login%3Fx")).toContain("/user/login");
+  });
+
+  it("takes every value of a repeated name, so the last, which PHP reads, is among them; more than a few, or long ones, count against every rule", () => {
+    expect(on("/?q=a&q=user/login")).toEqual(expect.arrayContaining(["/user/login", "/a"]));
+    expect(on("/?q=user/login&q=a")).toEqual(expect.arrayContaining(["/user/login", "/a"]));
+    expect(on("/?rest_route=/x&rest%2Eroute=/wp/v2/users")).toContain("/wp-json/wp/v2/users");
+    expect(on(`/?${Array.from({ length: 5 }, (_, i) => `q=a${i}`).join("&")}`)).toBeUndefined();
+    expect(on(`/?${Array.from({ length: 5 }, (_, i) => `rest_route=/a${i}`).join("&")}`)).toBeUndefined();
+    // and more than 2,048 characters of them: a routed path costs the work of a path, bounded
+    expect(on(`/?q=${"a".repeat(2047)}`)).toContain(`/${"a".repeat(2047)}`);
+    expect(on(`/?q=${"a".repeat(2048)}`)).toBeUndefined();
+    expect(on(`/?q=${"a".repeat(1500)}&r=${"a".repeat(1500)}`)).toBeUndefined();
+    expect(on(`/?${"a".repeat(2048)}`)).toEqual(["/"]); // no routing parameter at all
+    expect(on(`/?/${"a".repeat(2048)}`)).toBeUndefined();
+    expect(on(`/?rest_route=${"a".repeat(2048)}`)).toBeUndefined();
+    expect(on(`/v1/users?rest_route=${"a".repeat(2048)}`)).toBeUndefined();
+    expect(on(`/search?q=${"a".repeat(4000)}`)).toEqual(own("/search")); // not a front script: q routes nothing
+  });
+
+  it("counts a request whose routed path canonicalPath refuses against every rule (undefined), on the paths it routes on", () => {
+    for (const query of ["?q=C:%5CWindows", "?rest_route=/wp/v2/users%00", "?r=v1%252Fusers", "?q=%25C0%25AF", "?/a%2Fb"]) expect(on(`/${query}`), query).toBeUndefined();
+    expect(on("/v1/users?rest_route=%5C")).toBeUndefined();
+    expect(on("/v1/users?q=%5C")).toEqual(own("/v1/users"));
+  });
+
+  it("adds nothing for an empty value, and returns the path's own forms as they are for a query that names none of these", () => {
+    expect(on("/?q=&r=&rest_route=")).toEqual(["/"]);
+    const forms = own("/v1/users");
+    for (const search of ["", "?", "?a=1&b=2", "?query=x", "?x=q", "?rr=1", "?page=2&sort=desc", "?x=%2F", "?interest=rest", "?a=b?q=x"])
+      expect(matchPaths(search, forms), search).toBe(forms);
+  });
+
+  it("works out a long query in time linear in its length", () => {
+    const started = performance.now();
+    for (const search of [`?${"?".repeat(100_000)}`, `?${"&a".repeat(50_000)}`, `?${"&%".repeat(50_000)}`, `?a=${"q".repeat(100_000)}`, `?/${"a/".repeat(50_000)}`])
+      matchPaths(search, own("/"));
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+});

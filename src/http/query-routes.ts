@@ -1,0 +1,125 @@
+import { memo } from "../memo.ts";
+import { canonicalPath, distinct, phpName } from "./canonical.ts";
+
+/**
+ * The paths a request's query routes it to, for applications that route by a query parameter
+ * of their front script: the same handler runs for the query's spelling as for the path's, so a
+ * rule on the path must count both.
+ *
+ * - WordPress serves `?rest_route=/wp/v2/users` as `/wp-json/wp/v2/users`, on any path (WP's
+ *   parse_request reads the parameter from $_GET whatever the path, and rest_api_loaded serves it):
+ *   matched as `/wp-json` and the route, and as the route alone.
+ * - On the front script alone (`/` and every path canonicalPath folds into it: `/index.php`,
+ *   `/index.php/`, `/index`…): Drupal 7 routes `?q=user/login` as `/user/login` (request_path),
+ *   Yii `?r=site/login` as `/site/login` (its urlManager without pretty URLs), CodeIgniter 3
+ *   `?/site/login` as `/site/login` (a query that starts with `/`, up to its first `&`).
+ *
+ * Names are read as PHP registers them (`phpName`: `?%71=`, `?+q=`, `?rest.route=`,
+ * `?q%00x=`), values decoded once as PHP decodes them, and every value of a repeated name is
+ * taken (PHP reads the last, within its max_input_vars): more than `MOST_VALUES` of them or
+ * `MOST_LENGTH` characters, or a routed path canonicalPath refuses (`?q=a%5Cb`), and the
+ * request counts against every rule (undefined), as a path with no canonical form does in the library. A value routes as a path
+ * with the same canonicalPath machinery (`?rest_route=/wp/v2/%2575sers` is `/wp/v2/users` too).
+ * An empty value routes to the front page, which the request is already matched as: nothing added.
+ *
+ * The forwarded request is unchanged: these forms are only matched.
+ *
+ * @example
+ * matchPaths("?q=user/login", ["/"]);                       // ["/", "/user/login", "/user/login/"]
+ * matchPaths("?page=2", ["/v1/users", "/v1/users/"]);       // the same array: nothing to add
+ */
+export function matchPaths(search: string, own: readonly string[]): readonly string[] | undefined {
+  // most queries name none of these: one test of the raw query, no parse
+  if (search.length < 3 || !mayRoute(search)) return own;
+  const routes = search.length < MEMO_MAX_LENGTH ? recentQueries(search) : routesOf(search);
+  const front = own.includes("/");
+  if (routes.anywhere === undefined || (front && routes.front === undefined)) return undefined;
+  const added = front ? [...routes.anywhere, ...routes.front!] : routes.anywhere;
+  if (added.length === 0) return own;
+  // told apart by length first: a long crafted value's forms are not each hashed in full (see canonical.ts's stringSet)
+  return distinct([...own, ...added]);
+}
+
+/**
+ * Whether a query may name a routing parameter: it starts with `/`, holds `route` (every
+ * unescaped spelling of `rest_route` does), or has a parameter named `q` or `r` (after any `+`,
+ * a space) or a name with an escape (which may spell any of them). Each test is a scan of the
+ * query that stops at its first hit, the escape's only for a query that holds a `%`: linear in
+ * its length, and for most queries a few tens of nanoseconds.
+ */
+const mayRoute = (search: string) => search.charCodeAt(1) === 47 || search.includes("route") || NAMES_Q_OR_R.test(search) || (search.includes("%") && ESCAPED_NAME.test(search));
+/** A parameter named `q` or `r`, after any `+` (and a `?` in a value too: a few more queries read). */
+const NAMES_Q_OR_R = /[?&]\+*[qr](?:[=&]|$)/;
+/** A name with an escape: from a `?` or `&` to a `%` before any `=`, `&` or `?` (a name is looked at only up to them). */
+const ESCAPED_NAME = /[?&][^=&?]*%/;
+
+/** The most values of routing parameters a query is read for; more count against every rule. */
+const MOST_VALUES = 4;
+/**
+ * The most characters of routed paths a query is read for, `rest_route`'s and the others' apart;
+ * more count against every rule (of the front script for the others'): a routed path costs as
+ * much work as a request's own path, and a crafted one of 8 KB milliseconds.
+ */
+const MOST_LENGTH = 2048;
+
+/** A query's routed paths' match forms: anywhere (`rest_route`), and on the front script alone; undefined: refused, or too many. */
+interface QueryRoutes {
+  anywhere: readonly string[] | undefined;
+  front: readonly string[] | undefined;
+}
+
+/** The paths one kind of parameter routes to, and how many and how long: past the bounds, none are worked out. */
+interface Routed {
+  paths: string[];
+  values: number;
+  length: number;
+}
+
+const within = (routed: Routed) => routed.values <= MOST_VALUES && routed.length <= MOST_LENGTH;
+
+function add(routed: Routed, path: string) {
+  routed.values++;
+  routed.length += path.length;
+  if (within(routed)) routed.paths.push(path);
+}
+
+function routesOf(search: string): QueryRoutes {
+  const rest: Routed = { paths: [], values: 0, length: 0 };
+  const named: Routed = { paths: [], values: 0, length: 0 };
+  for (const [name, value] of new URLSearchParams(search)) {
+    if (value === "") continue;
+    const php = phpName(name);
+    if (php === "rest_route") add(rest, `/${value}`);
+    else if (php === "q" || php === "r") add(named, `/${value}`);
+  }
+  // CodeIgniter 3: the raw query, which is spelt as a path is (its `?` is cut by canonicalPath)
+  if (search[1] === "/") {
+    const amp = search.indexOf("&");
+    add(named, search.slice(1, amp < 0 ? undefined : amp));
+  }
+  const routes = within(rest) ? formsOf(rest.paths) : undefined;
+  return {
+    // the route behind WordPress's /wp-json prefix, and the route itself
+    anywhere: routes && distinct([...routes.flatMap((form) => (form === "/" ? ["/wp-json", "/wp-json/"] : [`/wp-json${form}`])), ...routes]),
+    front: within(named) ? formsOf(named.paths) : undefined,
+  };
+}
+
+/** Every match form of `paths`, once each; undefined for one canonicalPath refuses. */
+function formsOf(paths: readonly string[]): readonly string[] | undefined {
+  const forms: string[] = [];
+  for (const path of paths) {
+    const c = canonicalPath(path);
+    if (!c.ok) return undefined;
+    forms.push(...c.matchOn);
+  }
+  return paths.length > 1 ? distinct(forms) : forms;
+}
+
+/**
+ * A flood repeats its queries: each is read once per isolate, memory bounded as canonicalPath's
+ * memo is (1,024 queries of under 512 characters, and of their forms 8,192 characters each).
+ */
+const recentQueries = memo(routesOf, 1024, (r) => [...(r.anywhere ?? []), ...(r.front ?? [])].reduce((sum, form) => sum + form.length, 0) <= MEMO_MAX_FORMS);
+const MEMO_MAX_LENGTH = 512;
+const MEMO_MAX_FORMS = 8192;
