@@ -84,6 +84,9 @@ export interface RateLimiter {
 
 const passed = () => new Response(null, { status: 204 });
 
+/** How long counted store failures wait for a later call to write them: the failure log's interval. */
+const FAILURE_TAIL_MS = 1000;
+
 const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisfies (keyof LimitOptions)[];
 
 /** Why the library and the middleware refuse each field only the gateway honours. */
@@ -227,6 +230,11 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   // if admitted, so a wrong token or URL would never limit and never say so. Logged as the
   // gateway logs it: the first failure of each second in full (without the token), the rest counted.
   const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
+  let tail: ReturnType<typeof setTimeout> | undefined;
+  const writeTail = () => {
+    tail = undefined;
+    failures.flush();
+  };
   return {
     async limit(input: Request | string, options: LimitOptions = {}) {
       if (typeof options !== "object" || options === null) {
@@ -265,6 +273,13 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         failures.record({ fail: step.verdict.closed ? "closed" : "open", tier: step.caller.tier, rules: step.rules.map((r) => r.name), error: step.verdict.error.message });
       }
       if (failures.due()) failures.flush();
+      // the last failures of a burst: no later call may come to write their count (a Worker has
+      // no context here to wait in, so there only a later call writes it, as before)
+      if (failures.pending && !tail) {
+        tail = setTimeout(writeTail, FAILURE_TAIL_MS);
+        // a Node process that is done is not kept alive for a log line
+        (tail as { unref?: () => void }).unref?.();
+      }
       const a = answer(step, config.keyHeader);
       const result: LimitResult = {
         success: a.pass,

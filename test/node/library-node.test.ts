@@ -23,6 +23,23 @@ describe("the library on Node", () => {
     }
   });
 
+  it("writes the count of a burst's last store failures without a later call to write it", async () => {
+    const port = await freePort(); // nothing listens there
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const l = createRateLimiter({ url: `http://127.0.0.1:${port}`, token: "a-token", prefix: `libnode${Date.now()}`, rules: [{ name: "a", limit: 1, window: "1m" }] });
+      // one full line, the rest of the burst counted: within one interval (1 s) on any machine
+      // only if they come at once, so the counted total is read from the lines, not assumed
+      await Promise.all(Array.from({ length: 5 }, () => l.limit("u")));
+      const lines = () => logged.mock.calls.map((c) => JSON.parse(String(c[0])) as { event: string; failures?: number });
+      const counted = () => lines().filter((line) => line.event === "slidegate.store_failure").length + lines().reduce((sum, line) => sum + (line.failures ?? 0), 0);
+      // no further call: the summary comes by itself once the interval is over
+      await vi.waitFor(() => expect(counted()).toBe(5), { timeout: 10_000, interval: 100 });
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("never logs a token given with white space around it (as a file or a secret store hands it over) when the store quotes back the token it was sent", async () => {
     // a store, or a proxy in front of it, that quotes back the token it got, mid-sentence: nothing behind it is asked
     const token = randomBytes(16).toString("hex");
