@@ -1,7 +1,7 @@
 import type ipaddr from "ipaddr.js";
 import * as v from "valibot";
 import { type AccessCheck, type AccessLists, compileAccess, parseRange } from "../decision/access-lists.ts";
-import { ambiguousAddress, ipv6Network } from "../decision/identity.ts";
+import { ambiguousAddress, ipv6Network, transitionRange } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
 
@@ -662,8 +662,10 @@ export function configurationWarnings(config: GateConfig): string[] {
 /**
  * IPv6 deny entries narrower than the network a caller holds: the network the gate counts as
  * one caller (`ipv6Prefix`), and never one narrower than a /64, which one customer holds at least
- * (the admin API counts wrong tokens per /64 for the same reason). Said, not widened: an
- * operator may mean an entry exactly as written.
+ * (the admin API counts wrong tokens per /64 for the same reason). In a transition range the
+ * caller is the IPv4 address the gate counts there (`transitionRange`): a 6to4 site's /48, a
+ * Teredo client (no range narrower than 2001::/32 holds one, so none is named), one NAT64
+ * address. Said, not widened: an operator may mean an entry exactly as written.
  */
 function narrowDenyEntries(config: GateConfig): string[] {
   const held = Math.min(config.ipv6Prefix, 64);
@@ -673,7 +675,28 @@ function narrowDenyEntries(config: GateConfig): string[] {
   config.lists?.deny?.ips?.forEach((entry, i) => {
     // validated when the configuration was parsed: every entry is an address or a range
     const [net, bits] = parseRange(entry)!;
-    if (net.kind() !== "ipv6" || bits <= held) return;
+    if (net.kind() !== "ipv6") return;
+    // an address of a transition range is counted as the IPv4 caller it is made from, not by its network
+    const transition = transitionRange(net as ipaddr.IPv6, bits);
+    if (transition?.kind === "6to4") {
+      if (bits > 48) {
+        warnings.push(
+          `deny.ips[${i}] ("${entry}") covers part of ${transition.site}, the 6to4 site of ${transition.ipv4}, which the gate counts as one caller (${transition.ipv4}: its quota and an admin block of the address are that IPv4 address's): the caller moves to another address of its site and is no longer denied. Write "${transition.site}" to deny the whole site, or keep the entry if you mean that part alone.`,
+        );
+      }
+      return;
+    }
+    if (transition?.kind === "teredo") {
+      if (bits > 32) {
+        const client = transition.ipv4 ? ` (${transition.ipv4})` : "";
+        warnings.push(
+          `deny.ips[${i}] ("${entry}") covers part of a Teredo client, which the gate counts as the IPv4 address it carries${client} whatever its Teredo server and port: the caller moves to another server or port and is no longer denied. No range narrower than "2001::/32", every Teredo client, holds one client whole; keep the entry if you mean that part alone.`,
+        );
+      }
+      return;
+    }
+    // each address of NAT64's prefix is an IPv4 client of its own: the entry holds whole callers
+    if (transition?.kind === "nat64" || bits <= held) return;
     warnings.push(
       `deny.ips[${i}] ("${entry}") covers part of ${network}: the caller moves to another address of its network and is no longer denied${counted}. Write "${ipv6Network(net as ipaddr.IPv6, held)}" to deny the whole network, or keep the entry if you mean that part alone.`,
     );

@@ -166,6 +166,20 @@ function embeddedIPv4(bytes: number[]): string | undefined {
 }
 
 /**
+ * The transition range an IPv6 range of `bits` bits lies within whole, if any, with the caller
+ * the gate counts there (see `embeddedIPv4`): a 6to4 site of a /48 (`site`, with the IPv4 address
+ * it is made from), a Teredo client (its IPv4 address, whatever its server, flags and port: no
+ * range narrower than 2001::/32 holds one whole), or a NAT64 address (one IPv4 client each).
+ */
+export function transitionRange(net: ipaddr.IPv6, bits: number): { kind: "6to4"; site: string; ipv4: string } | { kind: "teredo"; ipv4?: string } | { kind: "nat64" } | undefined {
+  const bytes = net.toByteArray();
+  if (bits >= 16 && bytes[0] === 0x20 && bytes[1] === 0x02) return { kind: "6to4", site: ipv6Network(net, 48), ipv4: embeddedIPv4(bytes)! };
+  if (bits >= 32 && bytes[0] === 0x20 && bytes[1] === 0x01 && bytes[2] === 0 && bytes[3] === 0) return { kind: "teredo", ipv4: bits === 128 ? embeddedIPv4(bytes) : undefined };
+  if (bits >= 96 && embeddedIPv4(bytes) !== undefined) return { kind: "nat64" };
+  return undefined;
+}
+
+/**
  * Who an address is counted as: an IPv4 address itself, an IPv6 address by its network of
  * `ipv6Prefix` bits ("2001:db8:1:2::/64"), since one customer holds a whole prefix — but an
  * address of a transition range (6to4, Teredo, NAT64) as the IPv4 address it is made from (see

@@ -109,6 +109,25 @@ describe("npm run check-config", () => {
     expect(check({ allow: { ips } }).stdout).not.toContain("⚠");
   });
 
+  it("advises on a deny entry of a transition range by the caller the gate counts there: a 6to4 site, a Teredo client, a NAT64 address", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    const check = (config: Record<string, unknown>) => run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ...config }));
+    // 6to4: the caller is the whole /48 site of 192.0.2.7; Teredo: RFC 4380's client 192.0.2.45,
+    // whatever its server and port; NAT64: one translated IPv4 client per address
+    const ips = ["2002:c000:207:1::/64", "2002:c000:207::/48", "2001:0:4136:e378:8000:63bf:3fff:fdd2", "2001::/32", "64:ff9b::c000:221", "64:ff9b::c000:200/120"];
+    for (const ipv6Prefix of [48, 64]) {
+      const result = check({ deny: { ips }, ipv6Prefix });
+      expect(result.status).toBe(0);
+      const warnings = result.stdout.split("\n").filter((line) => line.startsWith("⚠"));
+      expect(warnings, String(ipv6Prefix)).toEqual([
+        expect.stringMatching(/^⚠ deny\.ips\[0\] \("2002:c000:207:1::\/64"\) covers part of 2002:c000:207::\/48, the 6to4 site of 192\.0\.2\.7.*Write "2002:c000:207::\/48"/),
+        expect.stringMatching(/^⚠ deny\.ips\[2\] \("2001:0:4136:e378:8000:63bf:3fff:fdd2"\) covers part of a Teredo client.*192\.0\.2\.45/),
+      ]);
+      // never the advice to deny every client of a Teredo server, or every translated IPv4 client
+      expect(result.stdout).not.toMatch(/Write "2001:0:4136:e378::\/(48|64)"|Write "64:ff9b::\/(48|64)"/);
+    }
+  });
+
   it("warns when ipv6Prefix is longer than 64, saying how many callers one /64 then makes, and still exits 0", () => {
     const rules = [{ name: "minute", limit: 100, window: "60s" }];
     const warnings = (ipv6Prefix: number) => {
