@@ -239,7 +239,7 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
     return publicOrigin + path + at.search + at.hash;
   }
 
-  return (name, value, asked) => {
+  function rewriteOne(name: string, value: string, asked: URL): string {
     if (name !== "refresh") return rewrite(value, asked);
     const refresh = REFRESH.exec(value);
     if (!refresh) return value;
@@ -250,6 +250,17 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
     if (!url) return value;
     const rewritten = rewrite(url, asked);
     return rewritten === url ? value : lead + quote + rewritten + (end < 0 ? "" : rest.slice(end));
+  }
+
+  return (name, value, asked) => {
+    const whole = rewriteOne(name, value, asked);
+    // The header sent more than once reaches the gate as one value, joined by ", " (only
+    // Set-Cookie is kept apart): a later one naming ORIGIN_URL's origin is rewritten too, or it
+    // would tell its address. A value whose later parts name no such origin is read as one URL.
+    if (!value.includes(", ")) return whole;
+    const parts = value.split(", ");
+    const each = parts.map((part) => rewriteOne(name, part, asked));
+    return each.some((part, i) => i > 0 && part !== parts[i]) ? each.join(", ") : whole;
   };
 }
 

@@ -517,7 +517,9 @@ describe("an origin's redirects to its own address", () => {
       // written as Latin-1, as Node writes any header value: a char past U+007F is one byte
       if (template !== null) headers[name] = template.replaceAll("{host}", host).replaceAll("{HOST}", host.toUpperCase());
     }
-    res.writeHead(Number(asked.searchParams.get("status") ?? 302), headers);
+    // a template with a line break is that header sent once per line
+    const lines = Object.entries(headers).map(([name, value]) => [name, value.includes("\n") ? value.split("\n") : value] as const);
+    res.writeHead(Number(asked.searchParams.get("status") ?? 302), Object.fromEntries(lines));
     res.end("moved");
   };
   const origin = createHttpServer(serve);
@@ -604,6 +606,16 @@ describe("an origin's redirects to its own address", () => {
     // the gate as U+FFFD, and no one can write the byte back; percent-encoded, as a URL parser writes it
     const latin1 = await through(base, { location: "http://{host}/caf\u00e9?x=1" });
     expect([latin1.status, latin1.headers.location]).toEqual([302, `${PUBLIC}/caf%EF%BF%BD?x=1`]);
+  });
+
+  it("an origin's URL header sent twice, each naming its own address, comes back naming the public host in both", async () => {
+    // the runtime hands the gate one value, the two joined by ", ": the second is a URL of its own
+    const res = await through(base, { location: "http://{host}/a\nhttp://{host}/b?c=d", "content-location": "/x\nhttp://{host}/y", refresh: "0\n1; url=http://{host}/z" });
+    expect(res.status).toBe(302);
+    expect([res.headers.location, res.headers["content-location"], res.headers.refresh]).toEqual([`${PUBLIC}/a, ${PUBLIC}/b?c=d`, `/x, ${PUBLIC}/y`, `0, 1; url=${PUBLIC}/z`]);
+    // a comma and a space within one URL is no second header: that URL is rewritten as one
+    const one = await through(base, { location: "http://{host}/a, b?c=d, e" });
+    expect(one.headers.location).toBe(`${PUBLIC}/a, b?c=d, e`);
   });
 
   it("under an ORIGIN_URL with a path, a redirect within that path comes back on the public side's own path", async () => {
