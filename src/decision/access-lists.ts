@@ -1,5 +1,5 @@
 import ipaddr from "ipaddr.js";
-import { type Address, ambiguousAddress, ipaddrText } from "./identity.ts";
+import { type Address, ambiguousAddress, embeddedIPv4Address, ipaddrText } from "./identity.ts";
 
 /** An allow or a deny list: API keys by SHA-256 hex, client IPs by address or CIDR range (IPv4 and IPv6). */
 export interface AccessLists {
@@ -33,9 +33,14 @@ export function parseRange(entry: string): Range | undefined {
 function compileList(list: AccessLists | undefined) {
   const keys = new Set(list?.keys ?? []);
   const ranges = (list?.ips ?? []).map((entry) => parseRange(entry)!);
+  const hasV4 = ranges.some(([net]) => net.kind() === "ipv4");
   return (ip: Address | undefined, keyHash: string | undefined) => {
     if (keyHash !== undefined && keys.has(keyHash)) return true;
-    return ip !== undefined && ranges.some(([net, bits]) => net.kind() === ip.kind() && ip.match(net, bits));
+    if (ip === undefined) return false;
+    if (ranges.some(([net, bits]) => net.kind() === ip.kind() && ip.match(net, bits))) return true;
+    // a 6to4, Teredo or NAT64 address is the IPv4 caller it is made from, as the gate counts it
+    const v4 = hasV4 && ip.kind() === "ipv6" ? embeddedIPv4Address(ip as ipaddr.IPv6) : undefined;
+    return v4 !== undefined && ranges.some(([net, bits]) => net.kind() === "ipv4" && v4.match(net, bits));
   };
 }
 
@@ -45,7 +50,8 @@ export type AccessCheck = (ip: Address | undefined, keyHash: string | undefined)
  * The allow and deny lists as one check; deny wins over allow. Checked before any Redis call: a
  * listed caller costs no round trip. Entries and client addresses are compared in one canonical
  * form, so an IPv4-mapped IPv6 entry (`::ffff:198.51.100.0/120`) is its IPv4 range and matches
- * IPv4 clients. Takes lists the configuration validated (every entry parses).
+ * IPv4 clients; and an IPv4 entry matches the 6to4, Teredo and NAT64 addresses made from its
+ * addresses, which the gate counts as those IPv4 callers (only their return traffic reaches them). Takes lists the configuration validated (every entry parses).
  *
  * @example
  * const lists = compileAccess({ deny: { ips: ["198.51.100.0/24"] }, allow: { keys: [sha256hex] } });

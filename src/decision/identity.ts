@@ -180,6 +180,18 @@ export function transitionRange(net: ipaddr.IPv6, bits: number): { kind: "6to4";
 }
 
 /**
+ * The IPv4 address an IPv6 address of a transition range is made from (see `embeddedIPv4`), or
+ * undefined: the caller the allow and deny lists read it as, besides the address itself.
+ *
+ * @example
+ * embeddedIPv4Address(parseAddress("2002:c000:207::1") as ipaddr.IPv6)?.toString(); // "192.0.2.7"
+ */
+export function embeddedIPv4Address(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
+  const text = embeddedIPv4(address.toByteArray());
+  return text === undefined ? undefined : ipaddr.IPv4.parse(text);
+}
+
+/**
  * Who an address is counted as: an IPv4 address itself, an IPv6 address by its network of
  * `ipv6Prefix` bits ("2001:db8:1:2::/64"), since one customer holds a whole prefix — but an
  * address of a transition range (6to4, Teredo, NAT64) as the IPv4 address it is made from (see
