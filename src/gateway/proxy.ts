@@ -224,15 +224,19 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
     const at = URL.parse(value, SCHEME_RELATIVE.test(value) ? origin : asked);
     if (at === null || at.origin !== own) return value;
     const publicOrigin = asked.origin;
-    // no public URL leads outside ORIGIN_URL's path; and a gate asked at the origin's own address hides nothing
-    if ((prefix && !at.pathname.startsWith(`${prefix}/`)) || publicOrigin === own) return value;
-    const path = at.pathname.slice(prefix.length);
+    // a gate asked at the origin's own address hides nothing
+    if (publicOrigin === own) return value;
+    // No public URL leads outside ORIGIN_URL's path: such a URL keeps its path as written, on the
+    // public origin all the same, where it reaches nothing the origin meant (a 404, never a
+    // loop) — but the public never learns the origin's address.
+    const cut = !prefix || at.pathname.startsWith(`${prefix}/`) ? prefix : "";
+    const path = at.pathname.slice(cut.length);
     // the rest as the origin spelled it, where that spelling reads back as the same URL; else as
     // the parser writes it. A value holding U+FFFD had bytes that are not UTF-8, which the
     // runtime cannot hand back: its parsed form carries no such character.
     const tail = AFTER_AUTHORITY.exec(value)?.[1];
-    if (tail?.startsWith(prefix) && !value.includes("\uFFFD")) {
-      const spelled = publicOrigin + tail.slice(prefix.length);
+    if (tail?.startsWith(cut) && !value.includes("\uFFFD")) {
+      const spelled = publicOrigin + tail.slice(cut.length);
       const back = URL.parse(spelled);
       if (back && back.origin === publicOrigin && back.pathname === path && back.search === at.search && back.hash === at.hash) return spelled;
     }

@@ -618,12 +618,21 @@ describe("an origin's redirects to its own address", () => {
     expect(one.headers.location).toBe(`${PUBLIC}/a, b?c=d, e`);
   });
 
-  it("under an ORIGIN_URL with a path, a redirect within that path comes back on the public side's own path", async () => {
+  it("under an ORIGIN_URL with a path, a redirect within that path comes back on the public side's own path, and one outside it on the public origin", async () => {
     const prefixed = await gate({ rules: [{ name: "m", limit: 1000, window: "10m" }] }, { ORIGIN_URL: `http://127.0.0.1:${port}/api/` });
     const res = await through(prefixed, { location: "http://{host}/api/login?next=%2Fv1#f" });
     // the origin got the request at /api + the public path: the way back is the same map
     expect(res.headers["x-origin-path"]).toBe("/api/v1/go");
     expect(res.headers.location).toBe(`${PUBLIC}/login?next=%2Fv1#f`);
+    // outside that path no public URL leads: the path stays, the origin's address does not
+    for (const [location, sent] of [
+      ["http://{host}/api", `${PUBLIC}/api`],
+      ["http://{host}/", `${PUBLIC}/`],
+      ["http://{host}/API/x?y#z", `${PUBLIC}/API/x?y#z`],
+      ["http://{host}/api%2Fx", `${PUBLIC}/api%2Fx`],
+    ]) {
+      expect((await through(prefixed, { location: location! })).headers.location, location).toBe(sent);
+    }
   });
 
   it("relative redirects and redirects to other hosts pass unchanged", async () => {
