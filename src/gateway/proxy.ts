@@ -189,7 +189,10 @@ function responseDropped(headers: Headers, naming?: string[]): string[] {
 }
 
 /** Response headers whose URL a client follows or keeps (the runtime yields names in lower case). */
-const URL_HEADERS: ReadonlySet<string> = new Set(["location", "content-location", "refresh"]);
+const URL_HEADERS: ReadonlySet<string> = new Set(["location", "content-location", "refresh", "link"]);
+
+/** A Link header's targets (RFC 8288: `<URI-Reference>; rel="next"`, values joined by `,`). */
+const LINK_TARGET = /<([^<>]*)>/g;
 
 /** A URL without a scheme (`//host/path`; the parser reads `\` as `/` in an http URL). */
 const SCHEME_RELATIVE = /^[/\\]{2}/;
@@ -257,6 +260,8 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
   }
 
   return (name, value, asked) => {
+    // an API's pagination (rel="next") built from Host names the origin as a redirect would
+    if (name === "link") return value.replace(LINK_TARGET, (_target, url: string) => `<${rewrite(url, asked)}>`);
     const whole = rewriteOne(name, value, asked);
     // The header sent more than once reaches the gate as one value, joined by ", " (only
     // Set-Cookie is kept apart): a later one naming ORIGIN_URL's origin is rewritten too, or it

@@ -512,7 +512,7 @@ describe("an origin's redirects to its own address", () => {
     const host = req.headers.host ?? "";
     const asked = new URL(req.url ?? "/", "http://origin");
     const headers: Record<string, string> = { "content-type": "text/plain", "x-origin-host": host, "x-origin-path": asked.pathname };
-    for (const name of ["location", "content-location", "refresh"]) {
+    for (const name of ["location", "content-location", "refresh", "link"]) {
       const template = asked.searchParams.get(name);
       // written as Latin-1, as Node writes any header value: a char past U+007F is one byte
       if (template !== null) headers[name] = template.replaceAll("{host}", host).replaceAll("{HOST}", host.toUpperCase());
@@ -590,6 +590,16 @@ describe("an origin's redirects to its own address", () => {
     expect(res.status).toBe(201);
     expect(res.headers["content-location"]).toBe(`${PUBLIC}/v1/users/7?v=2`);
     expect(res.headers.refresh).toBe(`5; url=${PUBLIC}/v1/next#n`);
+  });
+
+  it("an origin's Link header (an API's pagination) naming its own address comes back naming the public host, its other targets as they were", async () => {
+    const link =
+      '<http://{host}/v1/users?page=2>; rel="next", </v1/users?page=1>; rel="prev", <https://docs.example.net/users>; rel="help", <HTTP://{HOST}/v1/users?page=9>; rel="last"';
+    const res = await through(base, { link }, 200);
+    expect(res.status).toBe(200);
+    expect(res.headers.link).toBe(
+      `<${PUBLIC}/v1/users?page=2>; rel="next", </v1/users?page=1>; rel="prev", <https://docs.example.net/users>; rel="help", <${PUBLIC}/v1/users?page=9>; rel="last"`,
+    );
   });
 
   it("an origin's redirect to its own address without a scheme (//host/path) comes back naming the public host", async () => {
