@@ -35,6 +35,18 @@ describe("matchPaths", () => {
     }
   });
 
+  it("routes ?q= and ?r= on the front script with more path after it, which runs it with PATH_INFO: Drupal 7 and Yii read the parameter whatever that holds", () => {
+    for (const front of ["/index.php/x", "/index.php/v1/users", "/INDEX.PHP/x", "/index.php./x", "/index.php;x/x", "/%69ndex.php/x", "//index.php//x/"]) {
+      expect(on(`${front}?q=user/login`), front).toContain("/user/login");
+      expect(on(`${front}?r=site/login`), front).toContain("/site/login");
+    }
+    // not a script beneath another directory, nor a name that merely starts like one
+    for (const elsewhere of ["/v1/index.php/x", "/index.phpx/x", "/indexes/x", "/x/index.php"]) {
+      const forms = own(elsewhere);
+      expect(matchPaths("?q=user/login", forms), elsewhere).not.toContain("/user/login");
+    }
+  });
+
   it("reads parameter names as PHP registers them: escaped, leading spaces dropped, . space and [ as _, cut at a NUL", () => {
     for (const query of ["?%71=user/login", "?+q=user/login", "?%20%20q=user/login", "?q%00x=user/login", "?%72=user/login"])
       expect(on(`/${query}`), query).toContain("/user/login");

@@ -1,5 +1,5 @@
 import { memo } from "../memo.ts";
-import { canonicalPath, distinct, phpName } from "./canonical.ts";
+import { canonicalPath, distinct, phpName, SCRIPT_SUFFIX } from "./canonical.ts";
 
 /**
  * The paths a request's query routes it to, for applications that route by a query parameter
@@ -10,7 +10,7 @@ import { canonicalPath, distinct, phpName } from "./canonical.ts";
  *   parse_request reads the parameter from $_GET whatever the path, and rest_api_loaded serves it):
  *   matched as `/wp-json` and the route, and as the route alone.
  * - On the front script alone (`/` and every path canonicalPath folds into it: `/index.php`,
- *   `/index.php/`, `/index`…): Drupal 7 routes `?q=user/login` as `/user/login` (request_path),
+ *   `/index.php/`, `/index`…; and `/index.php/x`, the script with PATH_INFO): Drupal 7 routes `?q=user/login` as `/user/login` (request_path),
  *   Yii `?r=site/login` as `/site/login` (its urlManager without pretty URLs), CodeIgniter 3
  *   `?/site/login` as `/site/login` (a query that starts with `/`, up to its first `&`).
  *
@@ -32,13 +32,25 @@ export function matchPaths(search: string, own: readonly string[]): readonly str
   // most queries name none of these: one test of the raw query, no parse
   if (search.length < 3 || !mayRoute(search)) return own;
   const routes = search.length < MEMO_MAX_LENGTH ? recentQueries(search) : routesOf(search);
-  const front = own.includes("/");
+  // only a query that names q, r or ?/path asks whether this is the front script
+  const front = routes.front?.length !== 0 && runsFrontScript(own);
   if (routes.anywhere === undefined || (front && routes.front === undefined)) return undefined;
   const added = front ? [...routes.anywhere, ...routes.front!] : routes.anywhere;
   if (added.length === 0) return own;
   // told apart by length first: a long crafted value's forms are not each hashed in full (see canonical.ts's stringSet)
   return distinct([...own, ...added]);
 }
+
+/**
+ * Whether a request runs the front script: its path is `/` to canonicalPath (`/index.php`,
+ * `/index.php/`, `//`, `/index`…), or the front script with more path after it (`/index.php/x`,
+ * which Apache and nginx's `fastcgi_split_path_info` run as `/index.php` with PATH_INFO `/x`;
+ * Drupal 7 reads `?q=` and Yii `?r=` whatever PATH_INFO holds). The forms hold the script's
+ * other spellings already (`/INDEX.PHP./x`, `/index.php;x/x` as `/index.php/x`).
+ */
+const runsFrontScript = (own: readonly string[]) => own.includes("/") || own.some((form) => FRONT_SCRIPT_PATH_INFO.test(form));
+/** The front script's segment with more path after it: `index.php` (or `default.aspx`…), in any case. */
+const FRONT_SCRIPT_PATH_INFO = new RegExp(`^/(?:index|default)${SCRIPT_SUFFIX.source.replace(/\$$/, "")}/`, "i");
 
 /**
  * Whether a query may name a routing parameter: it starts with `/`, holds `route` (every

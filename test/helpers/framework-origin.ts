@@ -79,7 +79,7 @@ const phpName = (name: string) => name.split("\0")[0]!.replace(/^ +/, "").replac
  * The path a PHP application routes a request by its query, or undefined: WordPress serves
  * `?rest_route=/wp/v2/users` on any path as `/wp-json/wp/v2/users` (WP::parse_request reads it
  * from $_GET whatever the path; rest_api_loaded serves it); on its front script (`/`,
- * `/index.php`) Drupal 7 routes `?q=user/login` as `/user/login` (request_path), Yii `?r=site/login`
+ * `/index.php`, `/index.php/x` whatever its PATH_INFO) Drupal 7 routes `?q=user/login` as `/user/login` (request_path), Yii `?r=site/login`
  * as `/site/login` (its default urlManager), and CodeIgniter 3 `?/site/login` as `/site/login`.
  * Parameter names as PHP reads them, the last of a repeated one.
  */
@@ -98,7 +98,10 @@ function queryRoute(query: string, front: boolean): string | undefined {
 export function routedPath(target: string): string {
   const path = pathRouted(target);
   const query = target.indexOf("?");
-  const routed = query < 0 ? undefined : queryRoute(target.slice(query + 1), path === "/");
+  // the front script: the home page, or index.php with more path after it (PATH_INFO), which
+  // Drupal 7 and Yii leave unread when the query names the route
+  const front = path === "/" || /^\/+index\.php\/.*$/i.test(target.split("?")[0]!);
+  const routed = query < 0 ? undefined : queryRoute(target.slice(query + 1), front);
   return routed === undefined ? path : pathRouted(routed.replace(/[?#].*/s, ""));
 }
 

@@ -315,6 +315,10 @@ describe("query routing: a PHP application's front script routes by its query", 
       "//index.php.?r=v1/users",
       "/?/v1/users",
       "/index.php?/v1/users?x=1",
+      // the front script with PATH_INFO after it: Drupal 7 and Yii route by the query whatever it holds
+      "/index.php/v1?q=v1/users",
+      "/index.php/anything/else?r=v1/users",
+      "/INDEX.PHP/x/?q=v1/users",
     ];
     await expectCountedAsOne(routes, "/v1/users", spellings, { times: 2 });
     // WordPress's ?rest_route=, on any path, as its REST route behind /wp-json
