@@ -68,6 +68,24 @@ describe("matchPaths", () => {
     expect(on("/?q=user/login%3Fx")).toContain("/user/login");
   });
 
+  it("matches a routed value's dot segments as the applications read them, unresolved: with them dropped as well as resolved", () => {
+    // the query reaches the origin as sent: CodeIgniter 3 drops `..` segments (_remove_relative_directory),
+    // Drupal 7 routes by the longest registered prefix (user/login/../.. is user/login), WordPress
+    // matches its route patterns against the literal value
+    expect(on("/?/site/login/../..")).toContain("/site/login");
+    expect(on("/?q=user/login/../..")).toContain("/user/login");
+    expect(on("/?q=user/login/%2E%2E/%2e.")).toContain("/user/login"); // escaped, as canonicalPath decodes them
+    expect(on("/?q=user/login/%252E%252E/..")).toContain("/user/login");
+    expect(on("/?r=site/login/./..")).toContain("/site/login");
+    expect(on("/?rest_route=/wp/v2/global-styles/themes/x/../../../../y")).toContain("/wp-json/wp/v2/global-styles/themes/x/y");
+    // and as resolved, as before
+    expect(on("/?q=x/../user/login")).toContain("/user/login");
+    expect(on("/?q=user/login/../..")).toContain("/");
+    // both are worked out, so both count towards the 2,048 characters
+    expect(on(`/?q=${"a".repeat(1000)}/../b`)).toContain(`/${"a".repeat(1000)}/b`);
+    expect(on(`/?q=${"a".repeat(1100)}/../b`)).toBeUndefined();
+  });
+
   it("takes every value of a repeated name, so the last, which PHP reads, is among them; more than a few, or long ones, count against every rule", () => {
     expect(on("/?q=a&q=user/login")).toEqual(expect.arrayContaining(["/user/login", "/a"]));
     expect(on("/?q=user/login&q=a")).toEqual(expect.arrayContaining(["/user/login", "/a"]));

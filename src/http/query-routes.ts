@@ -89,10 +89,12 @@ interface Routed {
 
 const within = (routed: Routed) => routed.values <= MOST_VALUES && routed.length <= MOST_LENGTH;
 
+/** A value's path, and the same without its dot segments (see `withoutDotSegments`): both are worked out, so both count towards `MOST_LENGTH`. */
 function add(routed: Routed, path: string) {
+  const undotted = withoutDotSegments(path);
   routed.values++;
-  routed.length += path.length;
-  if (within(routed)) routed.paths.push(path);
+  routed.length += undotted === path ? path.length : path.length + undotted.length;
+  if (within(routed)) routed.paths.push(...(undotted === path ? [path] : [path, undotted]));
 }
 
 function routesOf(search: string): QueryRoutes {
@@ -127,6 +129,23 @@ function formsOf(paths: readonly string[]): readonly string[] | undefined {
   }
   return paths.length > 1 ? distinct(forms) : forms;
 }
+
+/**
+ * `path` without its `.` and `..` segments, escaped ones too (`%2E`, `%252E`, which canonicalPath
+ * decodes): a routed value reaches the origin as sent, and the application does not resolve
+ * them as canonicalPath does: CodeIgniter 3 drops `..` segments (`?/site/login/../..` is
+ * `/site/login`), Drupal 7 routes by the longest registered prefix (`?q=user/login/../..` is
+ * `user/login`), WordPress matches its route patterns against the value as it is. Matched as
+ * well as the resolved forms. Linear in the length of `path`.
+ */
+function withoutDotSegments(path: string): string {
+  if (!path.includes(".") && !path.includes("%")) return path;
+  const segments = path.split("/");
+  const kept = segments.filter((segment) => !DOT_SEGMENT.test(segment));
+  return kept.length === segments.length ? path : kept.join("/") || "/";
+}
+/** A segment of dots alone, any of them escaped once or twice. */
+const DOT_SEGMENT = /^(?:\.|%(?:25)?2e)+$/i;
 
 /**
  * A flood repeats its queries: each is read once per isolate, memory bounded as canonicalPath's

@@ -102,7 +102,14 @@ export function routedPath(target: string): string {
   // Drupal 7 and Yii leave unread when the query names the route
   const front = path === "/" || /^\/+index\.php\/.*$/i.test(target.split("?")[0]!);
   const routed = query < 0 ? undefined : queryRoute(target.slice(query + 1), front);
-  return routed === undefined ? path : pathRouted(routed.replace(/[?#].*/s, ""));
+  if (routed === undefined) return path;
+  // the application does not resolve the value's dot segments: CodeIgniter 3 drops them, Drupal 7
+  // routes by the longest registered prefix (user/login/../.. is user/login)
+  const undotted = routed
+    .replace(/[?#].*/s, "")
+    .split("/")
+    .filter((segment) => !/^(?:\.|%2e)+$/i.test(segment));
+  return pathRouted(undotted.join("/") || "/");
 }
 
 function pathRouted(target: string): string {

@@ -319,6 +319,11 @@ describe("query routing: a PHP application's front script routes by its query", 
       "/index.php/v1?q=v1/users",
       "/index.php/anything/else?r=v1/users",
       "/INDEX.PHP/x/?q=v1/users",
+      // dot segments in the value, which the application does not resolve (CodeIgniter 3 drops them,
+      // Drupal 7 routes by the longest registered prefix): the query reaches it as sent
+      "/?q=v1/users/../..",
+      "/?/v1/users/..",
+      "/?r=v1/users/%2E%2E/.",
     ];
     await expectCountedAsOne(routes, "/v1/users", spellings, { times: 2 });
     // WordPress's ?rest_route=, on any path, as its REST route behind /wp-json
