@@ -22,6 +22,13 @@ export type Verdict =
   | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity }
   | { kind: "failed"; closed: boolean; error: LimiterError };
 
+/** When a decision began (Date.now()) and the time it has, for each of its calls to the store. */
+export interface Budget {
+  startedAt: number;
+  /** default: the budget of the call's own rules (`budgetMs`) */
+  timeoutMs?: number;
+}
+
 /** What the registry said instead of a verdict, for an API key. */
 export type RegistryAnswer =
   /** a key it does not know, and no configured tier */
@@ -31,10 +38,13 @@ export type RegistryAnswer =
   | { kind: "other-tier"; tier: string };
 
 export interface Decide {
-  /** for an address, or an identity of the application's own; `startedAt`: when the decision it is part of began, for a call that waits on another */
-  (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: undefined, startedAt?: number): Promise<Verdict>;
+  /**
+   * for an address, or an identity of the application's own; `budget`: the decision's, when the
+   * call is one of two (each call of a decision ends within its one budget, counted from its start)
+   */
+  (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: undefined, budget?: Budget): Promise<Verdict>;
   /** for an API key: its registry entry is read in the same call */
-  (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup): Promise<Verdict | RegistryAnswer>;
+  (identity: Identity, tier: string, rules: readonly Rule[], cost: number | undefined, key: KeyLookup, budget?: Budget): Promise<Verdict | RegistryAnswer>;
   /** forgets this isolate's cached denials, blocks and registry refusals of an identity (after an operator's reset, unblock or registry change) */
   forget(tag: string): void;
 }
@@ -56,6 +66,18 @@ export interface DeciderOptions {
 export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">): boolean {
   if (rules.length === 0) return config.fail === "closed";
   return rules.some((r) => !r.shadow && r.fail === "closed");
+}
+
+/**
+ * The time budget of a decision over `rules` (all the rules of all its calls): the shortest
+ * `timeout` among the enforced ones. Shadow rules never set it, unless there are only shadow
+ * rules (then theirs: there is no outcome to protect); with no rule at all (an API key asked
+ * about for its registry entry alone), the configuration's own.
+ */
+export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], config: Pick<GateConfig, "timeoutMs">): number {
+  const enforced = rules.filter((r) => !r.shadow);
+  const budget = enforced.length ? enforced : rules;
+  return budget.length ? Math.min(...budget.map((r) => r.timeoutMs)) : config.timeoutMs;
 }
 
 /**
@@ -83,7 +105,7 @@ export function createDecider(options: DeciderOptions): Decide {
   // since cleared, a block lifted), and is answered but not held
   let forgets = 0;
 
-  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup, startedAt?: number): Promise<Verdict | RegistryAnswer> => {
+  const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup, budget?: Budget): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
     // a rule's scope too: an address rule decided in the caller's own call may share a name with a
     // rule of its tier, and a denial of the one is no answer to a request only the other covers
@@ -97,15 +119,14 @@ export function createDecider(options: DeciderOptions): Decide {
       return { kind: "denied", decision: held.decision, redisMs: 0, elapsedMs: now - held.at, fromCache: true };
     }
 
-    // with only shadow rules there is no outcome to protect: their own budget, and open; with
-    // no rule at all (an API key checked against the registry), the configuration's own
-    const enforced = limits.filter((r) => !r.shadow);
-    const budget = enforced.length ? enforced : limits.length ? limits : [{ timeoutMs: config.timeoutMs, fail: config.fail }];
+    // the decision's budget when it has two calls (the pipeline's), else this call's rules':
+    // with only shadow rules there is no outcome to protect, so theirs, and open; with no rule
+    // at all (an API key checked against the registry), the configuration's own
     const asked = performance.now();
     const forgetsBefore = forgets;
     let reply: Reply;
     try {
-      reply = await check(identity.tag, tier, limits, Math.min(...budget.map((r) => r.timeoutMs)), key, startedAt);
+      reply = await check(identity.tag, tier, limits, budget?.timeoutMs ?? budgetMs(limits, config), key, budget?.startedAt);
     } catch (error) {
       if (error instanceof LimiterError) return { kind: "failed", closed: failsClosed(limits, config), error };
       throw error;

@@ -1,6 +1,6 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
-import { createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
+import { type Budget, budgetMs, createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
 import { createExpiringCache } from "./expiring-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { matching, rulesFor, tierOf } from "./rules.ts";
@@ -148,6 +148,28 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity, shad
 }
 
 /**
+ * `verdict`, or the failure of a call over `rules` (an address's: no registry) still
+ * unanswered at `deadline`: for a call that was given a longer budget than its decision came
+ * to have (a key the registry moved, while its address's call ran, to a tier whose rules
+ * allow less time). The call itself runs on to its own budget; the decision does not wait.
+ */
+function until(verdict: Promise<Verdict>, deadline: number, timeoutMs: number, rules: readonly Rule[], config: GateConfig): Promise<Verdict> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<Verdict>((resolve) => {
+    timer = setTimeout(
+      () => {
+        const error = new LimiterError(`rate-limit store failed: Timed out: the decision's ${timeoutMs} ms were spent before the store answered.`);
+        resolve({ kind: "failed", closed: failsClosed(rules, config), error });
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+  });
+  return Promise.race([verdict, late]).finally(() => {
+    if (timer !== undefined) clearTimeout(timer);
+  });
+}
+
+/**
  * The one request pipeline, shared by the gateway and the library: who is calling (the API
  * key, or the canonical client address), what the allow and deny lists say (before "key
  * required": a listed caller is settled either way), which rules of the caller's tier cover
@@ -201,11 +223,11 @@ export function createPipeline(options: DeciderOptions): Pipeline {
   const addressIdentity = async (client: ClientAddress, rules: readonly Rule[]) => (rules.length ? identify("i", client.bucket) : undefined);
 
   /** A caller known by address: its tier's rules and the address rules, in one call. */
-  async function decideAddress(caller: Caller, match: Match, cost: number | undefined, startedAt?: number): Promise<Step> {
+  async function decideAddress(caller: Caller, match: Match, cost: number | undefined, budget?: Budget): Promise<Step> {
     const rules = [...rulesFor(config, caller.tier, match.methods, match.paths), ...matching(addressRules, match.methods, match.paths)];
     if (rules.length === 0) return { kind: "no-rule", caller };
     checkCost(cost, rules);
-    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost, undefined, startedAt) };
+    return { kind: "decided", caller, rules, verdict: await decide(caller.identity, caller.tier, rules, cost, undefined, budget) };
   }
 
   /**
@@ -244,13 +266,30 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // then waits for the key's, so a cost refused anywhere is recorded nowhere. Rules' own
     // costs fit every tier's rules (the configuration checks them): both calls go at once.
     const overShadow = () => (cost === undefined ? undefined : rules.find((r) => r.shadow && cost > r.limit));
-    // one time budget for the decision, however often the registry moves the key, and for the
-    // calls that wait on the key's (its address's, for a cost of the caller's own or a key that
-    // may be unknown; a key nobody knows, decided as its address)
+    // One time budget for the decision, counted from its start, for every call of it: the key's
+    // (however often the registry moves the key), its address's beside it, and the calls that
+    // wait on the key's (its address's, for a cost of the caller's own or a key that may be
+    // unknown; a key nobody knows, decided as its address). It is the shortest timeout among
+    // the enforced rules of both calls (`budgetMs`): a key's rule that fails closed within
+    // 200 ms is not kept waiting by an address rule's 3 s, nor the other way round.
     const lookup = { fallback, startedAt: Date.now() };
+    /** the decision's budget, with the key's rules as they stand (`keyRules`) */
+    const budget = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config) });
     const address = await addressIdentity(caller.client, onAddressRules);
-    let onAddress = address && cost === undefined && !mayBeUnknown ? decide(address, ADDRESS_SCOPE, onAddressRules, cost) : undefined;
-    const addressVerdict = () => (onAddress ??= decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, lookup.startedAt));
+    let asked = address && cost === undefined && !mayBeUnknown ? budget(rules) : undefined;
+    let onAddress = asked ? decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, asked) : undefined;
+    /** the address rules' verdict, within the decision's budget as the key's rules (`keyRules`) leave it */
+    const addressVerdict = (keyRules: readonly Rule[]) => {
+      const now = budget(keyRules);
+      if (!onAddress || !asked) {
+        asked = now;
+        onAddress = decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, now);
+        return onAddress;
+      }
+      // asked beside the key's first call, by the tier this isolate took the key for: a tier
+      // the registry moved it to may allow less time, and the decision ends with that
+      return now.timeoutMs < asked.timeoutMs ? until(onAddress, now.startedAt + now.timeoutMs, now.timeoutMs, onAddressRules, config) : onAddress;
+    };
     /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */
     const known = () => {
       if (!asAddressIfUnknown) return;
@@ -261,7 +300,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
       // tier, from a call about its registry entry alone, which records nothing
       const over = overShadow();
-      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup);
+      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup, budget(rules));
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
         const now = clock();
@@ -287,18 +326,18 @@ export function createPipeline(options: DeciderOptions): Pipeline {
           kind: "decided",
           caller: decided,
           rules: [...rules, ...onAddressRules],
-          verdict: combine(failed, await addressVerdict(), address, { address: allShadow(onAddressRules) }),
+          verdict: combine(failed, await addressVerdict(rules), address, { address: allShadow(onAddressRules) }),
         };
       }
       if (verdict.kind === "unknown-key") {
         if (config.unknownKeys !== "ip") {
           // the address's own call has counted the request either way
-          if (address) await addressVerdict();
+          if (address) await addressVerdict(rules);
           return { kind: "unknown-key", caller, address: address ?? (await identify("i", caller.client.bucket)) };
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         // as a caller without a key from that address: one call, all-or-nothing
-        if (!onAddress || !address) return decideAddress(byAddress, match, cost, lookup.startedAt);
+        if (!onAddress || !address) return decideAddress(byAddress, match, cost, { startedAt: lookup.startedAt });
         // A key this isolate took for known (the registry held it within denialCacheMaxAge, and
         // has dropped it since): its address rules' call went beside the key's and has counted
         // the request, so the default tier's rules are decided as the address in a call of
@@ -307,9 +346,9 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         // address in one call.
         registryTiers.forget(caller.identity.tag);
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
-        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict() };
+        if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict(tierRules) };
         checkCost(cost, tierRules);
-        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, lookup.startedAt), addressVerdict()]);
+        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, budget(tierRules)), addressVerdict(tierRules)]);
         return {
           kind: "decided",
           caller: byAddress,
@@ -318,7 +357,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         };
       }
       if (verdict.kind === "disabled-key") {
-        if (address) await addressVerdict();
+        if (address) await addressVerdict(rules);
         return { kind: "disabled-key", caller };
       }
       const decided = { ...caller, tier };
@@ -327,7 +366,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         kind: "decided",
         caller: decided,
         rules: [...rules, ...onAddressRules],
-        verdict: combine(verdict, await addressVerdict(), address, { address: allShadow(onAddressRules) }),
+        verdict: combine(verdict, await addressVerdict(rules), address, { address: allShadow(onAddressRules) }),
       };
     }
   }
@@ -349,7 +388,9 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const address = await addressIdentity(client, onAddress);
     if (!address) return rules.length ? { kind: "decided", caller, rules, verdict: await decide(own, config.defaultTier, rules, cost) } : { kind: "no-rule", caller };
     if (rules.length === 0) return { kind: "decided", caller, rules: onAddress, verdict: fromAddress(await decide(address, ADDRESS_SCOPE, onAddress, cost), address) };
-    const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost), decide(address, ADDRESS_SCOPE, onAddress, cost)]);
+    // two calls, one budget: the shortest timeout among the enforced rules of both
+    const budget = { startedAt: Date.now(), timeoutMs: budgetMs([...rules, ...onAddress], config) };
+    const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost, undefined, budget), decide(address, ADDRESS_SCOPE, onAddress, cost, undefined, budget)]);
     return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address, { key: allShadow(rules), address: allShadow(onAddress) }) };
   }
 

@@ -2,11 +2,12 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import Redis from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ECHO_PREFIX, type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
+import { createRateLimiter } from "../../src/adapters/library.ts";
 import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 
@@ -458,6 +459,122 @@ describe("faults between the Worker and Redis", () => {
       admin.disconnect();
     }
     await expectExactWithinASecond(performance.now());
+  });
+
+  describe("one time budget for a decision made in two calls: the shortest enforced timeout of both", () => {
+    // the store never answers within any budget here; a decision must end at the shortest
+    // enforced timeout (200 ms), not at the other call's (3000 ms). Wide margins: only the
+    // order of magnitude is asserted.
+    const NEVER = { kind: "slow", ms: 10_000 } as const;
+    const SHORT = 200;
+    const LONG = 3000;
+    const WITHIN = 1500;
+
+    it.each([
+      [
+        "a key rule failing closed with the short timeout, beside an address rule with the long one",
+        {
+          rules: [{ name: "per-key", limit: LIMIT, window: "10m", fail: "closed", timeout: SHORT }],
+          addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", timeout: LONG }],
+        },
+      ],
+      [
+        "an address rule failing closed with the short timeout, beside a key rule with the long one",
+        {
+          rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }],
+          addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: SHORT }],
+        },
+      ],
+      [
+        "a key nobody knows (unknownKeys ip: its call first, then as its address), the tier's rule failing closed with the long timeout, an address rule with the short one",
+        {
+          identity: { header: "x-api-key", unknownKeys: "ip" },
+          rules: [{ name: "per-key", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
+          addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", timeout: SHORT }],
+        },
+      ],
+    ])("through the Worker, an API key: %s answers 503 at the short timeout", async (_, more) => {
+      const RATE_LIMITS = rateLimits({ fail: "open", identity: { header: "x-api-key" }, ...more });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+      try {
+        proxy.set(NEVER);
+        let answer: Answer;
+        try {
+          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": `key-${randomBytes(8).toString("hex")}` });
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(answer.status).toBe(503);
+        expect(answer.ms).toBeLessThan(WITHIN);
+      } finally {
+        await gate.dispose();
+      }
+    });
+
+    it("through the Worker, an API key the registry moves, while its address's call runs, to a tier whose rule fails closed with the short timeout: 503 at the short timeout", async () => {
+      // the isolate sends the default tier's rules (3000 ms) and its address's beside them; the
+      // registry answers that the key is in "quick" (200 ms), and nothing answers after that
+      const RATE_LIMITS = rateLimits({
+        fail: "open",
+        identity: { header: "x-api-key" },
+        defaultTier: "default",
+        tiers: {
+          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
+          quick: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", fail: "closed", timeout: SHORT }] },
+        },
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", timeout: LONG }],
+      });
+      const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+      const key = `moved-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      const admin = new Redis(redis.url);
+      await admin.hset(`${prefix}:{${keyTag}}:key`, { tier: "quick" });
+      admin.disconnect();
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+      try {
+        // the key's first call (in the default tier) reaches the store, which moves the key
+        proxy.set(NEVER, (body) => body.includes(keyTag) && body.includes(":default:"));
+        let answer: Answer;
+        try {
+          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key });
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(answer.status).toBe(503);
+        expect(answer.ms).toBeLessThan(WITHIN);
+      } finally {
+        await gate.dispose();
+      }
+    });
+
+    it.each([
+      ["an identity of the application's own, its rule failing closed with the short timeout, beside an address rule with the long one", "user", "own"],
+      ["an identity of the application's own, beside an address rule failing closed with the short timeout", "user", "address"],
+      ["an API key with a cost of its own (the address's call waits for the key's), its rule failing closed with the short timeout", "key", "own"],
+      ["an API key with a cost of its own, beside an address rule failing closed with the short timeout", "key", "address"],
+    ] as const)("through the library: %s answers failed-closed at the short timeout", async (_, who, short) => {
+      const rule = (name: string, timeout: number) => ({ name, limit: LIMIT, window: "10m", timeout, ...(timeout === SHORT ? { fail: "closed" as const } : {}) });
+      const l = createRateLimiter({
+        url: proxy.url,
+        token,
+        prefix: `bud${randomBytes(4).toString("hex")}`,
+        identity: { header: "x-api-key" },
+        rules: [rule("own", short === "own" ? SHORT : LONG)],
+        addressRules: [rule("floor", short === "address" ? SHORT : LONG)],
+      });
+      const request = new Request("http://gate.example/", { headers: { ...fresh(), ...(who === "key" ? { "x-api-key": `key-${randomBytes(8).toString("hex")}` } : {}) } });
+      const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+      proxy.set(NEVER);
+      try {
+        const started = performance.now();
+        const result = await l.limit(request, who === "user" ? { identity: "user-1" } : { cost: 1 });
+        expect(result.reason).toBe("failed-closed");
+        expect(performance.now() - started).toBeLessThan(WITHIN);
+      } finally {
+        proxy.set({ kind: "none" });
+        logged.mockRestore();
+      }
+    });
   });
 
   it("no isolate ever logged an unhandled error", () => {
