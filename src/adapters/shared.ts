@@ -5,6 +5,7 @@
  */
 import { echo } from "../admin/unknown-fields.ts";
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
+import { storeFailureOf } from "../decision/decide.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
 import { ADDRESS_SCOPE, aged, createPipeline, type Step } from "../decision/pipeline.ts";
 import { createFailureLog } from "../gateway/failure-log.ts";
@@ -269,8 +270,10 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }
-      if (step.kind === "decided" && step.verdict.kind === "failed") {
-        failures.record({ fail: step.verdict.closed ? "closed" : "open", tier: step.caller.tier, rules: step.rules.map((r) => r.name), error: step.verdict.error.message });
+      const failure = step.kind === "decided" ? storeFailureOf(step.verdict) : undefined;
+      if (step.kind === "decided" && failure) {
+        const failed = failure.fail === "shadow" ? step.rules.filter((r) => r.shadow) : step.rules;
+        failures.record({ fail: failure.fail, tier: step.caller.tier, rules: failed.map((r) => r.name), error: failure.error.message });
       }
       if (failures.due()) failures.flush();
       // the last failures of a burst: no later call may come to write their count (a Worker has

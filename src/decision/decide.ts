@@ -3,10 +3,15 @@ import { createLimiter, type Decision, type KeyLookup, LimiterError, type Reply 
 import { createExpiringCache } from "./expiring-cache.ts";
 import type { Identity } from "./identity.ts";
 
-/** What one decision came to, before anyone turns it into a response. */
+/**
+ * What one decision came to, before anyone turns it into a response. `shadowFailure`
+ * (admitted, denied, blocked): the store failed on a call of the same decision made for shadow
+ * rules alone (its address's, say), which changes nothing: the verdict stands, unmarked, and
+ * the failure is logged as a store failure.
+ */
 export type Verdict =
   /** `by`: the identity whose shadow rules would have refused it, when it is not the caller's (its address's) */
-  | { kind: "admitted"; decision: Decision; redisMs: number; by?: Identity }
+  | { kind: "admitted"; decision: Decision; redisMs: number; by?: Identity; shadowFailure?: LimiterError }
   | {
       kind: "denied";
       decision: Decision;
@@ -17,10 +22,22 @@ export type Verdict =
       fromCache: boolean;
       /** the identity whose rules refused the request, when it is not the caller's: its address's */
       by?: Identity;
+      shadowFailure?: LimiterError;
     }
   /** ms: what is left of the block (Infinity: no end); `by`: the identity blocked, when it is not the caller's */
-  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity }
-  | { kind: "failed"; closed: boolean; error: LimiterError };
+  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity; shadowFailure?: LimiterError }
+  /**
+   * `shadowOnly`: the call was over shadow rules alone and read no registry entry, so its
+   * failure is no outcome: the request is admitted, unmarked (never "failed-open": it would
+   * have been admitted whatever the store did), and the failure only logged.
+   */
+  | { kind: "failed"; closed: boolean; error: LimiterError; shadowOnly?: true };
+
+/** The store failure a verdict reports, and how it ended: by the rules' fail mode, or "shadow" (shadow rules alone failed: no outcome). */
+export function storeFailureOf(verdict: Verdict): { fail: "open" | "closed" | "shadow"; error: LimiterError } | undefined {
+  if (verdict.kind === "failed") return { fail: verdict.shadowOnly ? "shadow" : verdict.closed ? "closed" : "open", error: verdict.error };
+  return verdict.shadowFailure ? { fail: "shadow", error: verdict.shadowFailure } : undefined;
+}
 
 /** When a decision began (Date.now()) and the time it has, for each of its calls to the store. */
 export interface Budget {
@@ -81,6 +98,15 @@ export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], c
 }
 
 /**
+ * The failure of a call over `rules`: refused when an enforced rule fails closed (`failsClosed`);
+ * a call over shadow rules alone that read no registry entry (`registry` false) is no outcome.
+ */
+export function failure(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">, error: LimiterError, registry: boolean): Verdict {
+  if (!registry && rules.length > 0 && rules.every((r) => r.shadow)) return { kind: "failed", closed: false, error, shadowOnly: true };
+  return { kind: "failed", closed: failsClosed(rules, config), error };
+}
+
+/**
  * The decision shared by the gateway and the library: the isolate's denial cache first, then
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
  * enforced rules set the fail mode and the time budget: a shadow rule is never allowed to
@@ -120,15 +146,15 @@ export function createDecider(options: DeciderOptions): Decide {
     }
 
     // the decision's budget when it has two calls (the pipeline's), else this call's rules':
-    // with only shadow rules there is no outcome to protect, so theirs, and open; with no rule
-    // at all (an API key checked against the registry), the configuration's own
+    // with only shadow rules there is no outcome to protect, so theirs, and their failure is
+    // none; with no rule at all (an API key checked against the registry), the configuration's own
     const asked = performance.now();
     const forgetsBefore = forgets;
     let reply: Reply;
     try {
       reply = await check(identity.tag, tier, limits, budget?.timeoutMs ?? budgetMs(limits, config), key, budget?.startedAt);
     } catch (error) {
-      if (error instanceof LimiterError) return { kind: "failed", closed: failsClosed(limits, config), error };
+      if (error instanceof LimiterError) return failure(limits, config, error, key !== undefined);
       throw error;
     }
     const redisMs = performance.now() - asked;

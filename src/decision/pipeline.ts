@@ -1,6 +1,6 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
-import { type Budget, budgetMs, createDecider, type DeciderOptions, failsClosed, type Verdict } from "./decide.ts";
+import { type Budget, budgetMs, createDecider, type DeciderOptions, failsClosed, failure, type Verdict } from "./decide.ts";
 import { createExpiringCache } from "./expiring-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { matching, rulesFor, tierOf } from "./rules.ts";
@@ -112,20 +112,20 @@ function fromAddress(verdict: Verdict, address: Identity): Verdict {
   return verdict;
 }
 
-const allShadow = (rules: readonly Rule[]) => rules.length > 0 && rules.every((r) => r.shadow);
-
 /**
  * One verdict from the key's decision and its address's (decided as `addressIdentity`): an
  * operator's block first, then a denial (the request is refused), then a failure, then an
  * admission (the fail-open mark kept). Each call recorded what it admitted on its own: a
  * request refused by one side is still counted by the other. A refusal is the key's when the
- * key's side refused, else the address's; so is a shadow denial. `shadowOnly`: a side decided
- * over shadow rules alone (and no registry entry), whose failure is no outcome: the other
- * side's verdict stands, unmarked, as a shadow rule's failure in the same call leaves it.
+ * key's side refused, else the address's; so is a shadow denial. A side decided over shadow
+ * rules alone (and no registry entry) whose call failed (`shadowOnly`) is no outcome: the
+ * other side's verdict stands, unmarked, as a shadow rule's failure in the same call leaves
+ * it, with the failure kept for the log (`shadowFailure`).
  */
-function combine(key: Verdict, address: Verdict, addressIdentity: Identity, shadowOnly: { key?: boolean; address?: boolean } = {}): Verdict {
-  if (shadowOnly.address && address.kind === "failed" && key.kind !== "failed") return key;
-  if (shadowOnly.key && key.kind === "failed" && address.kind !== "failed") return fromAddress(address, addressIdentity);
+function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Verdict {
+  if (address.kind === "failed" && address.shadowOnly && key.kind !== "failed") return { ...key, shadowFailure: address.error };
+  if (key.kind === "failed" && key.shadowOnly && address.kind !== "failed")
+    return { ...(fromAddress(address, addressIdentity) as Exclude<Verdict, { kind: "failed" }>), shadowFailure: key.error };
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? fromAddress(address, addressIdentity) : undefined);
   const blocked = either("blocked");
   if (blocked) return blocked;
@@ -143,7 +143,11 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity, shad
   }
   const denied = either("denied");
   if (denied) return denied;
-  if (key.kind === "failed" && address.kind === "failed") return { ...key, closed: key.closed || address.closed };
+  if (key.kind === "failed" && address.kind === "failed") {
+    // a side of shadow rules alone fails open, unmarked: the other's failure is the decision's
+    if (key.shadowOnly !== address.shadowOnly) return key.shadowOnly ? address : key;
+    return { ...key, closed: key.closed || address.closed };
+  }
   return either("failed") ?? key;
 }
 
@@ -159,7 +163,7 @@ function until(verdict: Promise<Verdict>, deadline: number, timeoutMs: number, r
     timer = setTimeout(
       () => {
         const error = new LimiterError(`rate-limit store failed: Timed out: the decision's ${timeoutMs} ms were spent before the store answered.`);
-        resolve({ kind: "failed", closed: failsClosed(rules, config), error });
+        resolve(failure(rules, config, error, false));
       },
       Math.max(0, deadline - Date.now()),
     );
@@ -326,7 +330,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
           kind: "decided",
           caller: decided,
           rules: [...rules, ...onAddressRules],
-          verdict: combine(failed, await addressVerdict(rules), address, { address: allShadow(onAddressRules) }),
+          verdict: combine(failed, await addressVerdict(rules), address),
         };
       }
       if (verdict.kind === "unknown-key") {
@@ -349,12 +353,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict(tierRules) };
         checkCost(cost, tierRules);
         const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, budget(tierRules)), addressVerdict(tierRules)]);
-        return {
-          kind: "decided",
-          caller: byAddress,
-          rules: [...tierRules, ...onAddressRules],
-          verdict: combine(asAddress, floor, address, { key: allShadow(tierRules), address: allShadow(onAddressRules) }),
-        };
+        return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor, address) };
       }
       if (verdict.kind === "disabled-key") {
         if (address) await addressVerdict(rules);
@@ -366,7 +365,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         kind: "decided",
         caller: decided,
         rules: [...rules, ...onAddressRules],
-        verdict: combine(verdict, await addressVerdict(rules), address, { address: allShadow(onAddressRules) }),
+        verdict: combine(verdict, await addressVerdict(rules), address),
       };
     }
   }
@@ -391,7 +390,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // two calls, one budget: the shortest timeout among the enforced rules of both
     const budget = { startedAt: Date.now(), timeoutMs: budgetMs([...rules, ...onAddress], config) };
     const [mine, floor] = await Promise.all([decide(own, config.defaultTier, rules, cost, undefined, budget), decide(address, ADDRESS_SCOPE, onAddress, cost, undefined, budget)]);
-    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address, { key: allShadow(rules), address: allShadow(onAddress) }) };
+    return { kind: "decided", caller, rules: [...rules, ...onAddress], verdict: combine(mine, floor, address) };
   }
 
   return {

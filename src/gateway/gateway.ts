@@ -1,5 +1,6 @@
 import { createAdmin, isAdminPath } from "../admin/admin.ts";
 import type { GateConfig } from "../config/rate-limits.ts";
+import { storeFailureOf } from "../decision/decide.ts";
 import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
 import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
@@ -211,12 +212,17 @@ export function createGate(options: GateOptions): Gate {
     // knows as its address, so a flood of made-up keys is one identity the operator can act on
     if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag: step.kind === "unknown-key" ? step.address.tag : tag, tier, rules: [] });
     const { verdict, rules } = step;
+    // a failure of shadow rules alone ("shadow") changed no outcome, and is logged all the same
+    const failure = storeFailureOf(verdict);
+    if (failure) {
+      const failed = failure.fail === "shadow" ? rules.filter((r) => r.shadow) : rules;
+      failures.record({ fail: failure.fail, tier, rules: names(failed), method: request.method, path, error: failure.error.message });
+    }
     switch (verdict.kind) {
-      case "failed": {
-        const fail = verdict.closed ? "closed" : "open";
-        failures.record({ fail, tier, rules: names(rules), method: request.method, path, error: verdict.error.message });
-        return point(`failed-${fail}`, names(rules));
-      }
+      case "failed":
+        // shadow rules alone: admitted as they always would be (no latency: no answer came)
+        if (verdict.shadowOnly) return point("admitted", names(rules));
+        return point(verdict.closed ? "failed-closed" : "failed-open", names(rules));
       case "blocked":
         // like denials: a line per identity, counted summaries (and their data points) per interval
         denials.record({ outcome: "blocked", tag: verdict.by?.tag ?? tag, tier, rules: [], detail: { blockedForMs: Number.isFinite(verdict.ms) ? verdict.ms : null } });

@@ -6,6 +6,7 @@ import { type GateConfig, parseRateLimits } from "../config/rate-limits.ts";
 import { quantile, readFigures, TOP_MINUTES } from "../console/figures.ts";
 import { keyIdentity } from "../decision/identity.ts";
 import type { Step } from "../decision/pipeline.ts";
+import { LimiterError } from "../script/limiter.ts";
 import { createLiveFigures, FIGURES_DEFAULTS, FLUSH_SCRIPT, figureKeys, LATENCY_BUCKETS_MS, type LiveFiguresOptions, latencyBucket } from "./live-figures.ts";
 
 // the test shim, as the test setup hands it to every Worker test (test/setup/services.ts)
@@ -210,6 +211,24 @@ describe("live figures", () => {
     await figures.flush();
     const { storeLatencyMs } = (await read()).totals;
     expect(storeLatencyMs).toEqual({ count: 10, p50: 5, p99: 3000 });
+  });
+
+  it("counts a store failure of shadow rules alone as the admission it is, never failed-open, and with no latency (no answer came)", async () => {
+    const { isolate, read } = setup();
+    const figures = isolate();
+    const error = new LimiterError("rate-limit store failed: injected");
+    const failed = (shadowOnly: boolean): Step => ({
+      kind: "decided",
+      caller: caller(),
+      rules: RULES,
+      verdict: { kind: "failed", closed: false, error, ...(shadowOnly ? { shadowOnly } : {}) },
+    });
+    figures.record(failed(true));
+    figures.record(failed(false));
+    await figures.flush();
+    const { decisions, storeLatencyMs } = (await read()).totals;
+    expect([decisions.admitted, decisions["failed-open"]]).toEqual([1, 1]);
+    expect(storeLatencyMs.count).toBe(0);
   });
 });
 

@@ -157,6 +157,8 @@ export function answer(step: Step, keyHeader = "X-API-Key"): Answer {
       return { pass: false, reason: "blocked", fields: [["Retry-After", wait]], retryAfter: Number(wait), response: () => blocked(verdict.ms) };
     }
     case "failed":
+      // shadow rules alone (no registry entry) admit whatever the store does: nothing to mark
+      if (verdict.shadowOnly) return { pass: true, reason: "admitted", fields: NO_FIELDS };
       return verdict.closed
         ? { pass: false, reason: "failed-closed", fields: [["Retry-After", "1"]], retryAfter: 1, response: storeUnavailable }
         : { pass: true, reason: "failed-open", fields: [[FAIL_OPEN_HEADER, "store-unavailable"]] };

@@ -577,6 +577,93 @@ describe("faults between the Worker and Redis", () => {
     });
   });
 
+  describe("a request matched by shadow rules alone, when the store fails: admitted, unmarked, the failure logged", () => {
+    it("through the Worker, a caller known by address (its tier's and its address's shadow rules in one call)", async () => {
+      const lines: string[] = [];
+      const RATE_LIMITS = rateLimits({
+        fail: "closed",
+        rules: [{ name: "trial", limit: LIMIT, window: "10m", shadow: true }],
+        addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true, fail: "closed" }],
+      });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
+      try {
+        proxy.set({ kind: "status", status: 503 });
+        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
+        let echoed: { headers: Record<string, string> };
+        try {
+          res = await gate.dispatchFetch("http://gate.example/", { headers: fresh() });
+          echoed = (await res.json()) as typeof echoed;
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(res.status).toBe(200);
+        expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+        // the request reached the origin as any admitted one does, nothing of the gate's on it
+        expect(Object.keys(echoed.headers).filter((h) => h.toLowerCase().startsWith("x-slidegate"))).toEqual([]);
+      } finally {
+        await gate.dispose();
+      }
+      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toContain('"fail":"shadow"');
+      expect(failures[0]).toContain('"rules":["trial","trial-address"]');
+    });
+
+    it("through the Worker, an API key's admission beside a failing call for shadow address rules alone: unmarked, as before, and the failure now logged", async () => {
+      const lines: string[] = [];
+      const RATE_LIMITS = rateLimits({
+        identity: { header: "x-api-key" },
+        rules: [{ name: "per-key", limit: LIMIT, window: "10m" }],
+        addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true }],
+      });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
+      const key = `key-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      try {
+        // the key's call reaches the store; the address's fails
+        proxy.set({ kind: "status", status: 503 }, (body) => body.includes(keyTag));
+        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
+        try {
+          res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
+          await res.arrayBuffer();
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(res.status).toBe(200);
+        expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+        expect(res.headers.get("RateLimit")).toContain('"per-key"');
+      } finally {
+        await gate.dispose();
+      }
+      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toContain('"fail":"shadow"');
+      expect(failures[0]).toContain('"rules":["trial-address"]');
+    });
+
+    it("through the library: reason admitted, no fail-open header, a store_failure line", async () => {
+      const l = createRateLimiter({
+        url: proxy.url,
+        token,
+        prefix: `sha${randomBytes(4).toString("hex")}`,
+        rules: [{ name: "trial", limit: LIMIT, window: "10m", shadow: true, fail: "closed" }],
+      });
+      const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+      proxy.set({ kind: "status", status: 503 });
+      try {
+        const result = await l.limit(new Request("http://gate.example/", { headers: fresh() }));
+        expect(result).toMatchObject({ success: true, reason: "admitted" });
+        expect(result.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+        const lines = logged.mock.calls.map((c) => String(c[0]));
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(/^\{"event":"slidegate\.store_failure","fail":"shadow"/);
+      } finally {
+        proxy.set({ kind: "none" });
+        logged.mockRestore();
+      }
+    });
+  });
+
   it("no isolate ever logged an unhandled error", () => {
     expect(logs.filter((l) => /uncaught|unhandled/i.test(l))).toEqual([]);
   });
