@@ -131,7 +131,7 @@ function normaliseSegments(path: string): string {
 }
 
 /** Every escape decoded that decodes to text; undecodable ones stay as they are. */
-function decodeAll(path: string): string {
+export function decodeAll(path: string): string {
   return path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
     try {
       return decodeURIComponent(run);

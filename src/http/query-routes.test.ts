@@ -116,6 +116,73 @@ describe("matchPaths", () => {
       expect(matchPaths(search, forms), search).toBe(forms);
   });
 
+  describe("a path a server rewrites into the front script's query (Apache's RewriteRule ^(.*)$ index.php?q=$1, nginx's rewrite ^/(.*)$ /index.php?q=$1)", () => {
+    it("matches the path a routing parameter after a & in the decoded path routes to: raw, escaped (%26), and escaped twice (%2526, decoded twice as the path is)", () => {
+      for (const path of ["/x&q=user/login", "/x%26q=user/login", "/x%2526q=user/login", "/a/b&r=user/login", "/x&q=user/login&y=1", "/x%26q=user/login%3Fy"])
+        expect(on(path), path).toEqual(expect.arrayContaining(["/user/login", "/user/login/"]));
+      // WordPress reads rest_route on any request that reaches its index.php
+      expect(on("/x%26rest_route=/wp/v2/users")).toEqual(expect.arrayContaining(["/wp-json/wp/v2/users", "/wp/v2/users"]));
+      expect(on("/x&rest_route=%252Fwp%252Fv2%252Fusers")).toContain("/wp-json/wp/v2/users"); // the server decodes once, PHP once more
+      // on any path, not the front script alone: the rewrite moves every path into the front script's query
+      expect(on("/v1/users&q=user/login")).toContain("/user/login");
+      // and the real query still routes as before
+      expect(on("/x&q=user/login?rest_route=/wp/v2/users")).toEqual(expect.arrayContaining(["/user/login", "/wp-json/wp/v2/users"]));
+    });
+
+    it("matches the path before the first & as well: the rewrite makes it the value of its own parameter (?q=user/login&x=1 is user/login)", () => {
+      expect(on("/user/login&x=1")).toEqual(expect.arrayContaining(["/user/login", "/user/login/", "/user/login&x=1"]));
+      expect(on("/user/login%26")).toContain("/user/login");
+      // a & that routes nowhere else: the path's own forms and those of the path before it
+      expect(on("/search/rock&roll")).toEqual([...own("/search/rock&roll"), ...own("/search/rock")]);
+    });
+
+    it("reads the names after a & as PHP registers them, escaped once more in the path", () => {
+      for (const path of ["/x&%2571=user/login", "/x&+q=user/login", "/x%26%2520q=user/login", "/x&q%2500x=user/login", "/x&%2572=user/login"])
+        expect(on(path), path).toContain("/user/login");
+      for (const name of ["rest.route", "rest+route", "rest[route", "%2572est_route", "rest%255Froute"])
+        expect(on(`/x&${name}=/wp/v2/users`), name).toContain("/wp-json/wp/v2/users");
+      for (const path of ["/x&Q=user/login", "/x&qq=user/login", "/x&q[]=user/login", "/x&R=user/login", "/x&rest_routes=/user/login"])
+        expect(on(path), path).not.toContain("/user/login");
+    });
+
+    it("takes every value after every &, the path before the first counting as one: more than four, or 2,048 characters, count against every rule", () => {
+      expect(on("/a&q=b&q=user/login&r=c")).toEqual(expect.arrayContaining(["/a", "/b", "/user/login", "/c"]));
+      expect(on("/a&q=b&q=c&q=d&q=e")).toBeUndefined();
+      expect(on("/a&rest_route=/b&rest_route=/c&rest_route=/d&rest_route=/e&rest_route=/f")).toBeUndefined();
+      expect(on(`/x&q=${"a".repeat(2000)}`)).toContain(`/${"a".repeat(2000)}`);
+      expect(on(`/x&q=${"a".repeat(2100)}`)).toBeUndefined();
+      expect(on(`/${"a".repeat(2100)}&x`)).toBeUndefined();
+    });
+
+    it("counts a path whose routed value canonicalPath refuses against every rule (undefined)", () => {
+      for (const path of ["/x&q=C:%255CWindows", "/x%26rest_route=/wp/v2/users%2500", "/x&r=v1%25252Fusers", "/x&q=%2525C0%2525AF"]) expect(on(path), path).toBeUndefined();
+    });
+
+    it("reads the path the origin receives, the first of canonicalPath's forms", () => {
+      for (const path of ["/x%26q=user/login", "//x/./y&q=a/", "/X&q=a.json;v=1", "/index.php/x&q=a"]) {
+        const c = canonicalPath(path);
+        expect(c.ok && c.matchOn[0], path).toBe(c.ok && c.path);
+      }
+    });
+
+    it("returns the path's own forms as they are for a path without & or %26 (decoded once or twice)", () => {
+      for (const path of ["/v1/users", "/a%20b", "/a%25b", "/a%2527", "/x%3Fq=user/login", "/x;q=user/login", "/x%3Bq=user/login"]) {
+        const forms = own(path);
+        expect(matchPaths("", forms), path).toBe(forms);
+        expect(matchPaths("?page=2", forms), path).toBe(forms);
+      }
+    });
+
+    it("works out a long path with many & in time linear in its length", () => {
+      const started = performance.now();
+      for (const path of [`/${"&".repeat(50_000)}`, `/${"a&q=".repeat(20_000)}`, `/x${"%26".repeat(20_000)}`, `/x&q=${"a/".repeat(40_000)}`]) {
+        const c = canonicalPath(path);
+        if (c.ok) matchPaths("", c.matchOn);
+      }
+      expect(performance.now() - started).toBeLessThan(2000);
+    });
+  });
+
   it("works out a long query in time linear in its length", () => {
     const started = performance.now();
     for (const search of [`?${"?".repeat(100_000)}`, `?${"&a".repeat(50_000)}`, `?${"&%".repeat(50_000)}`, `?a=${"q".repeat(100_000)}`, `?/${"a/".repeat(50_000)}`])

@@ -1,5 +1,5 @@
 import { memo } from "../memo.ts";
-import { canonicalPath, distinct, phpName, SCRIPT_SUFFIX } from "./canonical.ts";
+import { canonicalPath, decodeAll, distinct, phpName, SCRIPT_SUFFIX } from "./canonical.ts";
 
 /**
  * The paths a request's query routes it to, for applications that route by a query parameter
@@ -13,6 +13,9 @@ import { canonicalPath, distinct, phpName, SCRIPT_SUFFIX } from "./canonical.ts"
  *   `/index.php/`, `/index`…; and `/index.php/x`, the script with PATH_INFO): Drupal 7 routes `?q=user/login` as `/user/login` (request_path),
  *   Yii `?r=site/login` as `/site/login` (its urlManager without pretty URLs), CodeIgniter 3
  *   `?/site/login` as `/site/login` (a query that starts with `/`, up to its first `&`).
+ * - The path itself, where a server rewrites it into the front script's query (see
+ *   `pathAsQuery`): a `&` in the decoded path starts another parameter, so `/x%26q=user/login`
+ *   is `/user/login` and `/user/login&x=1` is too.
  *
  * Names are read as PHP registers them (`phpName`: `?%71=`, `?+q=`, `?rest.route=`,
  * `?q%00x=`), values decoded once as PHP decodes them, and every value of a repeated name is
@@ -24,21 +27,76 @@ import { canonicalPath, distinct, phpName, SCRIPT_SUFFIX } from "./canonical.ts"
  *
  * The forwarded request is unchanged: these forms are only matched.
  *
+ * @param own the path's match forms as canonicalPath gives them: the path itself (what the origin receives) first
  * @example
  * matchPaths("?q=user/login", ["/"]);                       // ["/", "/user/login", "/user/login/"]
  * matchPaths("?page=2", ["/v1/users", "/v1/users/"]);       // the same array: nothing to add
+ * matchPaths("", canonicalPath("/x%26q=user/login").matchOn); // its own forms, "/x", "/x/", "/user/login", "/user/login/"
  */
 export function matchPaths(search: string, own: readonly string[]): readonly string[] | undefined {
   // most queries name none of these: one test of the raw query, no parse
-  if (search.length < 3 || !mayRoute(search)) return own;
-  const routes = search.length < MEMO_MAX_LENGTH ? recentQueries(search) : routesOf(search);
+  const byQuery = search.length < 3 || !mayRoute(search) ? NOTHING : queryForms(search, own);
+  // most paths hold no `&` (nor a `%`, once canonicalPath has decoded what it decodes): a scan or two of the path
+  const path = own[0];
+  const byPath = path === undefined || !mayHoldAmpersand(path) ? NOTHING : pathAsQuery(path);
+  if (byQuery === undefined || byPath === undefined) return undefined;
+  if (byQuery.length === 0 && byPath.length === 0) return own;
+  // told apart by length first: a long crafted value's forms are not each hashed in full (see canonical.ts's stringSet)
+  return distinct([...own, ...byQuery, ...byPath]);
+}
+
+const NOTHING: readonly string[] = [];
+
+/** The forms a request's query routes it to on a path whose forms are `own`; undefined: refused, or too many. */
+function queryForms(search: string, own: readonly string[]): readonly string[] | undefined {
+  const routes = routesFor(search);
   // only a query that names q, r or ?/path asks whether this is the front script
   const front = routes.front?.length !== 0 && runsFrontScript(own);
   if (routes.anywhere === undefined || (front && routes.front === undefined)) return undefined;
-  const added = front ? [...routes.anywhere, ...routes.front!] : routes.anywhere;
-  if (added.length === 0) return own;
-  // told apart by length first: a long crafted value's forms are not each hashed in full (see canonical.ts's stringSet)
-  return distinct([...own, ...added]);
+  return front ? [...routes.anywhere, ...routes.front!] : routes.anywhere;
+}
+
+/**
+ * Whether the path holds a `&`, raw or escaped once or twice (`%26`, `%2526`: canonicalPath's
+ * forms decode a path twice): what a server's rewrite into the query may read as the start of
+ * another parameter. Escapes of other characters are looked past (`%20`, `%2F`). Two scans with
+ * `includes` for a path without a `%`, which are several times faster than one regular
+ * expression's on a long path.
+ */
+const mayHoldAmpersand = (path: string) => path.includes("&") || (path.includes("%") && ESCAPED_AMPERSAND.test(path));
+const ESCAPED_AMPERSAND = /%(?:25)?26/;
+
+/**
+ * The forms of the paths `path` routes to where the server rewrites it into the front script's
+ * query (`path` is the one the origin receives), none if its decoded forms hold no `&`;
+ * undefined: refused, or too many. Apache's mod_rewrite decodes a path before it matches it, and
+ * its backreferences go into the substitution as they are (unless the rule has the B flag), so
+ * Drupal 6's `RewriteRule ^(.*)$ index.php?q=$1` makes `/x%26q=user/login` `index.php?q=x&q=user/login`,
+ * whose last `q` PHP reads; nginx puts its decoded `$uri` into `try_files … /index.php?q=$uri&$args`
+ * as it is, and its `rewrite ^/(.*)$ /index.php?q=$1` (Drupal 7's `@rewrite`, old WordPress setups)
+ * a capture after the `?` unescaped unless the request's path held a `%` or `+` (then it escapes
+ * `&`), so a raw `&` does the same there. Read as that query on the front script: the path up to
+ * its first `&` as the value of the rewrite's own parameter (`/user/login&x=1` is `user/login`),
+ * and every routing parameter after it (`q`, `r`, and WordPress's `rest_route`, named as PHP
+ * reads them), with the query's bounds and refusals (see `matchPaths`). The path decoded once, as
+ * the server decodes it, and twice, for a stack where a proxy decodes it first, as canonicalPath
+ * decodes paths; the request's own query is read as before, not appended (the rewrite appends it,
+ * but a `?q=` off the front script routes nothing to the gate: see the README).
+ */
+const pathAsQuery = (path: string) => (path.length < MEMO_MAX_LENGTH ? recentPaths(path) : pathAsQueryOf(path));
+
+function pathAsQueryOf(path: string): readonly string[] | undefined {
+  const once = decodeAll(path);
+  const twice = decodeAll(once);
+  const forms: string[] = [];
+  for (const decoded of once === twice ? [once] : [once, twice]) {
+    if (!decoded.includes("&")) continue;
+    // `?q=` and the path: its first segment never starts the query with `/` (no CodeIgniter 3 `?/path`)
+    const routes = routesFor(`?q=${decoded.slice(1)}`);
+    if (routes.anywhere === undefined || routes.front === undefined) return undefined;
+    forms.push(...routes.anywhere, ...routes.front);
+  }
+  return forms;
 }
 
 /**
@@ -148,9 +206,14 @@ function withoutDotSegments(path: string): string {
 const DOT_SEGMENT = /^(?:\.|%(?:25)?2e)+$/i;
 
 /**
- * A flood repeats its queries: each is read once per isolate, memory bounded as canonicalPath's
- * memo is (1,024 queries of under 512 characters, and of their forms 8,192 characters each).
+ * A flood repeats its queries and paths: each is read once per isolate, memory bounded as
+ * canonicalPath's memo is (1,024 queries of under 512 characters, and of their forms 8,192
+ * characters each; as many paths with a `&`).
  */
-const recentQueries = memo(routesOf, 1024, (r) => [...(r.anywhere ?? []), ...(r.front ?? [])].reduce((sum, form) => sum + form.length, 0) <= MEMO_MAX_FORMS);
+const recentQueries = memo(routesOf, 1024, (r) => totalLength([...(r.anywhere ?? []), ...(r.front ?? [])]) <= MEMO_MAX_FORMS);
+const recentPaths = memo(pathAsQueryOf, 1024, (forms) => forms === undefined || totalLength(forms) <= MEMO_MAX_FORMS);
+const totalLength = (forms: readonly string[]) => forms.reduce((sum, form) => sum + form.length, 0);
+/** A query's routes, remembered for a short one (see `recentQueries`). */
+const routesFor = (search: string) => (search.length < MEMO_MAX_LENGTH ? recentQueries(search) : routesOf(search));
 const MEMO_MAX_LENGTH = 512;
 const MEMO_MAX_FORMS = 8192;

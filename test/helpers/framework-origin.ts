@@ -46,6 +46,11 @@ import { rateLimits, startGateIsolate } from "./miniflare.ts";
  *   its name decoded (Hono's methodOverride middleware, as Rails, Laravel and Spring do)
  * - a PHP application's routing by the query: WordPress's `?rest_route=` on any path, Drupal 7's
  *   `?q=`, Yii's `?r=` and CodeIgniter 3's `?/path` on its front script (see `queryRoute`)
+ * - a server rewrite that puts the decoded path into the front script's query unescaped (Apache's
+ *   `RewriteRule ^(.*)$ index.php?q=$1` without the B flag, nginx's `try_files … /index.php?q=$uri`,
+ *   and its `rewrite ^/(.*)$ /index.php?q=$1` for a raw `&`), modelled where it changes the route: a path whose decoded
+ *   form holds a `&` routes as the front script with the query `q=<that path>`, so
+ *   `/x%26q=user/login` and `/user/login&x=1` are `/user/login` (see `pathAsQuery`)
  *
  * Handlers answer JSON: which handler ran, the request line and headers as received, and how
  * many body bytes arrived. `GET /v1/socket` with an Upgrade is a WebSocket echo. A TRACE,
@@ -94,14 +99,36 @@ function queryRoute(query: string, front: boolean): string | undefined {
   return query.startsWith("/") ? query.split("&")[0] : undefined;
 }
 
-/** The path as the lenient stack routes it: the leniencies above, applied in a framework's order, or the path its query routes to (see `queryRoute`). */
+/** Every escape of `path` decoded that decodes, as Apache and nginx decode a path before they rewrite it. */
+const serverDecoded = (path: string) =>
+  path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
+    try {
+      return decodeURIComponent(run);
+    } catch {
+      return run;
+    }
+  });
+
+/**
+ * The path a rewrite into the front script's query routes a path to, or undefined: Apache's
+ * mod_rewrite (without the B flag) decodes the path and puts it into `index.php?q=$1` as it is,
+ * nginx its `$uri` (and a capture from a path without escapes), so a `&` in the decoded path starts another
+ * parameter, read as PHP reads it (the last of a repeated name). Only for a path that holds one:
+ * elsewhere `q` is the path itself, which the stack above routes already.
+ */
+function pathAsQuery(rawPath: string): string | undefined {
+  const decoded = serverDecoded(rawPath);
+  return decoded.includes("&") ? queryRoute(`q=${decoded.slice(1)}`, true) : undefined;
+}
+
+/** The path as the lenient stack routes it: the leniencies above, applied in a framework's order, or the path its query routes to (see `queryRoute`, `pathAsQuery`). */
 export function routedPath(target: string): string {
   const path = pathRouted(target);
   const query = target.indexOf("?");
   // the front script: the home page, or index.php with more path after it (PATH_INFO), which
   // Drupal 7 and Yii leave unread when the query names the route
   const front = path === "/" || /^\/+index\.php\/.*$/i.test(target.split("?")[0]!);
-  const routed = query < 0 ? undefined : queryRoute(target.slice(query + 1), front);
+  const routed = (query < 0 ? undefined : queryRoute(target.slice(query + 1), front)) ?? pathAsQuery(target.split("?")[0]!);
   if (routed === undefined) return path;
   // the application does not resolve the value's dot segments: CodeIgniter 3 drops them, Drupal 7
   // routes by the longest registered prefix (user/login/../.. is user/login)
@@ -185,6 +212,7 @@ export async function startFrameworkOrigin(): Promise<FrameworkOrigin> {
   };
   app.get("/v1", handler("v1"));
   app.get("/wp-json/*", handler("wp-json"));
+  app.get("/user/login", handler("login"));
   app.get("/v1/users", handler("users"));
   app.delete("/v1/users/:id", handler("delete-user"));
   app.on(["PUT", "PATCH"], "/v1/users/:id", handler("update-user"));

@@ -372,6 +372,62 @@ describe("query routing: a PHP application's front script routes by its query", 
   });
 });
 
+describe("a path a server rewrites into the front script's query: a & in it starts another parameter", () => {
+  // Apache's RewriteRule ^(.*)$ index.php?q=$1 (Drupal 6) puts the decoded path into the query
+  // unescaped, and nginx's rewrite ^/(.*)$ /index.php?q=$1 (Drupal 7's @rewrite) a raw & in it:
+  // the origin (test/helpers/framework-origin.ts) routes so
+  let rewrites: string;
+  beforeAll(async () => {
+    rewrites = await gate({
+      rules: [
+        { name: "login", limit: 2, window: "10m", path: "/user/login" },
+        { name: "wp-json", limit: 2, window: "10m", path: "/wp-json/*" },
+        { name: "users", limit: 1, window: "10m", path: "/v1/users" },
+      ],
+    });
+  });
+
+  it("a ?q= after a & in the path (%26 or raw) counts against the rules of the path it routes to", async () => {
+    const login = ["/x%26q=user/login", "/x&q=user/login", "/v1/things&q=user/login", "/x&q=a&q=user/login", "/x&%2571=user/login", "/x&+q=user/login"];
+    await expectCountedAsOne(rewrites, "/user/login", login, { handler: "login", times: 2 });
+  });
+
+  it("a rest_route after a & in the path counts against the rules of its REST route: WordPress reads it on any request that reaches its index.php", async () => {
+    const rest = ["/x%26rest_route=/wp/v2/users", "/x&rest_route=/wp/v2/users", "/x&rest.route=/wp/v2/users"];
+    await expectCountedAsOne(rewrites, "/wp-json/wp/v2/users", rest, { handler: "wp-json", times: 2 });
+  });
+
+  it("the path before a & counts against its rules: the rewrite makes it the value of its own parameter", async () => {
+    await expectCountedAsOne(rewrites, "/v1/users", ["/v1/users&x=1", "/v1/users%26", "/V1/Users&sort=asc"]);
+  });
+
+  it("a path with a & that routes nowhere else reaches the origin as sent and counts only where it should", async () => {
+    const ip = freshIpv4();
+    const sent = await via(rewrites, "/v1/things&sort=asc", ip);
+    expect(sent.status).toBe(200);
+    expect((JSON.parse(sent.body) as Echo).target).toBe("/v1/things&sort=asc");
+    const escaped = await via(rewrites, "/v1/things%26sort=asc", ip);
+    expect(escaped.status).toBe(200);
+    expect((JSON.parse(escaped.body) as Echo).target).toBe("/v1/things%26sort=asc");
+    // no other rule was spent
+    expect((await via(rewrites, "/v1/users", ip)).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await via(rewrites, "/user/login", ip)).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await via(rewrites, "/wp-json/wp/v2/users", ip)).status).toBe(200);
+  });
+
+  it("a routed value the gate would refuse as a path counts against every rule, and is forwarded, not refused", async () => {
+    for (const target of ["/x&q=C:%255CWindows", "/x%26rest_route=/wp/v2/users%2500"]) {
+      const ip = freshIpv4();
+      const res = await via(rewrites, target, ip);
+      expect(res.status, target).toBe(200);
+      expect((JSON.parse(res.body) as Echo).target).toBe(target);
+      expect((await via(rewrites, "/v1/users", ip)).status, target).toBe(429);
+      expect((await via(rewrites, "/user/login", ip)).status, target).toBe(200);
+      expect((await via(rewrites, "/user/login", ip)).status, target).toBe(429);
+    }
+  });
+});
+
 describe("methods: HEAD and overridden methods count where their handler's method does", () => {
   let base: string;
   beforeAll(async () => {
