@@ -76,24 +76,27 @@ export interface DeciderOptions {
 
 /**
  * Whether a store failure refuses a request decided over `rules`: when an enforced rule fails
- * closed. Shadow rules never change an outcome, so with only shadow rules it is admitted; with
- * no rule at all (an API key asked about for its registry entry alone), the configuration's
- * own `fail` decides.
+ * closed. Shadow rules never change an outcome: with no enforced rule (none at all, or shadow
+ * ones alone) the configuration's own `fail` decides, as for an API key asked about for its
+ * registry entry alone — a call over shadow rules alone that reads no registry entry is no
+ * outcome at all, and never gets here (`failure`).
  */
 export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">): boolean {
-  if (rules.length === 0) return config.fail === "closed";
+  if (!rules.some((r) => !r.shadow)) return config.fail === "closed";
   return rules.some((r) => !r.shadow && r.fail === "closed");
 }
 
 /**
  * The time budget of a decision over `rules` (all the rules of all its calls): the shortest
  * `timeout` among the enforced ones. Shadow rules never set it, unless there are only shadow
- * rules (then theirs: there is no outcome to protect); with no rule at all (an API key asked
- * about for its registry entry alone), the configuration's own.
+ * rules and no registry entry is read (then theirs: there is no outcome to protect); with no
+ * enforced rule for a call that reads an API key's registry entry (`registry`), and with no
+ * rule at all, the configuration's own: the registry's answer is an outcome a shadow rule must
+ * not shorten or lengthen the wait for.
  */
-export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], config: Pick<GateConfig, "timeoutMs">): number {
+export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], config: Pick<GateConfig, "timeoutMs">, registry = false): number {
   const enforced = rules.filter((r) => !r.shadow);
-  const budget = enforced.length ? enforced : rules;
+  const budget = enforced.length || registry ? enforced : rules;
   return budget.length ? Math.min(...budget.map((r) => r.timeoutMs)) : config.timeoutMs;
 }
 
@@ -147,12 +150,13 @@ export function createDecider(options: DeciderOptions): Decide {
 
     // the decision's budget when it has two calls (the pipeline's), else this call's rules':
     // with only shadow rules there is no outcome to protect, so theirs, and their failure is
-    // none; with no rule at all (an API key checked against the registry), the configuration's own
+    // none; with no enforced rule in an API key's call (its registry entry is an outcome) and
+    // with no rule at all, the configuration's own
     const asked = performance.now();
     const forgetsBefore = forgets;
     let reply: Reply;
     try {
-      reply = await check(identity.tag, tier, limits, budget?.timeoutMs ?? budgetMs(limits, config), key, budget?.startedAt);
+      reply = await check(identity.tag, tier, limits, budget?.timeoutMs ?? budgetMs(limits, config, key !== undefined), key, budget?.startedAt);
     } catch (error) {
       if (error instanceof LimiterError) return failure(limits, config, error, key !== undefined);
       throw error;

@@ -278,7 +278,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // 200 ms is not kept waiting by an address rule's 3 s, nor the other way round.
     const lookup = { fallback, startedAt: Date.now() };
     /** the decision's budget, with the key's rules as they stand (`keyRules`) */
-    const budget = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config) });
+    const budget = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config, true) });
     const address = await addressIdentity(caller.client, onAddressRules);
     let asked = address && cost === undefined && !mayBeUnknown ? budget(rules) : undefined;
     let onAddress = asked ? decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, asked) : undefined;

@@ -664,6 +664,43 @@ describe("faults between the Worker and Redis", () => {
     });
   });
 
+  it("an API key's call over shadow rules alone fails as one over no rule does (the configuration's fail and timeout): a shadow rule never changes the outcome", async () => {
+    // the key's call reads its registry entry whatever rules match: with fail "closed", a store
+    // failure refuses a key's request that no rule covers; a shadow rule covering it must not
+    // turn that refusal into an admission (nor its timeout into the call's budget)
+    const RATE_LIMITS = rateLimits({
+      fail: "closed",
+      timeout: TIMEOUT,
+      identity: { header: "x-api-key" },
+      rules: [{ name: "trial", limit: LIMIT, window: "10m", path: "/covered", shadow: true, fail: "open", timeout: 5_000 }],
+    });
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, () => {});
+    const askKeyed = async (path: string) => {
+      const started = performance.now();
+      const res = await gate.dispatchFetch(`http://gate.example${path}`, { headers: { ...fresh(), "x-api-key": `key-${randomBytes(8).toString("hex")}` } });
+      await res.arrayBuffer();
+      return { status: res.status, failOpen: res.headers.has("X-Slidegate-Fail-Open"), ms: performance.now() - started };
+    };
+    try {
+      for (const fault of [
+        { kind: "status", status: 503 },
+        { kind: "slow", ms: 10_000 },
+      ] as const) {
+        proxy.set(fault);
+        try {
+          const [uncovered, covered] = [await askKeyed("/uncovered"), await askKeyed("/covered")];
+          expect(uncovered, `${fault.kind}: no rule`).toMatchObject({ status: 503, failOpen: false });
+          expect(covered, `${fault.kind}: a shadow rule alone`).toMatchObject({ status: 503, failOpen: false });
+          expect(covered.ms, `${fault.kind}: the configuration's budget, not the shadow rule's`).toBeLessThan(TIMEOUT + MARGIN + 1000);
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+      }
+    } finally {
+      await gate.dispose();
+    }
+  });
+
   it("no isolate ever logged an unhandled error", () => {
     expect(logs.filter((l) => /uncaught|unhandled/i.test(l))).toEqual([]);
   });
