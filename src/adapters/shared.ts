@@ -270,11 +270,9 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);
       }
-      const failure = step.kind === "decided" ? storeFailureOf(step.verdict) : undefined;
-      if (step.kind === "decided" && failure) {
-        const failed = failure.fail === "shadow" ? step.rules.filter((r) => r.shadow) : step.rules;
-        failures.record({ fail: failure.fail, tier: step.caller.tier, rules: failed.map((r) => r.name), error: failure.error.message });
-      }
+      const failure = step.kind === "decided" ? storeFailureOf(step.verdict, step.rules) : undefined;
+      if (step.kind === "decided" && failure)
+        failures.record({ fail: failure.fail, tier: step.caller.tier, rules: failure.rules.map((r) => r.name), error: failure.error.message });
       if (failures.due()) failures.flush();
       // the last failures of a burst: no later call may come to write their count (a Worker has
       // no context here to wait in, so there only a later call writes it, as before)

@@ -11,7 +11,7 @@ import type { Identity } from "./identity.ts";
  */
 export type Verdict =
   /** `by`: the identity whose shadow rules would have refused it, when it is not the caller's (its address's) */
-  | { kind: "admitted"; decision: Decision; redisMs: number; by?: Identity; shadowFailure?: LimiterError }
+  | { kind: "admitted"; decision: Decision; redisMs: number; by?: Identity; shadowFailure?: ShadowFailure }
   | {
       kind: "denied";
       decision: Decision;
@@ -22,10 +22,10 @@ export type Verdict =
       fromCache: boolean;
       /** the identity whose rules refused the request, when it is not the caller's: its address's */
       by?: Identity;
-      shadowFailure?: LimiterError;
+      shadowFailure?: ShadowFailure;
     }
   /** ms: what is left of the block (Infinity: no end); `by`: the identity blocked, when it is not the caller's */
-  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity; shadowFailure?: LimiterError }
+  | { kind: "blocked"; ms: number; redisMs: number; fromCache: boolean; by?: Identity; shadowFailure?: ShadowFailure }
   /**
    * `shadowOnly`: the call was over shadow rules alone and read no registry entry, so its
    * failure is no outcome: the request is admitted, unmarked (never "failed-open": it would
@@ -33,10 +33,29 @@ export type Verdict =
    */
   | { kind: "failed"; closed: boolean; error: LimiterError; shadowOnly?: true };
 
-/** The store failure a verdict reports, and how it ended: by the rules' fail mode, or "shadow" (shadow rules alone failed: no outcome). */
-export function storeFailureOf(verdict: Verdict): { fail: "open" | "closed" | "shadow"; error: LimiterError } | undefined {
-  if (verdict.kind === "failed") return { fail: verdict.shadowOnly ? "shadow" : verdict.closed ? "closed" : "open", error: verdict.error };
-  return verdict.shadowFailure ? { fail: "shadow", error: verdict.shadowFailure } : undefined;
+/** A store failure of a decision's call for shadow rules alone, beside a call that answered: `address`, whether it was the address rules' call (else the caller's own rules'). */
+export interface ShadowFailure {
+  error: LimiterError;
+  address: boolean;
+}
+
+/**
+ * The store failure a verdict reports over `rules` (the step's), how it ended — by the rules'
+ * fail mode, or "shadow" (shadow rules alone failed: no outcome) — and the rules of the call
+ * that failed: for "shadow" beside a call that answered, the shadow rules of the failed call
+ * alone (an address rule is the one with a `scope`), not those the other call decided.
+ */
+export function storeFailureOf<R extends Pick<Rule, "shadow" | "scope">>(
+  verdict: Verdict,
+  rules: readonly R[],
+): { fail: "open" | "closed" | "shadow"; error: LimiterError; rules: readonly R[] } | undefined {
+  if (verdict.kind === "failed") {
+    if (verdict.shadowOnly) return { fail: "shadow", error: verdict.error, rules: rules.filter((r) => r.shadow) };
+    return { fail: verdict.closed ? "closed" : "open", error: verdict.error, rules };
+  }
+  const failed = verdict.shadowFailure;
+  if (!failed) return undefined;
+  return { fail: "shadow", error: failed.error, rules: rules.filter((r) => r.shadow && (r.scope !== undefined) === failed.address) };
 }
 
 /** When a decision began (Date.now()) and the time it has, for each of its calls to the store. */

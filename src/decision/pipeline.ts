@@ -123,9 +123,9 @@ function fromAddress(verdict: Verdict, address: Identity): Verdict {
  * it, with the failure kept for the log (`shadowFailure`).
  */
 function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Verdict {
-  if (address.kind === "failed" && address.shadowOnly && key.kind !== "failed") return { ...key, shadowFailure: address.error };
+  if (address.kind === "failed" && address.shadowOnly && key.kind !== "failed") return { ...key, shadowFailure: { error: address.error, address: true } };
   if (key.kind === "failed" && key.shadowOnly && address.kind !== "failed")
-    return { ...(fromAddress(address, addressIdentity) as Exclude<Verdict, { kind: "failed" }>), shadowFailure: key.error };
+    return { ...(fromAddress(address, addressIdentity) as Exclude<Verdict, { kind: "failed" }>), shadowFailure: { error: key.error, address: false } };
   const either = (kind: Verdict["kind"]) => (key.kind === kind ? key : address.kind === kind ? fromAddress(address, addressIdentity) : undefined);
   const blocked = either("blocked");
   if (blocked) return blocked;

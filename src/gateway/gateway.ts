@@ -213,11 +213,8 @@ export function createGate(options: GateOptions): Gate {
     if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag: step.kind === "unknown-key" ? step.address.tag : tag, tier, rules: [] });
     const { verdict, rules } = step;
     // a failure of shadow rules alone ("shadow") changed no outcome, and is logged all the same
-    const failure = storeFailureOf(verdict);
-    if (failure) {
-      const failed = failure.fail === "shadow" ? rules.filter((r) => r.shadow) : rules;
-      failures.record({ fail: failure.fail, tier, rules: names(failed), method: request.method, path, error: failure.error.message });
-    }
+    const failure = storeFailureOf(verdict, rules);
+    if (failure) failures.record({ fail: failure.fail, tier, rules: names(failure.rules), method: request.method, path, error: failure.error.message });
     switch (verdict.kind) {
       case "failed":
         // shadow rules alone: admitted as they always would be (no latency: no answer came)

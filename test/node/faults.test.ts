@@ -641,6 +641,40 @@ describe("faults between the Worker and Redis", () => {
       expect(failures[0]).toContain('"rules":["trial-address"]');
     });
 
+    it("through the Worker, the store_failure line names the shadow rules of the call that failed, not those of the call that answered", async () => {
+      const lines: string[] = [];
+      const RATE_LIMITS = rateLimits({
+        identity: { header: "x-api-key" },
+        rules: [
+          { name: "per-key", limit: LIMIT, window: "10m" },
+          { name: "trial-key", limit: LIMIT, window: "10m", shadow: true },
+        ],
+        addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true }],
+      });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
+      const key = `key-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      try {
+        // the key's call (its shadow rule "trial-key" with it) reaches the store; the address's fails
+        proxy.set({ kind: "status", status: 503 }, (body) => body.includes(keyTag));
+        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
+        try {
+          res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
+          await res.arrayBuffer();
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(res.status).toBe(200);
+        expect(res.headers.get("X-Slidegate-Shadow")).toContain('"trial-key"');
+      } finally {
+        await gate.dispose();
+      }
+      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toContain('"fail":"shadow"');
+      expect(failures[0]).toContain('"rules":["trial-address"]');
+    });
+
     it("through the library: reason admitted, no fail-open header, a store_failure line", async () => {
       const l = createRateLimiter({
         url: proxy.url,
