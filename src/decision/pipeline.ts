@@ -153,9 +153,10 @@ function combine(key: Verdict, address: Verdict, addressIdentity: Identity): Ver
 
 /**
  * `verdict`, or the failure of a call over `rules` (an address's: no registry) still
- * unanswered at `deadline`: for a call that was given a longer budget than its decision came
- * to have (a key the registry moved, while its address's call ran, to a tier whose rules
- * allow less time). The call itself runs on to its own budget; the decision does not wait.
+ * unanswered at `deadline`: for a call that was given a longer budget than its decision has
+ * (an address's call sent beside a key's first, with its own rules' budget, before the
+ * registry said the key's tier). The call itself runs on to its own budget; the decision
+ * does not wait.
  */
 function until(verdict: Promise<Verdict>, deadline: number, timeoutMs: number, rules: readonly Rule[], config: GateConfig): Promise<Verdict> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -280,7 +281,13 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     /** the decision's budget, with the key's rules as they stand (`keyRules`) */
     const budget = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config, true) });
     const address = await addressIdentity(caller.client, onAddressRules);
-    let asked = address && cost === undefined && !mayBeUnknown ? budget(rules) : undefined;
+    // The address rules' call sent beside the key's first, before the registry has said the
+    // key's tier: the budget the tier this isolate took the key for gives it may be shorter than
+    // the one of the tier the registry moves it to, and a call cut short cannot be lengthened.
+    // So it runs to its own rules' budget (or the decision's, when that is longer), and the
+    // decision stops waiting for it at its own deadline, whichever tier it ends in (`until`).
+    const eager = address && cost === undefined && !mayBeUnknown ? budget(rules) : undefined;
+    let asked = eager && { startedAt: eager.startedAt, timeoutMs: Math.max(eager.timeoutMs, budgetMs(onAddressRules, config)) };
     let onAddress = asked ? decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, asked) : undefined;
     /** the address rules' verdict, within the decision's budget as the key's rules (`keyRules`) leave it */
     const addressVerdict = (keyRules: readonly Rule[]) => {
@@ -290,8 +297,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         onAddress = decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, now);
         return onAddress;
       }
-      // asked beside the key's first call, by the tier this isolate took the key for: a tier
-      // the registry moved it to may allow less time, and the decision ends with that
+      // asked beside the key's first call, with the longer of its own rules' budget and the
+      // decision's as it then stood: the decision, in whatever tier it ends, ends with its own
       return now.timeoutMs < asked.timeoutMs ? until(onAddress, now.startedAt + now.timeoutMs, now.timeoutMs, onAddressRules, config) : onAddress;
     };
     /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */

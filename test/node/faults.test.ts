@@ -547,6 +547,42 @@ describe("faults between the Worker and Redis", () => {
       }
     });
 
+    it("through the Worker, an API key the registry moves to a tier whose rules allow more time: its address's call, sent beside the key's first, has the new tier's budget", async () => {
+      // the isolate takes the key for the default tier (200 ms) and sends its address's call
+      // beside the key's; the registry answers that the key is in "roomy" (3000 ms), and the
+      // address's call answers after 900 ms: well within the decision's budget as it stands
+      const RATE_LIMITS = rateLimits({
+        fail: "open",
+        identity: { header: "x-api-key" },
+        defaultTier: "default",
+        tiers: {
+          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: SHORT }] },
+          roomy: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
+        },
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
+      });
+      const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+      const key = `roomy-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      const admin = new Redis(redis.url);
+      await admin.hset(`${prefix}:{${keyTag}}:key`, { tier: "roomy" });
+      admin.disconnect();
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+      try {
+        // the key's calls reach the store at once; the address's is slow
+        proxy.set({ kind: "slow", ms: 900 }, (body) => !body.includes(":@address:"));
+        let answer: Answer;
+        try {
+          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key });
+        } finally {
+          proxy.set({ kind: "none" });
+        }
+        expect(answer).toMatchObject({ status: 200, failOpen: false });
+      } finally {
+        await gate.dispose();
+      }
+    });
+
     it.each([
       ["an identity of the application's own, its rule failing closed with the short timeout, beside an address rule with the long one", "user", "own"],
       ["an identity of the application's own, beside an address rule failing closed with the short timeout", "user", "address"],
