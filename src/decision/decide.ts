@@ -121,10 +121,14 @@ export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], c
 
 /**
  * The failure of a call over `rules`: refused when an enforced rule fails closed (`failsClosed`);
- * a call over shadow rules alone that read no registry entry (`registry` false) is no outcome.
+ * a call over shadow rules alone that left no registry entry unread (`registry` false) is no
+ * outcome — nor is an API key's call over no enforced rule whose registry entry and block a
+ * full store still answered (`error.refusalsRead`): they refuse nothing, and nothing else was
+ * at stake.
  */
 export function failure(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">, error: LimiterError, registry: boolean): Verdict {
-  if (!registry && rules.length > 0 && rules.every((r) => r.shadow)) return { kind: "failed", closed: false, error, shadowOnly: true };
+  const unread = registry && !error.refusalsRead;
+  if (!unread && (rules.length > 0 || registry) && rules.every((r) => r.shadow)) return { kind: "failed", closed: false, error, shadowOnly: true };
   return { kind: "failed", closed: failsClosed(rules, config), error };
 }
 

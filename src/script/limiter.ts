@@ -103,6 +103,12 @@ const NO_SCRIPT = /^NOSCRIPT /;
 /** Anything that kept the limiter from a decision: timeout, unreachable store, odd reply. */
 export class LimiterError extends Error {
   override name = "LimiterError";
+  /**
+   * The store refused the script but answered the reads of what refuses a caller whatever the
+   * rules (a full Redis): the operator's block and, for an API key, its registry entry were read
+   * and refuse nothing. Only the rules' counts went undecided.
+   */
+  refusalsRead = false;
 }
 
 /** Whether the limiter failed because the store is full and refused the script's write. */
@@ -214,6 +220,11 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
       if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
         const refused = await refusalWhenFull(redis, keys, scope, key, deadline, edgeNow).catch(() => undefined);
         if (refused) return refused;
+        if (refused === null) {
+          const error = new LimiterError(`rate-limit store failed: ${e.message}`, { cause: e });
+          error.refusalsRead = true;
+          throw error;
+        }
       }
       throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
@@ -226,8 +237,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
  * Redis refuses), within what is left of the budget: an operator's block (see `blockLeft`),
  * and for an API key, its registry entry disabling it or, for a key nobody configured, its
  * absence. For an API key asked about in another tier than its own (`tier`), that tier, as the
- * script would answer it: the fail mode is its rules'. Undefined: nothing does, and the rules'
- * fail mode decides.
+ * script would answer it: the fail mode is its rules'. Null: all that was read, and nothing
+ * refuses (the rules' fail mode decides); undefined: it could not be read in time.
  */
 async function refusalWhenFull(
   redis: Redis,
@@ -236,7 +247,7 @@ async function refusalWhenFull(
   key: KeyLookup | undefined,
   deadline: number,
   edgeNow: (() => number) | undefined,
-): Promise<Reply | undefined> {
+): Promise<Reply | null | undefined> {
   const left = deadline - Date.now();
   if (left < 1) return undefined;
   const [block, entry] = keys as [string, string];
@@ -260,14 +271,14 @@ async function refusalWhenFull(
   const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
   const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
   if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
-  if (!key) return undefined;
+  if (!key) return null;
   if (String(disabled) === "1") return { kind: "disabled-key" };
   if (Number(registered) === 0 && key.fallback === "") return { kind: "unknown-key" };
   // the tier whose rules the key answers to, as the script reads it: a key the registry moved
   // to a tier that fails closed must not fail open by the rules of the tier an isolate assumed
   const own = entryTier === null || entryTier === undefined ? key.fallback : String(entryTier);
   if (own !== tier && NAME_PATTERN.test(own)) return { kind: "other-tier", tier: own };
-  return undefined;
+  return null;
 }
 
 /** The decision of a reply that must be one (a call for an address, on limits of the gate's own). */

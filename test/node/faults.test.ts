@@ -711,6 +711,42 @@ describe("faults between the Worker and Redis", () => {
       expect(failures[0]).toContain('"rules":["trial-address"]');
     });
 
+    it("through the Worker, an API key on a full Redis (OOM), its rules all shadow or none: the registry entry and the block are read, so admitted unmarked as a caller known by address is", async () => {
+      const lines: string[] = [];
+      const RATE_LIMITS = rateLimits({
+        fail: "closed",
+        identity: { header: "x-api-key" },
+        rules: [{ name: "trial", limit: LIMIT, window: "10m", shadow: true, path: "/covered" }],
+      });
+      const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+      const entry = async (key: string) => `${prefix}:{${(await identify("k", key)).tag}}:key`;
+      const askPath = async (path: string, headers: Record<string, string>) => {
+        const res = await gate.dispatchFetch(`http://gate.example${path}`, { headers });
+        await res.arrayBuffer();
+        return { status: res.status, failOpen: res.headers.has("X-Slidegate-Fail-Open") };
+      };
+      const admin = new Redis(redis.url);
+      await admin.hset(await entry("registered-shadow-key"), { tier: "default" });
+      await admin.hset(await entry("disabled-shadow-key"), { tier: "default", disabled: "1" });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
+      await admin.config("SET", "maxmemory", "1"); // every write refused: the script, which may write, included
+      try {
+        // covered by the shadow rule, and by no rule: the same answer (a shadow rule changes no outcome)
+        for (const path of ["/covered", "/uncovered"]) {
+          expect(await askPath(path, { ...fresh(), "x-api-key": "registered-shadow-key" }), path).toEqual({ status: 200, failOpen: false });
+          expect(await askPath(path, { ...fresh(), "x-api-key": "disabled-shadow-key" }), path).toEqual({ status: 403, failOpen: false });
+        }
+        expect(await askPath("/covered", fresh())).toEqual({ status: 200, failOpen: false });
+      } finally {
+        await admin.config("SET", "maxmemory", "0");
+        admin.disconnect();
+        await gate.dispose();
+      }
+      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      expect(failures.length).toBeGreaterThan(0);
+      for (const line of failures) expect(line).toContain('"fail":"shadow"');
+    });
+
     it("through the library: reason admitted, no fail-open header, a store_failure line", async () => {
       const l = createRateLimiter({
         url: proxy.url,
