@@ -17,7 +17,7 @@ export const CONSOLE_JS = String.raw`
   // would make the calls (and the token) go to another host
   var BASE = "/__slidegate/";
   var COLORS = { admitted: "#2e7d32", denied: "#c62828", "shadow-denied": "#ef6c00", blocked: "#6a1b9a", "failed-open": "#f9a825",
-    "failed-closed": "#4e342e", allowlisted: "#00838f", denylisted: "#37474f", "unknown-key": "#8d6e63", "disabled-key": "#ad1457",
+    "failed-closed": "#4e342e", "failed-shadow": "#9e9d24", allowlisted: "#00838f", denylisted: "#37474f", "unknown-key": "#8d6e63", "disabled-key": "#ad1457",
     "ambiguous-key": "#5d4037", "key-required": "#546e7a" };
   var refreshTimer = 0;
   var configuration = null;

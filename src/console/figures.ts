@@ -24,6 +24,7 @@ const OUTCOMES = [
   "blocked",
   "failed-open",
   "failed-closed",
+  "failed-shadow",
   "allowlisted",
   "denylisted",
   "unknown-key",

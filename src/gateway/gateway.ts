@@ -218,7 +218,7 @@ export function createGate(options: GateOptions): Gate {
     switch (verdict.kind) {
       case "failed":
         // shadow rules alone: admitted as they always would be (no latency: no answer came)
-        if (verdict.shadowOnly) return point("admitted", names(rules));
+        if (verdict.shadowOnly) return point("failed-shadow", names(rules));
         return point(verdict.closed ? "failed-closed" : "failed-open", names(rules));
       case "blocked":
         // like denials: a line per identity, counted summaries (and their data points) per interval

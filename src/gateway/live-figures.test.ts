@@ -213,7 +213,7 @@ describe("live figures", () => {
     expect(storeLatencyMs).toEqual({ count: 10, p50: 5, p99: 3000 });
   });
 
-  it("counts a store failure of shadow rules alone as the admission it is, never failed-open, and with no latency (no answer came)", async () => {
+  it("counts a store failure of shadow rules alone as failed-shadow, an outage the operator sees, never failed-open, and with no latency (no answer came)", async () => {
     const { isolate, read } = setup();
     const figures = isolate();
     const error = new LimiterError("rate-limit store failed: injected");
@@ -227,7 +227,7 @@ describe("live figures", () => {
     figures.record(failed(false));
     await figures.flush();
     const { decisions, storeLatencyMs } = (await read()).totals;
-    expect([decisions.admitted, decisions["failed-open"]]).toEqual([1, 1]);
+    expect([decisions.admitted, decisions["failed-shadow"], decisions["failed-open"]]).toEqual([0, 1, 1]);
     expect(storeLatencyMs.count).toBe(0);
   });
 });

@@ -154,8 +154,8 @@ function countedOf(step: Step): Counted | undefined {
   const refused = (by: Identity | undefined) => (by ? (by.keyHash ?? by.tag) : who);
   switch (verdict.kind) {
     case "failed":
-      // shadow rules alone admit whatever the store does: admitted, with no latency (no answer came)
-      return { outcome: verdict.shadowOnly ? "admitted" : verdict.closed ? "failed-closed" : "failed-open", tier, rules: names(rules) };
+      // shadow rules alone admit whatever the store does: not failed-open, but the outage shows (no latency: no answer came)
+      return { outcome: verdict.shadowOnly ? "failed-shadow" : verdict.closed ? "failed-closed" : "failed-open", tier, rules: names(rules) };
     case "blocked":
       return { outcome: "blocked", tier, rules: [], storeMs: verdict.fromCache ? undefined : verdict.redisMs, refused: refused(verdict.by) };
     case "denied": {

@@ -11,7 +11,13 @@ import type { TurnedAway } from "./denial-log.ts";
  * was left of a block in ms, double3 how many requests the point stands for (1, or a summary's count);
  * index1 the identity's hashed tag (never the raw key or IP).
  */
-export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "blocked" | "allowlisted" | TurnedAway;
+/**
+ * What a decision came to. `failed-shadow`: admitted while the store failed, over shadow rules
+ * alone, which admit whatever the store does: no fail-open (nothing enforced went unread), yet
+ * an outage an operator rolling out shadow rules must see, or its shadow-denied counts would go
+ * quiet for want of answers, not of callers over the limit.
+ */
+export type Outcome = "admitted" | "denied" | "shadow-denied" | "failed-open" | "failed-closed" | "failed-shadow" | "blocked" | "allowlisted" | TurnedAway;
 
 export interface DataPoint {
   outcome: Outcome;

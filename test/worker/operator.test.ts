@@ -284,7 +284,7 @@ describe("metrics", () => {
     expect(outcomes(points)).toEqual(["failed-open", "failed-closed"]);
   });
 
-  it("records a store failure of shadow rules alone as admitted (never failed-open), with no latency, and logs it as such a failure", async () => {
+  it("records a store failure of shadow rules alone as failed-shadow (never failed-open), with no latency, and logs it as such a failure", async () => {
     const { points, dataset } = recordingDataset();
     const broken = { redisUrl: "http://127.0.0.1:9", metrics: dataset };
     const gate = makeGate({ fail: "closed", timeout: 300, rules: [{ name: "trial", limit: 2, window: "1m", shadow: true }] }, broken);
@@ -292,7 +292,7 @@ describe("metrics", () => {
     await res.body?.cancel();
     expect(res.status).toBe(200);
     expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
-    expect(points).toEqual([expect.objectContaining({ blobs: ["admitted", "default", "trial", "ip"], doubles: [0, 0, 1] })]);
+    expect(points).toEqual([expect.objectContaining({ blobs: ["failed-shadow", "default", "trial", "ip"], doubles: [0, 0, 1] })]);
     expect(gate.logs).toContainEqual({ level: "error", line: expect.objectContaining({ event: "slidegate.store_failure", fail: "shadow", rules: ["trial"] }) });
   });
 
