@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import Redis from "ioredis";
+import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { ECHO_PREFIX, type Fault, type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
@@ -64,6 +65,43 @@ async function ask(fleet: Pick<Fleet, "isolates">, headers: Record<string, strin
   const res = await fleet.isolates[i % fleet.isolates.length]!.dispatchFetch("http://gate.example/", { headers });
   await res.arrayBuffer();
   return { status: res.status, failOpen: res.headers.has("X-Slidegate-Fail-Open"), ms: performance.now() - started };
+}
+
+/** `run` while the store suffers `fault` (but on the calls `spare` accepts): lifted however `run` ends, so no test leaves it to the next. */
+async function during<T>(fault: Fault, run: () => Promise<T>, spare?: (body: string) => boolean): Promise<T> {
+  proxy.set(fault, spare);
+  try {
+    return await run();
+  } finally {
+    proxy.set({ kind: "none" });
+  }
+}
+
+/** `run` with an isolate of its own on the fault proxy, its log lines into `lines`: disposed however `run` ends. */
+async function withIsolate<T>(RATE_LIMITS: string, run: (gate: Miniflare) => Promise<T>, lines: string[] = logs): Promise<T> {
+  const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
+  try {
+    return await run(gate);
+  } finally {
+    await gate.dispose();
+  }
+}
+
+/** `key` put in `tier` in the registry under RATE_LIMITS's prefix, as the admin API puts it; its tag. */
+async function registerKey(RATE_LIMITS: string, key: string, tier: string): Promise<string> {
+  const tag = (await identify("k", key)).tag;
+  const admin = new Redis(redis.url);
+  await admin.hset(`${(JSON.parse(RATE_LIMITS) as { prefix: string }).prefix}:{${tag}}:key`, { tier });
+  admin.disconnect();
+  return tag;
+}
+
+/** One slidegate.store_failure line among `lines`, a failure of the shadow rules `rules` alone. */
+function expectOneShadowFailure(lines: readonly string[], rules: readonly string[]) {
+  const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+  expect(failures).toHaveLength(1);
+  expect(failures[0]).toContain('"fail":"shadow"');
+  expect(failures[0]).toContain(`"rules":${JSON.stringify(rules)}`);
 }
 
 /** While the fault holds: each fleet follows its fail mode, within the budget, never a 500. */
@@ -495,20 +533,9 @@ describe("faults between the Worker and Redis", () => {
       ],
     ])("through the Worker, an API key: %s answers 503 at the short timeout", async (_, more) => {
       const RATE_LIMITS = rateLimits({ fail: "open", identity: { header: "x-api-key" }, ...more });
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
-      try {
-        proxy.set(NEVER);
-        let answer: Answer;
-        try {
-          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": `key-${randomBytes(8).toString("hex")}` });
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(answer.status).toBe(503);
-        expect(answer.ms).toBeLessThan(WITHIN);
-      } finally {
-        await gate.dispose();
-      }
+      const answer = await withIsolate(RATE_LIMITS, (gate) => during(NEVER, () => ask({ isolates: [gate] }, { ...fresh(), "x-api-key": `key-${randomBytes(8).toString("hex")}` })));
+      expect(answer.status).toBe(503);
+      expect(answer.ms).toBeLessThan(WITHIN);
     });
 
     it("through the Worker, an API key the registry moves, while its address's call runs, to a tier whose rule fails closed with the short timeout: 503 at the short timeout", async () => {
@@ -524,27 +551,13 @@ describe("faults between the Worker and Redis", () => {
         },
         addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", timeout: LONG }],
       });
-      const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
       const key = `moved-${randomBytes(8).toString("hex")}`;
-      const keyTag = (await identify("k", key)).tag;
-      const admin = new Redis(redis.url);
-      await admin.hset(`${prefix}:{${keyTag}}:key`, { tier: "quick" });
-      admin.disconnect();
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
-      try {
-        // the key's first call (in the default tier) reaches the store, which moves the key
-        proxy.set(NEVER, (body) => body.includes(keyTag) && body.includes(":default:"));
-        let answer: Answer;
-        try {
-          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key });
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(answer.status).toBe(503);
-        expect(answer.ms).toBeLessThan(WITHIN);
-      } finally {
-        await gate.dispose();
-      }
+      const keyTag = await registerKey(RATE_LIMITS, key, "quick");
+      // the key's first call (in the default tier) reaches the store, which moves the key
+      const spared = (body: string) => body.includes(keyTag) && body.includes(":default:");
+      const answer = await withIsolate(RATE_LIMITS, (gate) => during(NEVER, () => ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key }), spared));
+      expect(answer.status).toBe(503);
+      expect(answer.ms).toBeLessThan(WITHIN);
     });
 
     it("through the Worker, an API key the registry moves to a tier whose rules allow more time: its address's call, sent beside the key's first, has the new tier's budget", async () => {
@@ -561,26 +574,17 @@ describe("faults between the Worker and Redis", () => {
         },
         addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
       });
-      const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
       const key = `roomy-${randomBytes(8).toString("hex")}`;
-      const keyTag = (await identify("k", key)).tag;
-      const admin = new Redis(redis.url);
-      await admin.hset(`${prefix}:{${keyTag}}:key`, { tier: "roomy" });
-      admin.disconnect();
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
-      try {
-        // the key's calls reach the store at once; the address's is slow
-        proxy.set({ kind: "slow", ms: 900 }, (body) => !body.includes(":@address:"));
-        let answer: Answer;
-        try {
-          answer = await ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key });
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(answer).toMatchObject({ status: 200, failOpen: false });
-      } finally {
-        await gate.dispose();
-      }
+      await registerKey(RATE_LIMITS, key, "roomy");
+      // the key's calls reach the store at once; the address's is slow
+      const answer = await withIsolate(RATE_LIMITS, (gate) =>
+        during(
+          { kind: "slow", ms: 900 },
+          () => ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key }),
+          (body) => !body.includes(":@address:"),
+        ),
+      );
+      expect(answer).toMatchObject({ status: 200, failOpen: false });
     });
 
     it.each([
@@ -614,6 +618,26 @@ describe("faults between the Worker and Redis", () => {
   });
 
   describe("a request matched by shadow rules alone, when the store fails: admitted, unmarked, the failure logged", () => {
+    const STORE_DOWN = { kind: "status", status: 503 } as const;
+    /** A request with a new API key while the store fails every call but the key's own. */
+    const keyedBesideFailingAddress = async (RATE_LIMITS: string, lines: string[]) => {
+      const key = `key-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      return withIsolate(
+        RATE_LIMITS,
+        (gate) =>
+          during(
+            STORE_DOWN,
+            async () => {
+              const res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
+              await res.arrayBuffer();
+              return res;
+            },
+            (body) => body.includes(keyTag),
+          ),
+        lines,
+      );
+    };
     it("through the Worker, a caller known by address (its tier's and its address's shadow rules in one call)", async () => {
       const lines: string[] = [];
       const RATE_LIMITS = rateLimits({
@@ -621,28 +645,20 @@ describe("faults between the Worker and Redis", () => {
         rules: [{ name: "trial", limit: LIMIT, window: "10m", shadow: true }],
         addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true, fail: "closed" }],
       });
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
-      try {
-        proxy.set({ kind: "status", status: 503 });
-        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
-        let echoed: { headers: Record<string, string> };
-        try {
-          res = await gate.dispatchFetch("http://gate.example/", { headers: fresh() });
-          echoed = (await res.json()) as typeof echoed;
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(res.status).toBe(200);
-        expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
-        // the request reached the origin as any admitted one does, nothing of the gate's on it
-        expect(Object.keys(echoed.headers).filter((h) => h.toLowerCase().startsWith("x-slidegate"))).toEqual([]);
-      } finally {
-        await gate.dispose();
-      }
-      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
-      expect(failures).toHaveLength(1);
-      expect(failures[0]).toContain('"fail":"shadow"');
-      expect(failures[0]).toContain('"rules":["trial","trial-address"]');
+      const { res, echoed } = await withIsolate(
+        RATE_LIMITS,
+        (gate) =>
+          during(STORE_DOWN, async () => {
+            const res = await gate.dispatchFetch("http://gate.example/", { headers: fresh() });
+            return { res, echoed: (await res.json()) as { headers: Record<string, string> } };
+          }),
+        lines,
+      );
+      expect(res.status).toBe(200);
+      expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+      // the request reached the origin as any admitted one does, nothing of the gate's on it
+      expect(Object.keys(echoed.headers).filter((h) => h.toLowerCase().startsWith("x-slidegate"))).toEqual([]);
+      expectOneShadowFailure(lines, ["trial", "trial-address"]);
     });
 
     it("through the Worker, an API key's admission beside a failing call for shadow address rules alone: unmarked, as before, and the failure now logged", async () => {
@@ -652,29 +668,12 @@ describe("faults between the Worker and Redis", () => {
         rules: [{ name: "per-key", limit: LIMIT, window: "10m" }],
         addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true }],
       });
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
-      const key = `key-${randomBytes(8).toString("hex")}`;
-      const keyTag = (await identify("k", key)).tag;
-      try {
-        // the key's call reaches the store; the address's fails
-        proxy.set({ kind: "status", status: 503 }, (body) => body.includes(keyTag));
-        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
-        try {
-          res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
-          await res.arrayBuffer();
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(res.status).toBe(200);
-        expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
-        expect(res.headers.get("RateLimit")).toContain('"per-key"');
-      } finally {
-        await gate.dispose();
-      }
-      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
-      expect(failures).toHaveLength(1);
-      expect(failures[0]).toContain('"fail":"shadow"');
-      expect(failures[0]).toContain('"rules":["trial-address"]');
+      // the key's call reaches the store; the address's fails
+      const res = await keyedBesideFailingAddress(RATE_LIMITS, lines);
+      expect(res.status).toBe(200);
+      expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+      expect(res.headers.get("RateLimit")).toContain('"per-key"');
+      expectOneShadowFailure(lines, ["trial-address"]);
     });
 
     it("through the Worker, the store_failure line names the shadow rules of the call that failed, not those of the call that answered", async () => {
@@ -687,28 +686,11 @@ describe("faults between the Worker and Redis", () => {
         ],
         addressRules: [{ name: "trial-address", limit: LIMIT, window: "10m", shadow: true }],
       });
-      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => lines.push(line));
-      const key = `key-${randomBytes(8).toString("hex")}`;
-      const keyTag = (await identify("k", key)).tag;
-      try {
-        // the key's call (its shadow rule "trial-key" with it) reaches the store; the address's fails
-        proxy.set({ kind: "status", status: 503 }, (body) => body.includes(keyTag));
-        let res: Awaited<ReturnType<typeof gate.dispatchFetch>>;
-        try {
-          res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
-          await res.arrayBuffer();
-        } finally {
-          proxy.set({ kind: "none" });
-        }
-        expect(res.status).toBe(200);
-        expect(res.headers.get("X-Slidegate-Shadow")).toContain('"trial-key"');
-      } finally {
-        await gate.dispose();
-      }
-      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
-      expect(failures).toHaveLength(1);
-      expect(failures[0]).toContain('"fail":"shadow"');
-      expect(failures[0]).toContain('"rules":["trial-address"]');
+      // the key's call (its shadow rule "trial-key" with it) reaches the store; the address's fails
+      const res = await keyedBesideFailingAddress(RATE_LIMITS, lines);
+      expect(res.status).toBe(200);
+      expect(res.headers.get("X-Slidegate-Shadow")).toContain('"trial-key"');
+      expectOneShadowFailure(lines, ["trial-address"]);
     });
 
     it("through the Worker, an API key on a full Redis (OOM), its rules all shadow or none: the registry entry and the block are read, so admitted unmarked as a caller known by address is", async () => {
