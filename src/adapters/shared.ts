@@ -274,8 +274,8 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       if (step.kind === "decided" && failure)
         failures.record({ fail: failure.fail, tier: step.caller.tier, rules: failure.rules.map((r) => r.name), error: failure.error.message });
       if (failures.due()) failures.flush();
-      // the last failures of a burst: no later call may come to write their count (a Worker has
-      // no context here to wait in, so there only a later call writes it, as before)
+      // the last failures of a burst: no later call may come to write their count (in a Worker,
+      // which gives no context here to wait in, only a later call writes it)
       if (failures.pending && !tail) {
         tail = setTimeout(writeTail, FAILURE_TAIL_MS);
         // a Node process that is done is not kept alive for a log line
