@@ -174,16 +174,16 @@ function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: 
 /**
  * The names of the origin's answer that must not reach the client: hop-by-hop ones, and the
  * gate's own (a fail-open mark, shadow reports), which are the gate's to write. The URL headers
- * among those kept are added to `naming` when given: found in the pass over the names already
+ * among those kept are added to `urlHeaders` when given: found in the pass over the names already
  * made, so an answer without them pays no call into the runtime for them.
  */
-function responseDropped(headers: Headers, naming?: string[]): string[] {
+function responseDropped(headers: Headers, urlHeaders?: string[]): string[] {
   const names = [...headers.keys()];
   const listed = connectionListed(headers, names);
   const dropped: string[] = [];
   for (const name of names) {
     if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-")) dropped.push(name);
-    else if (naming && URL_HEADERS.has(name)) naming.push(name);
+    else if (urlHeaders && URL_HEADERS.has(name)) urlHeaders.push(name);
   }
   return dropped;
 }
@@ -379,8 +379,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       }
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
-      const naming: string[] | undefined = rewriteUrl && !upstream.webSocket ? [] : undefined;
-      const dropped = responseDropped(upstream.headers, naming);
+      const urlHeaders: string[] | undefined = rewriteUrl && !upstream.webSocket ? [] : undefined;
+      const dropped = responseDropped(upstream.headers, urlHeaders);
       const copied = dropped.length > DELETE_ONE_BY_ONE ? without(upstream.headers, dropped) : undefined;
       let response: Response;
       // a WebSocket handshake the origin accepted: the runtime proxies the socket both ways
@@ -389,8 +389,8 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       // the usual case: the origin's answer as the runtime gave it, with mutable headers
       else response = new Response(upstream.body, upstream);
       if (!copied) for (const name of dropped) response.headers.delete(name);
-      if (naming?.length) {
-        for (const name of naming) {
+      if (urlHeaders?.length) {
+        for (const name of urlHeaders) {
           const value = response.headers.get(name)!;
           const rewritten = rewriteUrl!(name, value, asked);
           if (rewritten !== value) response.headers.set(name, rewritten);
