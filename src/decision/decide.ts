@@ -33,9 +33,10 @@ export type Verdict =
    */
   | { kind: "failed"; closed: boolean; error: LimiterError; shadowOnly?: true };
 
-/** A store failure of a decision's call for shadow rules alone, beside a call that answered: `address`, whether it was the address rules' call (else the caller's own rules'). */
+/** A store failure of a decision's call for shadow rules alone, beside a call that answered. */
 export interface ShadowFailure {
   error: LimiterError;
+  /** whether the failed call was the address rules' (else the caller's own rules') */
   address: boolean;
 }
 
@@ -44,6 +45,10 @@ export interface ShadowFailure {
  * fail mode, or "shadow" (shadow rules alone failed: no outcome) — and the rules of the call
  * that failed: for "shadow" beside a call that answered, the shadow rules of the failed call
  * alone (an address rule is the one with a `scope`), not those the other call decided.
+ *
+ * @example
+ * const failure = storeFailureOf(step.verdict, step.rules);
+ * if (failure) failures.record({ fail: failure.fail, rules: failure.rules.map((r) => r.name), error: failure.error.message });
  */
 export function storeFailureOf<R extends Pick<Rule, "shadow" | "scope">>(
   verdict: Verdict,
@@ -98,7 +103,11 @@ export interface DeciderOptions {
  * closed. Shadow rules never change an outcome: with no enforced rule (none at all, or shadow
  * ones alone) the configuration's own `fail` decides, as for an API key asked about for its
  * registry entry alone — a call over shadow rules alone that reads no registry entry is no
- * outcome at all, and never gets here (`failure`).
+ * outcome at all, and never gets here (`failedVerdict`).
+ *
+ * @example
+ * failsClosed([{ shadow: false, fail: "closed" }, { shadow: false, fail: "open" }], config); // true
+ * failsClosed([{ shadow: true, fail: "closed" }], { fail: "open" }); // false: the configuration's
  */
 export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">): boolean {
   if (!rules.some((r) => !r.shadow)) return config.fail === "closed";
@@ -112,6 +121,10 @@ export function failsClosed(rules: readonly Pick<Rule, "shadow" | "fail">[], con
  * enforced rule for a call that reads an API key's registry entry (`registry`), and with no
  * rule at all, the configuration's own: the registry's answer is an outcome a shadow rule must
  * not shorten or lengthen the wait for.
+ *
+ * @example
+ * budgetMs([{ shadow: false, timeoutMs: 200 }, { shadow: true, timeoutMs: 50 }], config); // 200
+ * budgetMs([{ shadow: true, timeoutMs: 50 }], { timeoutMs: 1000 }, true); // 1000: an API key's call
  */
 export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], config: Pick<GateConfig, "timeoutMs">, registry = false): number {
   const enforced = rules.filter((r) => !r.shadow);
@@ -125,8 +138,12 @@ export function budgetMs(rules: readonly Pick<Rule, "shadow" | "timeoutMs">[], c
  * outcome — nor is an API key's call over no enforced rule whose registry entry and block a
  * full store still answered (`error.refusalsRead`): they refuse nothing, and nothing else was
  * at stake.
+ *
+ * @example
+ * failedVerdict([{ shadow: true, fail: "closed" }], config, error, false); // { kind: "failed", closed: false, error, shadowOnly: true }
+ * failedVerdict([{ shadow: false, fail: "closed" }], config, error, false); // { kind: "failed", closed: true, error }
  */
-export function failure(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">, error: LimiterError, registry: boolean): Verdict {
+export function failedVerdict(rules: readonly Pick<Rule, "shadow" | "fail">[], config: Pick<GateConfig, "fail">, error: LimiterError, registry: boolean): Verdict {
   const unread = registry && !error.refusalsRead;
   if (!unread && (rules.length > 0 || registry) && rules.every((r) => r.shadow)) return { kind: "failed", closed: false, error, shadowOnly: true };
   return { kind: "failed", closed: failsClosed(rules, config), error };
@@ -181,7 +198,7 @@ export function createDecider(options: DeciderOptions): Decide {
     try {
       reply = await check(identity.tag, tier, limits, budget?.timeoutMs ?? budgetMs(limits, config, key !== undefined), key, budget?.startedAt);
     } catch (error) {
-      if (error instanceof LimiterError) return failure(limits, config, error, key !== undefined);
+      if (error instanceof LimiterError) return failedVerdict(limits, config, error, key !== undefined);
       throw error;
     }
     const redisMs = performance.now() - asked;

@@ -1,6 +1,6 @@
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { assertCost, CostError, type Decision, LimiterError } from "../script/limiter.ts";
-import { type Budget, budgetMs, createDecider, type DeciderOptions, failsClosed, failure, type Verdict } from "./decide.ts";
+import { type Budget, budgetMs, createDecider, type DeciderOptions, failedVerdict, failsClosed, type Verdict } from "./decide.ts";
 import { createExpiringCache } from "./expiring-cache.ts";
 import { type ClientAddress, clientAddress, type Identity, identify, readApiKey, UNKNOWN_CLIENT } from "./identity.ts";
 import { matching, rulesFor, tierOf } from "./rules.ts";
@@ -164,7 +164,7 @@ function until(verdict: Promise<Verdict>, deadline: number, timeoutMs: number, r
     timer = setTimeout(
       () => {
         const error = new LimiterError(`rate-limit store failed: Timed out: the decision's ${timeoutMs} ms were spent before the store answered.`);
-        resolve(failure(rules, config, error, false));
+        resolve(failedVerdict(rules, config, error, false));
       },
       Math.max(0, deadline - Date.now()),
     );
