@@ -191,10 +191,10 @@ function until(verdict: Promise<Verdict>, deadline: number, timeoutMs: number, r
  * of their own beside an API key's (the two keys live under different hash tags), or in the
  * same call for a caller known by address — which a key nobody knows is, with `unknownKeys:
  * "ip"`: the default tier's rules and the address rules in one call, all-or-nothing, after the
- * key's call has found no registry entry. (So for a key without a configured tier that this
- * isolate has not seen the registry hold within `denialCacheMaxAge`, the address rules' call
- * waits for the key's: one round trip more, for a key's first request in an isolate and its
- * first after it went unused there for `denialCacheMaxAge`.)
+ * key's call has found no registry entry. A key without a configured tier that this isolate
+ * has not seen the registry hold within `denialCacheMaxAge` therefore costs one round trip
+ * more: its address rules' call waits for the key's (on the key's first request in an
+ * isolate, and its first after going unused there for `denialCacheMaxAge`).
  *
  * @example
  * const pipeline = createPipeline({ config, redisUrl, redisToken });
@@ -279,27 +279,27 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     // 200 ms is not kept waiting by an address rule's 3 s, nor the other way round.
     const lookup = { fallback, startedAt: Date.now() };
     /** the decision's budget, with the key's rules as they stand (`keyRules`) */
-    const budget = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config, true) });
+    const budgetWith = (keyRules: readonly Rule[]) => ({ startedAt: lookup.startedAt, timeoutMs: budgetMs([...keyRules, ...onAddressRules], config, true) });
     const address = await addressIdentity(caller.client, onAddressRules);
     // The address rules' call sent beside the key's first, before the registry has said the
     // key's tier: the budget the tier this isolate took the key for gives it may be shorter than
     // the one of the tier the registry moves it to, and a call cut short cannot be lengthened.
     // So it runs to its own rules' budget (or the decision's, when that is longer), and the
     // decision stops waiting for it at its own deadline, whichever tier it ends in (`until`).
-    const eager = address && cost === undefined && !mayBeUnknown ? budget(rules) : undefined;
-    let asked = eager && { startedAt: eager.startedAt, timeoutMs: Math.max(eager.timeoutMs, budgetMs(onAddressRules, config)) };
-    let onAddress = asked ? decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, asked) : undefined;
+    const eager = address && cost === undefined && !mayBeUnknown ? budgetWith(rules) : undefined;
+    let askedWith = eager && { startedAt: eager.startedAt, timeoutMs: Math.max(eager.timeoutMs, budgetMs(onAddressRules, config)) };
+    let onAddress = askedWith ? decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, askedWith) : undefined;
     /** the address rules' verdict, within the decision's budget as the key's rules (`keyRules`) leave it */
     const addressVerdict = (keyRules: readonly Rule[]) => {
-      const now = budget(keyRules);
-      if (!onAddress || !asked) {
-        asked = now;
-        onAddress = decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, now);
+      const current = budgetWith(keyRules);
+      if (!onAddress || !askedWith) {
+        askedWith = current;
+        onAddress = decide(address!, ADDRESS_SCOPE, onAddressRules, cost, undefined, current);
         return onAddress;
       }
       // asked beside the key's first call, with the longer of its own rules' budget and the
       // decision's as it then stood: the decision, in whatever tier it ends, ends with its own
-      return now.timeoutMs < asked.timeoutMs ? until(onAddress, now.startedAt + now.timeoutMs, now.timeoutMs, onAddressRules, config) : onAddress;
+      return current.timeoutMs < askedWith.timeoutMs ? until(onAddress, current.startedAt + current.timeoutMs, current.timeoutMs, onAddressRules, config) : onAddress;
     };
     /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */
     const known = () => {
@@ -311,7 +311,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
       // tier, from a call about its registry entry alone, which records nothing
       const over = overShadow();
-      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup, budget(rules));
+      const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup, budgetWith(rules));
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
         const now = clock();
@@ -359,7 +359,10 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         const tierRules = rulesFor(config, config.defaultTier, match.methods, match.paths);
         if (tierRules.length === 0) return { kind: "decided", caller: byAddress, rules: onAddressRules, verdict: await addressVerdict(tierRules) };
         checkCost(cost, tierRules);
-        const [asAddress, floor] = await Promise.all([decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, budget(tierRules)), addressVerdict(tierRules)]);
+        const [asAddress, floor] = await Promise.all([
+          decide(byAddress.identity, config.defaultTier, tierRules, cost, undefined, budgetWith(tierRules)),
+          addressVerdict(tierRules),
+        ]);
         return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor, address) };
       }
       if (verdict.kind === "disabled-key") {
