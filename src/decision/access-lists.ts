@@ -51,7 +51,8 @@ export type AccessCheck = (ip: Address | undefined, keyHash: string | undefined)
  * listed caller costs no round trip. Entries and client addresses are compared in one canonical
  * form, so an IPv4-mapped IPv6 entry (`::ffff:198.51.100.0/120`) is its IPv4 range and matches
  * IPv4 clients; and an IPv4 entry matches the 6to4, Teredo and NAT64 addresses made from its
- * addresses, which the gate counts as those IPv4 callers (only their return traffic reaches them). Takes lists the configuration validated (every entry parses).
+ * addresses, which the gate counts as those IPv4 callers (only their return traffic reaches
+ * them). Takes lists the configuration validated (every entry parses).
  *
  * @example
  * const lists = compileAccess({ deny: { ips: ["198.51.100.0/24"] }, allow: { keys: [sha256hex] } });

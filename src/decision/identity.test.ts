@@ -63,7 +63,7 @@ describe("client addresses", () => {
     expect(ipIdentity("garbage", 64)).toBe(UNKNOWN_CLIENT);
   });
 
-  it("count an address of a transition range as the IPv4 address it is made from, and no look-alike", () => {
+  it("counts an address of a transition range as the IPv4 address it is made from, and no look-alike", () => {
     for (const prefix of [48, 64, 128]) {
       // 6to4 (RFC 3056), Teredo (RFC 4380's own example: client 192.0.2.45), NAT64 (RFC 6052)
       expect(ipIdentity("2002:c000:207:1::5", prefix)).toBe("192.0.2.7");

@@ -170,6 +170,10 @@ function embeddedIPv4(bytes: number[]): string | undefined {
  * the gate counts there (see `embeddedIPv4`): a 6to4 site of a /48 (`site`, with the IPv4 address
  * it is made from), a Teredo client (its IPv4 address, whatever its server, flags and port: no
  * range narrower than 2001::/32 holds one whole), or a NAT64 address (one IPv4 client each).
+ *
+ * @example
+ * transitionRange(parseAddress("2002:c000:207:1::") as ipaddr.IPv6, 64); // { kind: "6to4", site: "2002:c000:207::/48", ipv4: "192.0.2.7" }
+ * transitionRange(parseAddress("2001:db8::") as ipaddr.IPv6, 32); // undefined
  */
 export function transitionRange(net: ipaddr.IPv6, bits: number): { kind: "6to4"; site: string; ipv4: string } | { kind: "teredo"; ipv4?: string } | { kind: "nat64" } | undefined {
   const bytes = net.toByteArray();
