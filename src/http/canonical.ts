@@ -130,7 +130,12 @@ function normaliseSegments(path: string): string {
   return `/${out.join("/")}`;
 }
 
-/** Every escape decoded that decodes to text; undecodable ones stay as they are. */
+/**
+ * Every escape decoded that decodes to text; undecodable ones stay as they are.
+ *
+ * @example
+ * decodeAll("/a%20b%FF"); // "/a b%FF"
+ */
 export function decodeAll(path: string): string {
   return path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
     try {
@@ -397,7 +402,12 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   return Object.freeze({ ok: true, path, matchOn: Object.freeze(forms.values) });
 }
 
-/** `strings` without repeats, in the order they first come (see `stringSet`). */
+/**
+ * `strings` without repeats, in the order they first come (see `stringSet`).
+ *
+ * @example
+ * distinct(["/a", "/b", "/a"]); // ["/a", "/b"]
+ */
 export function distinct(strings: readonly string[]): string[] {
   const set = stringSet();
   for (const s of strings) set.add(s);
@@ -438,6 +448,9 @@ const FORM = /^\s*(?:application\/x-www-form-urlencoded|multipart\/)/i;
  * A query parameter's name as PHP reads it: up to its first NUL (PHP registers names as C
  * strings, so `?_method%00x=` is `$_GET['_method']`), leading spaces dropped, ` `, `.` and `[`
  * as `_` (`?.method=` is `$_GET['_method']`).
+ *
+ * @example
+ * phpName(" rest.route"); // "rest_route"
  */
 export const phpName = (name: string) => {
   const nul = name.indexOf("\0");

@@ -10,8 +10,9 @@ import { canonicalPath, decodeAll, distinct, phpName, SCRIPT_SUFFIX } from "./ca
  *   parse_request reads the parameter from $_GET whatever the path, and rest_api_loaded serves it):
  *   matched as `/wp-json` and the route, and as the route alone.
  * - On the front script alone (`/` and every path canonicalPath folds into it: `/index.php`,
- *   `/index.php/`, `/index`…; and `/index.php/x`, the script with PATH_INFO): Drupal 7 routes `?q=user/login` as `/user/login` (request_path),
- *   Yii `?r=site/login` as `/site/login` (its urlManager without pretty URLs), CodeIgniter 3
+ *   `/index.php/`, `/index`…; and `/index.php/x`, the script with PATH_INFO): Drupal 7 routes
+ *   `?q=user/login` as `/user/login` (request_path), Yii `?r=site/login` as `/site/login` (its
+ *   urlManager without pretty URLs), CodeIgniter 3
  *   `?/site/login` as `/site/login` (a query that starts with `/`, up to its first `&`).
  * - The path itself, where a server rewrites it into the front script's query (see
  *   `pathAsQuery`): a `&` in the decoded path starts another parameter, so `/x%26q=user/login`
@@ -21,9 +22,10 @@ import { canonicalPath, decodeAll, distinct, phpName, SCRIPT_SUFFIX } from "./ca
  * `?q%00x=`), values decoded once as PHP decodes them, and every value of a repeated name is
  * taken (PHP reads the last, within its max_input_vars): more than `MOST_VALUES` of them or
  * `MOST_LENGTH` characters, or a routed path canonicalPath refuses (`?q=a%5Cb`), and the
- * request counts against every rule (undefined), as a path with no canonical form does in the library. A value routes as a path
- * with the same canonicalPath machinery (`?rest_route=/wp/v2/%2575sers` is `/wp/v2/users` too).
- * An empty value routes to the front page, which the request is already matched as: nothing added.
+ * request counts against every rule (undefined), as a path with no canonical form does in the
+ * library. A value routes as a path with the same canonicalPath machinery
+ * (`?rest_route=/wp/v2/%2575sers` is `/wp/v2/users` too). An empty value routes to the front
+ * page, which the request is already matched as: nothing added.
  *
  * The forwarded request is unchanged: these forms are only matched.
  *
