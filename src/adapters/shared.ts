@@ -85,7 +85,7 @@ export interface RateLimiter {
 
 const passed = () => new Response(null, { status: 204 });
 
-/** How long counted store failures wait for a later call to write them: the failure log's interval. */
+/** The failure log's interval, and so how long counted store failures wait for a later call to write them. */
 const FAILURE_TAIL_MS = 1000;
 
 const LIMIT_OPTIONS: readonly string[] = ["cost", "identity", "clientIp"] satisfies (keyof LimitOptions)[];
@@ -230,7 +230,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
   // A store failure shows only in the result's reason; with fail "open" the request goes on as
   // if admitted, so a wrong token or URL would never limit and never say so. Logged as the
   // gateway logs it: the first failure of each second in full (without the token), the rest counted.
-  const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token });
+  const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token, intervalMs: FAILURE_TAIL_MS });
   let tail: ReturnType<typeof setTimeout> | undefined;
   const writeTail = () => {
     tail = undefined;
