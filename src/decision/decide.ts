@@ -188,10 +188,7 @@ export function createDecider(options: DeciderOptions): Decide {
       return { kind: "denied", decision: held.decision, redisMs: 0, elapsedMs: now - held.at, fromCache: true };
     }
 
-    // the decision's budget when it has two calls (the pipeline's), else this call's rules':
-    // with only shadow rules there is no outcome to protect, so theirs, and their failure is
-    // none; with no enforced rule in an API key's call (its registry entry is an outcome) and
-    // with no rule at all, the configuration's own
+    // the decision's budget when it has two calls (the pipeline's), else this call's own (`budgetMs`)
     const asked = performance.now();
     const forgetsBefore = forgets;
     let reply: Reply;
