@@ -217,16 +217,15 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
     } catch (e) {
       // a full Redis refuses the script, which may write, but still answers reads: an
       // operator's block holds even then, whatever the rules' fail mode
+      let refusalsRead = false;
       if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
         const refused = await refusalWhenFull(redis, keys, scope, key, deadline, edgeNow).catch(() => undefined);
         if (refused) return refused;
-        if (refused === null) {
-          const error = new LimiterError(`rate-limit store failed: ${e.message}`, { cause: e });
-          error.refusalsRead = true;
-          throw error;
-        }
+        refusalsRead = refused === null;
       }
-      throw new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      const error = new LimiterError(`rate-limit store failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
+      error.refusalsRead = refusalsRead;
+      throw error;
     }
     return toReply(reply, limits, key);
   };
