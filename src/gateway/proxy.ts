@@ -222,6 +222,7 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
   // what prepare() puts before each public path ("/api" for ORIGIN_URL .../api or .../api/)
   const prefix = origin.pathname.replace(/\/$/, "");
 
+  /** One URL: on ORIGIN_URL's origin, on the origin the client asked for instead. */
   function rewrite(value: string, asked: URL): string {
     // a URL without a scheme has that of the request the origin answered, not the client's
     const at = URL.parse(value, SCHEME_RELATIVE.test(value) ? origin : asked);
@@ -246,7 +247,8 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
     return publicOrigin + path + at.search + at.hash;
   }
 
-  function rewriteOne(name: string, value: string, asked: URL): string {
+  /** One value of a URL header: the whole value, or a Refresh's url part. */
+  function rewriteValue(name: string, value: string, asked: URL): string {
     if (name !== "refresh") return rewrite(value, asked);
     const refresh = REFRESH.exec(value);
     if (!refresh) return value;
@@ -262,13 +264,13 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
   return (name, value, asked) => {
     // an API's pagination (rel="next") built from Host names the origin as a redirect would
     if (name === "link") return value.replace(LINK_TARGET, (_target, url: string) => `<${rewrite(url, asked)}>`);
-    const whole = rewriteOne(name, value, asked);
+    const whole = rewriteValue(name, value, asked);
     // The header sent more than once reaches the gate as one value, joined by ", " (only
     // Set-Cookie is kept apart): a later one naming ORIGIN_URL's origin is rewritten too, or it
     // would tell its address. A value whose later parts name no such origin is read as one URL.
     if (!value.includes(", ")) return whole;
     const parts = value.split(", ");
-    const each = parts.map((part) => rewriteOne(name, part, asked));
+    const each = parts.map((part) => rewriteValue(name, part, asked));
     return each.some((part, i) => i > 0 && part !== parts[i]) ? each.join(", ") : whole;
   };
 }
