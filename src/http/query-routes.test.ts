@@ -78,7 +78,7 @@ describe("matchPaths", () => {
     expect(on("/?q=user/login/%252E%252E/..")).toContain("/user/login");
     expect(on("/?r=site/login/./..")).toContain("/site/login");
     expect(on("/?rest_route=/wp/v2/global-styles/themes/x/../../../../y")).toContain("/wp-json/wp/v2/global-styles/themes/x/y");
-    // and as resolved, as before
+    // and resolved too
     expect(on("/?q=x/../user/login")).toContain("/user/login");
     expect(on("/?q=user/login/../..")).toContain("/");
     // both are worked out, so both count towards the 2,048 characters
@@ -125,7 +125,7 @@ describe("matchPaths", () => {
       expect(on("/x&rest_route=%252Fwp%252Fv2%252Fusers")).toContain("/wp-json/wp/v2/users"); // the server decodes once, PHP once more
       // on any path, not the front script alone: the rewrite moves every path into the front script's query
       expect(on("/v1/users&q=user/login")).toContain("/user/login");
-      // and the real query still routes as before
+      // and the request's own query routes too
       expect(on("/x&q=user/login?rest_route=/wp/v2/users")).toEqual(expect.arrayContaining(["/user/login", "/wp-json/wp/v2/users"]));
     });
 

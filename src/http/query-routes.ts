@@ -82,8 +82,8 @@ const ESCAPED_AMPERSAND = /%(?:25)?26/;
  * and every routing parameter after it (`q`, `r`, and WordPress's `rest_route`, named as PHP
  * reads them), with the query's bounds and refusals (see `matchPaths`). The path decoded once, as
  * the server decodes it, and twice, for a stack where a proxy decodes it first, as canonicalPath
- * decodes paths; the request's own query is read as before, not appended (the rewrite appends it,
- * but a `?q=` off the front script routes nothing to the gate: see the README).
+ * decodes paths; the request's own query is read on its own (`matchPaths`), not appended (the
+ * rewrite appends it, but a `?q=` off the front script routes nothing to the gate: see the README).
  */
 const pathAsQuery = (path: string) => (path.length < MEMO_MAX_LENGTH ? recentPaths(path) : pathAsQueryOf(path));
 
