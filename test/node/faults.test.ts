@@ -661,7 +661,7 @@ describe("faults between the Worker and Redis", () => {
       expectOneShadowFailure(lines, ["trial", "trial-address"]);
     });
 
-    it("through the Worker, an API key's admission beside a failing call for shadow address rules alone: unmarked, as before, and the failure now logged", async () => {
+    it("through the Worker, an API key's admission beside a failing call for shadow address rules alone: unmarked, with the failure logged", async () => {
       const lines: string[] = [];
       const RATE_LIMITS = rateLimits({
         identity: { header: "x-api-key" },
