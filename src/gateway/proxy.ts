@@ -191,8 +191,56 @@ function responseDropped(headers: Headers, urlHeaders?: string[]): string[] {
 /** Response headers whose URL a client follows or keeps (the runtime yields names in lower case). */
 const URL_HEADERS: ReadonlySet<string> = new Set(["location", "content-location", "refresh", "link"]);
 
-/** A Link header's targets (RFC 8288: `<URI-Reference>; rel="next"`, values joined by `,`). */
-const LINK_TARGET = /<([^<>]*)>/g;
+/**
+ * An `anchor` parameter of a Link value, at a `;` (RFC 8288 §3.2: the URI of the link's context,
+ * quoted or a token), read from the `;` on (sticky): group 1 its quoted value as written, group 2
+ * its token.
+ */
+const LINK_ANCHOR = /;[\t ]*anchor[\t ]*=[\t ]*(?:"((?:[^"\\]|\\[\s\S])*)"|([^\t ;,"]+))/iy;
+
+/**
+ * A Link value (RFC 8288 §3: `<URI-Reference>; rel="next"; anchor="…"`, values joined by `,`)
+ * with each target and each `anchor` parameter's URI passed through `rewrite`, read as a client
+ * reads it: a target runs from a `<` to its first `>` (or the value's end, when none closes it),
+ * whatever it holds (a `<` echoed in a query), and a quoted string (`title="a <b"`, with its `\`
+ * escapes) is no target. One pass over the value.
+ */
+function rewriteLink(value: string, rewrite: (url: string) => string): string {
+  let out = "";
+  let copied = 0;
+  /** `url` at value[start, end), rewritten in place */
+  const replace = (start: number, end: number) => {
+    const url = value.slice(start, end);
+    const rewritten = rewrite(url);
+    if (rewritten === url) return;
+    out += value.slice(copied, start) + rewritten;
+    copied = end;
+  };
+  for (let i = 0; i < value.length; ) {
+    const c = value.charCodeAt(i);
+    if (c === 60 /* < */) {
+      const close = value.indexOf(">", i + 1);
+      const end = close < 0 ? value.length : close;
+      replace(i + 1, end);
+      i = end + 1;
+    } else if (c === 34 /* " */) {
+      i++;
+      while (i < value.length && value.charCodeAt(i) !== 34) i += value.charCodeAt(i) === 92 /* \ */ ? 2 : 1;
+      i++;
+    } else if (c === 59 /* ; */) {
+      LINK_ANCHOR.lastIndex = i;
+      const anchor = LINK_ANCHOR.exec(value);
+      if (!anchor) {
+        i++;
+        continue;
+      }
+      const end = i + anchor[0].length - (anchor[1] === undefined ? 0 : 1);
+      replace(end - (anchor[1] ?? anchor[2]!).length, end);
+      i = i + anchor[0].length;
+    } else i++;
+  }
+  return copied === 0 ? value : out + value.slice(copied);
+}
 
 /** A URL without a scheme (`//host/path`; the parser reads `\` as `/` in an http URL). */
 const SCHEME_RELATIVE = /^[/\\]{2}/;
@@ -263,7 +311,7 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
 
   return (name, value, asked) => {
     // an API's pagination (rel="next") built from Host names the origin as a redirect would
-    if (name === "link") return value.replace(LINK_TARGET, (_target, url: string) => `<${rewrite(url, asked)}>`);
+    if (name === "link") return rewriteLink(value, (url) => rewrite(url, asked));
     const whole = rewriteValue(name, value, asked);
     // The header sent more than once reaches the gate as one value, joined by ", " (only
     // Set-Cookie is kept apart): a later one naming ORIGIN_URL's origin is rewritten too, or it

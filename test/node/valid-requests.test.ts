@@ -602,6 +602,24 @@ describe("an origin's redirects to its own address", () => {
     );
   });
 
+  it("an origin's Link header naming its own address in an anchor, behind a < in its target or a quoted parameter, comes back naming the public host", async () => {
+    const cases: [string, string][] = [
+      // anchor (RFC 8288 §3.2): the context's URI, quoted or a token
+      ['</v1/users/7/edit>; rel="edit-form"; anchor="http://{host}/v1/users/7"', `</v1/users/7/edit>; rel="edit-form"; anchor="${PUBLIC}/v1/users/7"`],
+      ["</v1/users/7/edit>; rel=edit-form; ANCHOR = http://{host}/v1/users/7, </b>; rel=b", `</v1/users/7/edit>; rel=edit-form; ANCHOR = ${PUBLIC}/v1/users/7, </b>; rel=b`],
+      // a target echoing a query as decoded (a < in it): the target runs to its first >
+      ['<http://{host}/v1/search?q=<b>; rel="next"', `<${PUBLIC}/v1/search?q=<b>; rel="next"`],
+      // a < or > inside a quoted parameter is no target's
+      ['</a>; title="a <b", <http://{host}/v1/users?page=3>; rel="last"', `</a>; title="a <b", <${PUBLIC}/v1/users?page=3>; rel="last"`],
+      ['</a>; title="\\"<", <http://{host}/c>; rel="last"', `</a>; title="\\"<", <${PUBLIC}/c>; rel="last"`],
+    ];
+    for (const [link, sent] of cases) {
+      const res = await through(base, { link }, 200);
+      expect([res.status, res.headers.link], link).toEqual([200, sent]);
+      expect(res.headers.link, link).not.toContain(`127.0.0.1:${port}`);
+    }
+  });
+
   it("an origin's redirect to its own address without a scheme (//host/path) comes back naming the public host", async () => {
     // it means the origin's own scheme (http), not the client's (https)
     const res = await through(base, { location: "//{host}/v1/users" }, 307);
