@@ -678,10 +678,20 @@ function narrowDenyEntries(config: GateConfig): string[] {
     if (net.kind() !== "ipv6") return;
     // an address of a transition range is counted as the IPv4 caller it is made from, not by its network
     const transition = transitionRange(net as ipaddr.IPv6, bits);
+    // The IPv4 entry is the one to write: it covers the caller's 6to4 site, Teredo and NAT64
+    // addresses too (compileAccess), and the caller holds that IPv4 address itself, so denied by
+    // its site or tunnel alone it comes by IPv4 and is not.
+    const byIPv4 = (ipv4: string, part = "that part") =>
+      `Write "${ipv4}" to deny it (an IPv4 entry covers its 6to4 site, its Teredo and NAT64 addresses too), or keep the entry if you mean ${part} alone.`;
     if (transition?.kind === "6to4") {
+      // a range of one site or less is one caller: wider ones hold many, each its own IPv4 host
       if (bits > 48) {
         warnings.push(
-          `deny.ips[${i}] ("${entry}") covers part of ${transition.site}, the 6to4 site of ${transition.ipv4}, which the gate counts as one caller (${transition.ipv4}: its quota and an admin block of the address are that IPv4 address's): the caller moves to another address of its site and is no longer denied. Write "${transition.site}" to deny the whole site, or keep the entry if you mean that part alone.`,
+          `deny.ips[${i}] ("${entry}") covers part of ${transition.site}, the 6to4 site of ${transition.ipv4}, which the gate counts as one caller (${transition.ipv4}: its quota and an admin block of the address are that IPv4 address's): the caller moves to another address of its site, or comes by IPv4 from ${transition.ipv4} itself (6to4 needs it), and is no longer denied. ${byIPv4(transition.ipv4)}`,
+        );
+      } else if (bits === 48) {
+        warnings.push(
+          `deny.ips[${i}] ("${entry}") covers the 6to4 site of ${transition.ipv4}, which the gate counts as one caller (${transition.ipv4}: its quota and an admin block of the address are that IPv4 address's): the caller comes by IPv4 from ${transition.ipv4} itself (6to4 needs it), or by Teredo, and is no longer denied. ${byIPv4(transition.ipv4, "its 6to4 addresses")}`,
         );
       }
       return;
@@ -689,8 +699,11 @@ function narrowDenyEntries(config: GateConfig): string[] {
     if (transition?.kind === "teredo") {
       if (bits > 32) {
         const client = transition.ipv4 ? ` (${transition.ipv4})` : "";
+        const advice = transition.ipv4
+          ? `, or comes by IPv4 from behind that address, and is no longer denied. ${byIPv4(transition.ipv4)}`
+          : ` and is no longer denied. No range narrower than "2001::/32", every Teredo client, holds one client whole; keep the entry if you mean that part alone.`;
         warnings.push(
-          `deny.ips[${i}] ("${entry}") covers part of a Teredo client, which the gate counts as the IPv4 address it carries${client} whatever its Teredo server and port: the caller moves to another server or port and is no longer denied. No range narrower than "2001::/32", every Teredo client, holds one client whole; keep the entry if you mean that part alone.`,
+          `deny.ips[${i}] ("${entry}") covers part of a Teredo client, which the gate counts as the IPv4 address it carries${client} whatever its Teredo server and port: the caller moves to another server or port${advice}`,
         );
       }
       return;
