@@ -198,6 +198,9 @@ const URL_HEADERS: ReadonlySet<string> = new Set(["location", "content-location"
  */
 const LINK_ANCHOR = /;[\t ]*anchor[\t ]*=[\t ]*(?:"((?:[^"\\]|\\[\s\S])*)"|([^\t ;,"]+))/iy;
 
+/** Text between a `<` and the next `>`, holding neither. */
+const BRACKETED = /<([^<>]*)>/g;
+
 /**
  * A Link value (RFC 8288 §3: `<URI-Reference>; rel="next"; anchor="…"`, values joined by `,`)
  * with each target and each `anchor` parameter's URI passed through `rewrite`, read as a client
@@ -311,7 +314,13 @@ function createUrlRewriter(origin: URL): (name: string, value: string, asked: UR
 
   return (name, value, asked) => {
     // an API's pagination (rel="next") built from Host names the origin as a redirect would
-    if (name === "link") return rewriteLink(value, (url) => rewrite(url, asked));
+    if (name === "link") {
+      const each = (url: string) => rewrite(url, asked);
+      // and every <…> holding no other < as well (one in a quoted title, or after a < no > closed,
+      // which a client reads as part of that target): a URL of ORIGIN_URL's origin there tells its
+      // address all the same, and a rewritten one names no such origin any more
+      return rewriteLink(value, each).replace(BRACKETED, (_all, url: string) => `<${each(url)}>`);
+    }
     const whole = rewriteValue(name, value, asked);
     // The header sent more than once reaches the gate as one value, joined by ", " (only
     // Set-Cookie is kept apart): a later one naming ORIGIN_URL's origin is rewritten too, or it

@@ -612,6 +612,9 @@ describe("an origin's redirects to its own address", () => {
       // a < or > inside a quoted parameter is no target's
       ['</a>; title="a <b", <http://{host}/v1/users?page=3>; rel="last"', `</a>; title="a <b", <${PUBLIC}/v1/users?page=3>; rel="last"`],
       ['</a>; title="\\"<", <http://{host}/c>; rel="last"', `</a>; title="\\"<", <${PUBLIC}/c>; rel="last"`],
+      // a URL of its own in angle brackets within a quoted title, and after a < no > closed
+      ['</a>; title="see <http://{host}/d>"', `</a>; title="see <${PUBLIC}/d>"`],
+      ["<http://{host}/a; rel=next, <http://{host}/b>; rel=last", `<${PUBLIC}/a; rel=next, <${PUBLIC}/b>; rel=last`],
     ];
     for (const [link, sent] of cases) {
       const res = await through(base, { link }, 200);
