@@ -30,10 +30,16 @@ export function parseRange(entry: string): Range | undefined {
   return [net.kind() === "ipv6" ? new ipaddr.IPv6((net as ipaddr.IPv6).parts) : net, bits];
 }
 
-function compileList(list: AccessLists | undefined) {
+/**
+ * One list as a check. `embedded`: an IPv4 entry also matches the 6to4, Teredo and NAT64
+ * addresses made from its addresses — for the deny list alone. Their return traffic reaches
+ * whoever relays those ranges (anyone may run a 6to4 relay), so they are that IPv4 caller to
+ * deny, not to trust.
+ */
+function compileList(list: AccessLists | undefined, embedded: boolean) {
   const keys = new Set(list?.keys ?? []);
   const ranges = (list?.ips ?? []).map((entry) => parseRange(entry)!);
-  const hasV4 = ranges.some(([net]) => net.kind() === "ipv4");
+  const hasV4 = embedded && ranges.some(([net]) => net.kind() === "ipv4");
   return (ip: Address | undefined, keyHash: string | undefined) => {
     if (keyHash !== undefined && keys.has(keyHash)) return true;
     if (ip === undefined) return false;
@@ -50,9 +56,9 @@ export type AccessCheck = (ip: Address | undefined, keyHash: string | undefined)
  * The allow and deny lists as one check; deny wins over allow. Checked before any Redis call: a
  * listed caller costs no round trip. Entries and client addresses are compared in one canonical
  * form, so an IPv4-mapped IPv6 entry (`::ffff:198.51.100.0/120`) is its IPv4 range and matches
- * IPv4 clients; and an IPv4 entry matches the 6to4, Teredo and NAT64 addresses made from its
- * addresses, which the gate counts as those IPv4 callers (only their return traffic reaches
- * them). Takes lists the configuration validated (every entry parses).
+ * IPv4 clients; and an IPv4 deny entry matches the 6to4, Teredo and NAT64 addresses made from
+ * its addresses (but local ones), which the gate counts as those IPv4 callers (an allow entry does not:
+ * see `compileList`). Takes lists the configuration validated (every entry parses).
  *
  * @example
  * const lists = compileAccess({ deny: { ips: ["198.51.100.0/24"] }, allow: { keys: [sha256hex] } });
@@ -60,8 +66,8 @@ export type AccessCheck = (ip: Address | undefined, keyHash: string | undefined)
  */
 export function compileAccess(lists: { allow?: AccessLists; deny?: AccessLists }): AccessCheck {
   if (!lists.allow && !lists.deny) return () => undefined;
-  const denied = compileList(lists.deny);
-  const allowed = compileList(lists.allow);
+  const denied = compileList(lists.deny, true);
+  const allowed = compileList(lists.allow, false);
   return (ip, keyHash) => {
     if (denied(ip, keyHash)) return "deny";
     if (allowed(ip, keyHash)) return "allow";

@@ -77,6 +77,10 @@ describe("client addresses", () => {
     expect(ipIdentity("2001:1:4136:e378:8000:63bf:3fff:fdd2", 64)).toBe("2001:1:4136:e378::/64");
     expect(ipIdentity("64:ff9b:1::c000:221", 64)).toBe("64:ff9b:1::/64");
     expect(ipIdentity("1:64:ff9b::c000:221", 64)).toBe("1:64:ff9b::/64");
+    // an IPv4 address no client comes from (private, loopback, reserved) makes no IPv4 caller
+    expect(ipIdentity("2002:a00:1:1::1", 64)).toBe("2002:a00:1:1::/64");
+    expect(ipIdentity("64:ff9b::127.0.0.1", 64)).toBe("64:ff9b::/64");
+    expect(ipIdentity("2001:0:4136:e378:8000:63bf:f5ff:fffe", 64)).toBe("2001:0:4136:e378::/64");
   });
 });
 

@@ -183,15 +183,24 @@ export function transitionRange(net: ipaddr.IPv6, bits: number): { kind: "6to4";
   return undefined;
 }
 
+/** Ranges of IPv4 addresses no transition range may embed (their RFCs forbid them): private, this host's, its link's, no host's. */
+const LOCAL_IPV4: ReadonlySet<string> = new Set(["private", "loopback", "linkLocal", "unspecified", "broadcast", "multicast"]);
+
 /**
- * The IPv4 address an IPv6 address of a transition range is made from (see `embeddedIPv4`), or
- * undefined: the caller the allow and deny lists read it as, besides the address itself.
+ * `text`, an IPv4 address embedded in one of a transition range, unless a local one: no client
+ * comes from 10.0.0.1 by way of 6to4, and such an address is counted by its network instead.
+ */
+const globalIPv4 = (text: string | undefined) => (text !== undefined && !LOCAL_IPV4.has(ipaddr.IPv4.parse(text).range()) ? text : undefined);
+
+/**
+ * The IPv4 address (not a local one) an IPv6 address of a transition range is made from (see
+ * `embeddedIPv4`), or undefined: the caller the deny list reads it as, besides the address itself.
  *
  * @example
- * embeddedIPv4Address(parseAddress("2002:c000:207::1") as ipaddr.IPv6)?.toString(); // "192.0.2.7"
+ * embeddedIPv4Address(parseAddress("2002:c633:6409::1") as ipaddr.IPv6)?.toString(); // "198.51.100.9"
  */
 export function embeddedIPv4Address(address: ipaddr.IPv6): ipaddr.IPv4 | undefined {
-  const text = embeddedIPv4(address.toByteArray());
+  const text = globalIPv4(embeddedIPv4(address.toByteArray()));
   return text === undefined ? undefined : ipaddr.IPv4.parse(text);
 }
 
@@ -203,7 +212,7 @@ export function embeddedIPv4Address(address: ipaddr.IPv6): ipaddr.IPv4 | undefin
  */
 export function addressBucket(address: Address, ipv6Prefix: number): string {
   if (address.kind() === "ipv4") return address.toString();
-  return embeddedIPv4(address.toByteArray()) ?? ipv6Network(address as ipaddr.IPv6, ipv6Prefix);
+  return globalIPv4(embeddedIPv4(address.toByteArray())) ?? ipv6Network(address as ipaddr.IPv6, ipv6Prefix);
 }
 
 /** Callers whose address is missing or unreadable share one bucket: a new spelling buys nothing. */

@@ -1024,15 +1024,18 @@ describe("IP addresses: one caller, one bucket", () => {
     }
   });
 
-  it("an IPv4 entry of the allow or deny list covers the 6to4, Teredo and NAT64 addresses made from its addresses, the callers they are", async () => {
+  it("an IPv4 deny entry covers the 6to4, Teredo and NAT64 addresses made from its addresses, the callers they are; an allow entry trusts its IPv4 addresses alone", async () => {
     const lists = await gate({ rules: [{ name: "m", limit: 1, window: "10m" }], deny: { ips: ["198.51.100.0/24"] }, allow: { ips: ["192.0.2.5"] } });
     // 198.51.100.9 as a 6to4 site, a Teredo client (the address inverted in its last 32 bits), NAT64
     for (const ip of ["2002:c633:6409:1::1", "2001:0:4136:e378:8000:63bf:39cc:9bf6", "64:ff9b::198.51.100.9"]) expect((await via(lists, "/", ip)).status, ip).toBe(403);
-    for (const ip of ["2002:c000:205:7::1", "64:ff9b::c000:205"]) {
-      const codes = [];
-      for (let i = 0; i < 3; i++) codes.push((await via(lists, "/", ip)).status);
-      expect(codes, ip).toEqual([200, 200, 200]);
-    }
+    // a relay's operator can answer for 192.0.2.5's 6to4 and NAT64 addresses: counted as that
+    // caller (one bucket), never trusted as it
+    const codes = [];
+    for (const ip of ["2002:c000:205:7::1", "2002:c000:205:7::1", "64:ff9b::c000:205"]) codes.push((await via(lists, "/", ip)).status);
+    expect(codes).toEqual([200, 429, 429]);
+    codes.length = 0;
+    for (let i = 0; i < 3; i++) codes.push((await via(lists, "/", "192.0.2.5")).status);
+    expect(codes).toEqual([200, 200, 200]);
     // a neighbour of the ranges is no IPv4 caller
     expect((await via(lists, "/", "2003:c633:6409:1::1")).status).toBe(200);
   });
