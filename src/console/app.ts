@@ -18,7 +18,7 @@ export const CONSOLE_JS = String.raw`
   var BASE = "/__slidegate/";
   var COLORS = { admitted: "#2e7d32", denied: "#c62828", "shadow-denied": "#ef6c00", blocked: "#6a1b9a", "failed-open": "#f9a825",
     "failed-closed": "#4e342e", "failed-shadow": "#9e9d24", allowlisted: "#00838f", denylisted: "#37474f", "unknown-key": "#8d6e63", "disabled-key": "#ad1457",
-    "ambiguous-key": "#5d4037", "key-required": "#546e7a" };
+    "ambiguous-key": "#5d4037", "key-required": "#546e7a", "store failures": "#d84315" };
   var refreshTimer = 0;
   var configuration = null;
   // Counts the views route() has drawn. A view's answers arrive when they will: one for a view
@@ -249,14 +249,19 @@ export const CONSOLE_JS = String.raw`
     }).concat([
       el("div", { class: "stat" }, [el("dt", { text: "all decisions" }), el("dd", { "data-total": "all", text: t.all })]),
       el("div", { class: "stat" }, [el("dt", { text: "fail-open" }), el("dd", { "data-total": "fail-open", class: t.decisions["failed-open"] ? "bad" : "", text: t.decisions["failed-open"] })]),
+      // beside the outcomes, not one of them: a shadow call that failed next to an admission
+      // leaves the decision "admitted", and only this shows the outage
+      el("div", { class: "stat" }, [el("dt", { text: "store failures" }), el("dd", { "data-total": "store-failures", class: t.storeFailures ? "bad" : "", text: t.storeFailures })]),
       el("div", { class: "stat" }, [el("dt", { text: "store p50 / p99" }), el("dd", { "data-total": "latency", text: t.storeLatencyMs.count ? "≤" + t.storeLatencyMs.p50 + " / ≤" + t.storeLatencyMs.p99 + " ms" : "—" })]),
       el("div", { class: "stat" }, [el("dt", { text: "lost in flushes" }), el("dd", { "data-total": "lost", class: t.lost ? "bad" : "", text: t.lost })]),
     ]));
     var decisions = lineChart("decisions", "Decisions per minute, by outcome", labels, outcomes.map(function (o) {
       return { name: o, color: COLORS[o] || "#555", sum: t.decisions[o], values: figures.minutes.map(function (m) { return m.decisions[o]; }) };
     }), { wide: true });
-    var failOpen = lineChart("fail-open", "Failed open per minute", labels, [{
+    var failOpen = lineChart("fail-open", "Failed open and store failures per minute", labels, [{
       name: "failed-open", color: COLORS["failed-open"], sum: t.decisions["failed-open"], values: figures.minutes.map(function (m) { return m.decisions["failed-open"]; }),
+    }, {
+      name: "store failures", color: COLORS["store failures"], sum: t.storeFailures, values: figures.minutes.map(function (m) { return m.storeFailures; }),
     }]);
     var latency = lineChart("latency", "Store latency per minute (bucket upper bound)", labels, [
       { name: "p50", color: "#2457c5", values: figures.minutes.map(function (m) { return m.storeLatencyMs.p50; }) },

@@ -71,6 +71,8 @@ export interface Latency {
 export interface MinuteFigures {
   at: string;
   decisions: Record<(typeof OUTCOMES)[number], number>;
+  /** decisions in which a store call failed, counted beside their outcome (see `totals.storeFailures`) */
+  storeFailures: number;
   storeLatencyMs: Latency;
 }
 
@@ -83,6 +85,12 @@ export interface Figures {
     storeLatencyMs: Latency;
     byTier: { outcome: string; tier: string; count: number }[];
     byRule: { outcome: string; tier: string; rule: string; count: number }[];
+    /**
+     * decisions in which a store call failed, whatever their outcome: besides the failed-*
+     * ones, a decision a call for shadow rules alone failed in while another call answered
+     * (admitted, denied, blocked). Not an outcome: `all` is the sum of `decisions` without it.
+     */
+    storeFailures: number;
     /** flush calls that reached Redis */
     flushes: number;
     /** decisions an isolate counted and could not deliver */
@@ -143,10 +151,12 @@ export async function readFigures({ redis, registry, config, now }: { redis: Red
   const histogram = LATENCY_BUCKETS_MS.map(() => 0);
   const byTier = new Map<string, number>();
   const byRule = new Map<string, number>();
-  const extra = { flushes: 0, lost: 0, untracked: 0 };
+  const extra = { storeFailures: 0, flushes: 0, lost: 0, untracked: 0 };
   const perMinute = span.map((minute, i): MinuteFigures => {
     const decisions = zeros();
     const own = LATENCY_BUCKETS_MS.map(() => 0);
+    // absent from a minute without one, and from one an earlier build counted: 0
+    let storeFailures = 0;
     for (const [f, n] of countsFrom(replies[i])) {
       const [kind, a = "", b = "", c = ""] = f.split("|");
       if (kind === "d" && a in decisions) {
@@ -154,13 +164,15 @@ export async function readFigures({ redis, registry, config, now }: { redis: Red
         byTier.set(`${a}|${b}`, (byTier.get(`${a}|${b}`) ?? 0) + n);
       } else if (kind === "r") byRule.set(`${a}|${b}|${c}`, (byRule.get(`${a}|${b}|${c}`) ?? 0) + n);
       else if (kind === "l" && Number(a) in own) own[Number(a)]! += n;
+      else if (f === field.storeFailures) storeFailures += n;
       else if (f === field.flushes) extra.flushes += n;
       else if (f === field.lost) extra.lost += n;
       else if (f === field.untracked) extra.untracked += n;
     }
     for (const o of OUTCOMES) totals[o] += decisions[o];
     for (const [b, n] of own.entries()) histogram[b]! += n;
-    return { at: new Date(minute * MINUTE_MS).toISOString(), decisions, storeLatencyMs: latencyOf(own) };
+    extra.storeFailures += storeFailures;
+    return { at: new Date(minute * MINUTE_MS).toISOString(), decisions, storeFailures, storeLatencyMs: latencyOf(own) };
   });
 
   const ranked = replies[span.length + 2] as unknown[];

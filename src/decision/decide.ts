@@ -7,7 +7,7 @@ import type { Identity } from "./identity.ts";
  * What one decision came to, before anyone turns it into a response. `shadowFailure`
  * (admitted, denied, blocked): the store failed on a call of the same decision made for shadow
  * rules alone (its address's, say), which changes nothing: the verdict stands, unmarked, and
- * the failure is logged as a store failure.
+ * the failure is logged as a store failure and counted in the console's store failures.
  */
 export type Verdict =
   /** `by`: the identity whose shadow rules would have refused it, when it is not the caller's (its address's) */

@@ -230,6 +230,51 @@ describe("live figures", () => {
     expect([decisions.admitted, decisions["failed-shadow"], decisions["failed-open"]]).toEqual([0, 1, 1]);
     expect(storeLatencyMs.count).toBe(0);
   });
+
+  it("counts a store failure of the shadow call beside an admission as one store failure and one admitted, and each failed decision as one store failure, beside the outcomes", async () => {
+    const { isolate, read, clock } = setup();
+    const figures = isolate();
+    const error = new LimiterError("rate-limit store failed: injected");
+    const failed = (closed: boolean, shadowOnly?: true): Step => ({
+      kind: "decided",
+      caller: caller(),
+      rules: RULES,
+      verdict: { kind: "failed", closed, error, ...(shadowOnly && { shadowOnly }) },
+    });
+    // an API key's call answered, its address's call for shadow rules alone failed
+    const besideAdmission: Step = {
+      kind: "decided",
+      caller: caller(),
+      rules: RULES,
+      verdict: { kind: "admitted", decision: decision(true), redisMs: 3, shadowFailure: { error, address: true } },
+    };
+    figures.record(besideAdmission);
+    figures.record(failed(false));
+    figures.record(failed(true));
+    figures.record(failed(false, true));
+    figures.record(admitted());
+    figures.record(denied());
+    clock.ms += 60_000;
+    figures.record(besideAdmission);
+    await figures.flush();
+    const { minutes, totals } = await read(2);
+    expect(totals.storeFailures).toBe(5);
+    expect(minutes.map((m) => m.storeFailures)).toEqual([4, 1]);
+    expect(totals.decisions).toMatchObject({ admitted: 3, denied: 1, "failed-open": 1, "failed-closed": 1, "failed-shadow": 1 });
+    // one outcome per decision: the store failures are no decisions of their own
+    expect(totals.all).toBe(7);
+    expect(totals.lost).toBe(0);
+    // the admissions beside a failed call still waited on the store that answered them
+    expect(totals.storeLatencyMs.count).toBe(4);
+  });
+
+  it("reads a minute counted without store failures (by an earlier build) as none", async () => {
+    const { prefix, read } = setup();
+    await redis.hincrby(figureKeys.minute(prefix, Math.floor(T0 / 60_000)), "d|admitted|default", 3);
+    const { minutes, totals } = await read(2);
+    expect([totals.decisions.admitted, totals.all, totals.storeFailures]).toEqual([3, 3, 0]);
+    expect(minutes.map((m) => m.storeFailures)).toEqual([0, 0]);
+  });
 });
 
 describe("latency buckets", () => {

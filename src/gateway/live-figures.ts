@@ -1,3 +1,4 @@
+import { storeFailureOf } from "../decision/decide.ts";
 import type { Identity } from "../decision/identity.ts";
 import type { Step } from "../decision/pipeline.ts";
 import { storeClient } from "../script/store-client.ts";
@@ -5,7 +6,8 @@ import type { Outcome } from "./metrics.ts";
 
 /**
  * Live figures for the console: each isolate counts its decisions in memory, per minute —
- * outcome × tier (and × rule), a store-latency histogram with fixed buckets, and the identities
+ * outcome × tier (and × rule), a store-latency histogram with fixed buckets, the decisions a
+ * store call failed in (beside their outcomes: one outcome per decision), and the identities
  * refused most — and adds them to Redis in one REST call at most every `intervalMs`, in the
  * background of a request (`ctx.waitUntil`). A request never waits for the figures and never
  * makes a Redis call for them.
@@ -71,12 +73,15 @@ export const figureKeys = {
  *   d|<outcome>|<tier>         decisions
  *   r|<outcome>|<tier>|<rule>  decisions per rule (a decision over two rules counts in both)
  *   l|<bucket index>           decisions that waited on the store, per latency bucket
+ *   x|store-failures           decisions in which a store call failed, whatever their outcome
  *   x|flushes, x|lost, x|untracked, x|rules-untracked   (see `FiguresTotals`)
+ * A field an isolate never wrote (a minute counted by an earlier build, say) reads as 0.
  */
 export const field = {
   decisions: (outcome: string, tier: string) => `d|${outcome}|${tier}`,
   rule: (outcome: string, tier: string, rule: string) => `r|${outcome}|${tier}|${rule}`,
   latency: (bucket: number) => `l|${bucket}`,
+  storeFailures: "x|store-failures",
   flushes: "x|flushes",
   lost: "x|lost",
   untracked: "x|untracked",
@@ -128,6 +133,12 @@ export interface Counted {
   storeMs?: number;
   /** for a refused caller (denied or blocked): its key's SHA-256, or its tag */
   refused?: string;
+  /**
+   * a store call of the decision failed: one that fixed its outcome (failed-open, -closed,
+   * -shadow) or one for shadow rules beside a call that answered, whose outcome is the other
+   * call's and would otherwise hide the outage
+   */
+  storeFailure?: true;
 }
 
 const names = (rules: readonly { name: string }[]) => rules.map((r) => r.name);
@@ -149,7 +160,13 @@ function countedOf(step: Step): Counted | undefined {
     default:
       return undefined;
   }
-  const { verdict, rules } = step;
+  const counted = decidedCounted(step, who);
+  // the same failures the gateway logs as slidegate.store_failure: at most one per decision,
+  // though both of its calls failed
+  return storeFailureOf(step.verdict, step.rules) ? { ...counted, storeFailure: true } : counted;
+}
+
+function decidedCounted({ caller: { tier }, verdict, rules }: Extract<Step, { kind: "decided" }>, who: string): Counted {
   // a refusal by the address's rules is the address's, whatever key the request carried
   const refused = (by: Identity | undefined) => (by ? (by.keyHash ?? by.tag) : who);
   switch (verdict.kind) {
@@ -280,6 +297,7 @@ export function createLiveFigures(options: LiveFiguresOptions): LiveFigures {
       else add(m.fields, field.rulesUntracked, 1);
     }
     if (c.storeMs !== undefined) add(m.fields, field.latency(latencyBucket(c.storeMs)), 1);
+    if (c.storeFailure) add(m.fields, field.storeFailures, 1);
     if (c.refused !== undefined) {
       if (!m.top.has(c.refused) && m.top.size >= FIGURES_DEFAULTS.trackedPerMinute) makeRoom(m);
       add(m.top, c.refused, 1);

@@ -156,11 +156,14 @@ describe("the console in a browser", () => {
     expect(await text("[data-total=denylisted]")).toBe("2");
     expect(await text("[data-total=fail-open]")).toBe("0");
     expect(await text("[data-total=lost]")).toBe("0");
+    expect(await text("[data-total=store-failures]")).toBe("0");
+    expect(await page.locator("[data-total=store-failures]").getAttribute("class")).toBe("");
     expect(await text("[data-total=latency]")).toMatch(/^≤\d+ \/ ≤\d+ ms$/);
     // the charts carry the same numbers: each series' sum, drawn as SVG
     expect(await page.locator("[data-chart=decisions] [data-series=admitted]").getAttribute("data-sum")).toBe("16");
     expect(await page.locator("[data-chart=decisions] [data-series=denied]").getAttribute("data-sum")).toBe("7");
     expect(await page.locator("[data-chart=fail-open] [data-series=failed-open]").getAttribute("data-sum")).toBe("0");
+    expect(await page.locator('[data-chart=fail-open] [data-series="store failures"]').getAttribute("data-sum")).toBe("0");
     expect(await page.locator("[data-chart=decisions] svg path").count()).toBeGreaterThanOrEqual(3);
     expect(await page.locator("[data-chart=latency] svg path").count()).toBe(2);
 
@@ -171,6 +174,29 @@ describe("the console in a browser", () => {
     expect(await rows.nth(1).locator("td").allInnerTexts()).toEqual([expect.stringMatching(/^k[\w-]{22}$/), "API key", "Acme Corp", "paid", "3"]);
     await screenshot("health");
     if (process.env.SLIDEGATE_CONSOLE_SCREENSHOT) copyFileSync("dist/console-health.png", process.env.SLIDEGATE_CONSOLE_SCREENSHOT);
+  }, 120_000);
+
+  it("shows store failures, which no outcome tells, as a stat marked bad and a series beside fail-open", async () => {
+    // the figures as a store whose address calls failed beside admitted keys would leave them
+    await page.route("**/__slidegate/figures", async (route) => {
+      const res = await route.fetch();
+      const figures = (await res.json()) as { minutes: { storeFailures: number }[]; totals: { storeFailures: number } };
+      figures.minutes.at(-1)!.storeFailures = 3;
+      figures.totals.storeFailures = 3;
+      await route.fulfill({ response: res, json: figures });
+    });
+    try {
+      expect(await refreshUntil("[data-total=store-failures]", "3")).toBe("3");
+      expect(await page.locator("[data-total=store-failures]").getAttribute("class")).toBe("bad");
+      // the decisions stay as they were: a store failure is no outcome of its own
+      expect(await text("[data-total=all]")).toBe("25");
+      const series = page.locator('[data-chart=fail-open] [data-series="store failures"]');
+      expect(await series.getAttribute("data-sum")).toBe("3");
+      expect(await page.locator("[data-chart=fail-open] svg circle").count()).toBe(1);
+    } finally {
+      await page.unroute("**/__slidegate/figures");
+    }
+    expect(await refreshUntil("[data-total=store-failures]", "0")).toBe("0");
   }, 120_000);
 
   it("acts on an identity from its detail: reset, block (403 on its next request), unblock (it passes), tier, override", async () => {

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
+import { identify } from "../../src/decision/identity.ts";
 import { SLIDING_WINDOW_SCRIPT } from "../../src/script/sliding-window.ts";
 import { rateLimits, startGateFleet, startGateIsolate } from "../helpers/miniflare.ts";
 import { type OwnShim, startOwnShim } from "../helpers/shim.ts";
@@ -19,7 +20,8 @@ let proxy: FaultProxy;
 const started: { dispose(): Promise<void> }[] = [];
 
 interface Figures {
-  totals: { all: number; flushes: number; lost: number; decisions: Record<string, number> };
+  minutes: { storeFailures: number }[];
+  totals: { all: number; flushes: number; lost: number; storeFailures: number; decisions: Record<string, number> };
 }
 
 beforeAll(async () => {
@@ -163,5 +165,31 @@ describe("live figures across isolates", () => {
     // a request re-arms the flush of what the store missed
     expect(await send(fleet, 2, () => "198.51.100.30")).toEqual([200, 200]);
     await expectSettledFigures(figures, 7, { "failed-open": 3, admitted: 4 });
+  }, 120_000);
+
+  it("an API key admitted while its address's call for shadow rules fails: one admitted, and one store failure beside it", async () => {
+    const { fleet, figures } = await setup(1, {
+      identity: { header: "x-api-key" },
+      rules: [{ name: "per-key", limit: 100, window: "1h" }],
+      addressRules: [{ name: "trial-address", limit: 100, window: "1h", shadow: true }],
+    });
+    const key = `key-${crypto.randomUUID()}`;
+    const keyTag = (await identify("k", key)).tag;
+    // the key's call reaches the store; the address's (and a flush, should one come meanwhile) does not
+    proxy.set({ kind: "status", status: 503 }, (body) => body.includes(keyTag));
+    let res: Awaited<ReturnType<Miniflare["dispatchFetch"]>>;
+    try {
+      res = await fleet.isolates[0]!.dispatchFetch("http://gate.example/", { headers: { "cf-connecting-ip": "198.51.100.50", "x-api-key": key } });
+      await res.arrayBuffer();
+    } finally {
+      proxy.set({ kind: "none" });
+    }
+    expect(res.status).toBe(200);
+    expect(res.headers.has("X-Slidegate-Fail-Open")).toBe(false);
+    expect(res.headers.get("RateLimit")).toContain('"per-key"');
+    await expectSettledFigures(figures, 1, { admitted: 1 });
+    const f = await figures();
+    expect(f.totals.storeFailures).toBe(1);
+    expect(f.minutes.reduce((sum, m) => sum + m.storeFailures, 0)).toBe(1);
   }, 120_000);
 });
