@@ -110,6 +110,13 @@ function build(env: GatewayEnv): Gate {
                 "ADMIN_TOKEN: holds a space or line break at an end, or a control character, so no Authorization header can carry it as it is (a header value loses spaces at its ends and holds no control character): set it again without them; the admin API answers its configuration error until it is",
               ]
             : []),
+          // a header's bytes are read one character each: a client sends such a character as two
+          // or more (UTF-8), or refuses to (fetch), and every sign-in is a counted failure
+          ...(/[\u0100-\uffff]/.test(env.ADMIN_TOKEN)
+            ? [
+                "ADMIN_TOKEN: holds a character past U+00FF (a typographic dash or quote, say), which no header can hold: every sign-in would be a 401, counted as a failure; set a random one (openssl rand -hex 32); the admin API answers its configuration error until it is",
+              ]
+            : []),
         ];
   const refusedAdminToken = adminTokenErrors.length > 0;
   if (refusedAdminToken) console.error(JSON.stringify({ event: "slidegate.config_error", errors: adminTokenErrors }));

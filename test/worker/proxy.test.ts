@@ -209,6 +209,27 @@ describe("the Worker entry", () => {
     }
   });
 
+  it("refuses an ADMIN_TOKEN holding a character past U+00FF, which no header can hold (its bytes are read one character each), naming it, without echoing it", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      const token = "0123456789abcdef\u20140123456789abcdef"; // an em dash, as a word processor writes "--"
+      const unsendable = env({ ADMIN_TOKEN: token });
+      expect((await worker.fetch(request(), unsendable)).status).toBe(200);
+      // the token as a client that sends it in UTF-8 (curl from a terminal) arrives: its bytes, one character each
+      const arrives = String.fromCharCode(...new TextEncoder().encode(token));
+      const res = await worker.fetch(
+        new Request("https://gate.example/__slidegate/usage", { method: "POST", headers: { authorization: `Bearer ${arrives}` }, body: '{"ip":"192.0.2.1"}' }),
+        unsendable,
+      );
+      expect([res.status, ((await res.json()) as { type: string }).type]).toEqual([500, "urn:slidegate:configuration-error"]);
+      const lines = logged.mock.calls.map((c) => String(c[0]));
+      expect(lines.some((l) => l.includes("ADMIN_TOKEN: holds a character past U+00FF"))).toBe(true);
+      expect(lines.join("\n")).not.toContain(token.slice(17));
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("refuses an ADMIN_TOKEN too short to outlast guessing from many addresses: the admin API answers its configuration error, the gate goes on, and the token is never echoed", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
