@@ -160,6 +160,13 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
   if (/[\u0000-\u0008\u000a-\u001f\u007f]/.test(token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""))) {
     throw new UsageError("ADMIN_TOKEN holds a line break or another control character, which no header can carry (a token file of more than one line?): export the token alone");
   }
+  // The gate reads a header a byte a character, and node's fetch sends such a character as two
+  // or more (UTF-8), or not at all: the gate would see another token and count a failed sign-in.
+  if (/[^\x20-\x7e\t\n\r]/.test(token)) {
+    throw new UsageError(
+      "ADMIN_TOKEN holds a character outside ASCII, which this command cannot send as the gate reads it (a byte a character): it would be a failed sign-in, counted against this address. Give the gate a random ASCII token (openssl rand -hex 32)",
+    );
+  }
   const unsafe = unsafeBase();
   if (unsafe) throw new UsageError(unsafe);
   let res: Response;

@@ -547,6 +547,22 @@ describe("npm run keys, against a hostile file or server", () => {
     }
   });
 
+  it("refuses an ADMIN_TOKEN holding a character outside ASCII before connecting, without printing it: sent in UTF-8, the gate reads other characters and counts a failed sign-in", async () => {
+    const listening = await fakeGate(() => [200, {}]);
+    try {
+      // "é" is one byte to a browser's fetch (the console signs in with it) and two to node's: the
+      // gate, reading a byte a character, answers every run 401, each one of the address's failures
+      for (const token of ["admin-caf\u00e9-0123456789abcdefghijklmnop", "admin-dash\u2014-0123456789abcdefghijklmnop"]) {
+        const r = await cli(["show", "sk-x"], { SLIDEGATE_URL: `http://127.0.0.1:${listening.port}`, ADMIN_TOKEN: token });
+        expect([r.code, r.stderr]).toEqual([2, expect.stringMatching(/ADMIN_TOKEN holds a character outside ASCII/)]);
+        expect(r.stderr).not.toMatch(/0123456789abc/);
+      }
+      expect(listening.calls).toEqual([]);
+    } finally {
+      await listening.close();
+    }
+  });
+
   it("refuses a SLIDEGATE_URL with a path, a query or credentials before connecting, without repeating it: the admin API is at the root, and a path would carry the token to the origin", async () => {
     const listening = await fakeGate(() => [404, { title: "Not Found", detail: "an origin's page" }]);
     try {
