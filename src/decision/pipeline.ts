@@ -208,6 +208,9 @@ export function createPipeline(options: DeciderOptions): Pipeline {
   const defaultRules = config.tiers.get(config.defaultTier) ?? [];
   // key tag → the tier the registry last put it in (a hint: the script checks it on every call)
   const registryTiers = createExpiringCache<string>(config.denialCacheSize);
+  // operators' changes served here so far: a registry answer asked for before one is not
+  // remembered after it (it may tell of an entry the change has just removed or moved)
+  let forgets = 0;
   const addressRules = config.addressRules.map((r) => ({ ...r, scope: ADDRESS_SCOPE }));
 
   const checkCost = (cost: number | undefined, rules: readonly Rule[]) => {
@@ -245,6 +248,13 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     const configured = config.keyTiers.get(hash);
     const fallback = configured ?? (config.unknownKeys === "defaultTier" ? config.defaultTier : "");
     const remembered = registryTiers.get(caller.identity.tag, clock());
+    const forgetsBefore = forgets;
+    /** the registry's tier for the key, kept for `denialCacheMaxAge` unless an operator's change came since the decision began */
+    const remember = (t: string) => {
+      if (forgets !== forgetsBefore) return;
+      const now = clock();
+      registryTiers.set(caller.identity.tag, now + config.denialCacheMaxAgeMs, t, now);
+    };
     let tier = remembered?.value ?? configured ?? config.defaultTier;
     // (a tier the registry names but this configuration lacks: the default tier's rules)
     const rulesOf = (t: string) => rulesFor(config, t, match.methods, match.paths);
@@ -303,9 +313,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
     };
     /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */
     const known = () => {
-      if (!asAddressIfUnknown) return;
-      const now = clock();
-      registryTiers.set(caller.identity.tag, now + config.denialCacheMaxAgeMs, tier, now);
+      if (asAddressIfUnknown) remember(tier);
     };
     for (let moves = 0; ; moves++) {
       // a shadow rule of the tier as this isolate knows it refuses the cost: first the key's
@@ -314,8 +322,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       const verdict = await decide(caller.identity, tier, over ? [] : rules, cost, lookup, budgetWith(rules));
       if (verdict.kind === "other-tier" && moves < TIER_MOVES) {
         tier = verdict.tier;
-        const now = clock();
-        registryTiers.set(caller.identity.tag, now + config.denialCacheMaxAgeMs, tier, now);
+        remember(tier);
         rules = rulesOf(tier);
         visited.push(rules);
         continue;
@@ -426,6 +433,7 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       return { kind: "decided", caller, rules: defaultRules, verdict: await decide(identity, config.defaultTier, defaultRules, cost) };
     },
     forget(tag) {
+      forgets++;
       decide.forget(tag);
       registryTiers.forget(tag);
     },

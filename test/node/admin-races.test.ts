@@ -98,3 +98,62 @@ describe("an operator's change on the isolate that served it", () => {
     expect(await ask({ "cf-connecting-ip": freshIp(), "x-api-key": key })).toBe(200);
   });
 });
+
+describe("a key's registry answer that reaches the isolate after the key's deletion there", () => {
+  // With unknownKeys "ip" an isolate remembers the keys the registry holds, to ask their address
+  // rules beside them; a key nobody knows is decided as its address in one call after the key's
+  let asAddress: Miniflare;
+  beforeAll(async () => {
+    asAddress = await startGateIsolate({
+      UPSTASH_REDIS_REST_URL: proxy.url,
+      ADMIN_TOKEN,
+      RATE_LIMITS: rateLimits({
+        identity: { header: "x-api-key", unknownKeys: "ip" },
+        timeout: 30_000,
+        rules: [{ name: "day", limit: 100, window: "1d" }],
+        addressRules: [{ name: "per-address", limit: 100, window: "1d" }],
+      }),
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await asAddress?.dispose();
+  });
+
+  const askAs = async (headers: Record<string, string>) => {
+    const res = await asAddress.dispatchFetch("http://gate.example/", { headers });
+    await res.arrayBuffer();
+    return res.status;
+  };
+  const adminAs = async (route: string, body: unknown) => {
+    const res = await asAddress.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "192.0.2.201" },
+      body: JSON.stringify(body),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  };
+
+  it("is not remembered as the registry holding it: the key's next request is decided as its address, the key's call and one more", async () => {
+    const key = `sk-${crypto.randomUUID()}`;
+    const { tag } = await identify("k", key);
+    const headers = { "cf-connecting-ip": freshIp(), "x-api-key": key };
+    expect(await adminAs("keys/set", { key, tier: "default" })).toBe(200);
+    expect(await askAs(headers)).toBe(200); // the registry holds it: remembered
+    const held = holdDecision(tag);
+    const before = askAs(headers);
+    await held.answered; // admitted while the key was registered
+    expect(await adminAs("keys/delete", { key })).toBe(200);
+    held.release();
+    expect(await before).toBe(200);
+    // every call of the next request counted (a delay of 0 ms is a fault the proxy counts)
+    const counted = proxy.faulted;
+    proxy.set({ kind: "slow", ms: 0 });
+    try {
+      expect(await askAs(headers)).toBe(200);
+    } finally {
+      proxy.set({ kind: "none" });
+    }
+    expect(proxy.faulted - counted).toBe(2);
+  });
+});
