@@ -35,14 +35,16 @@ afterAll(async () => {
 let next = 0;
 const freshIp = () => `198.51.100.${++next}`;
 
-async function ask(headers: Record<string, string>): Promise<number> {
-  const res = await gate.dispatchFetch("http://gate.example/", { headers });
+/** A request's status from `on` (this file's first gate unless named). */
+async function ask(headers: Record<string, string>, on: Miniflare = gate): Promise<number> {
+  const res = await on.dispatchFetch("http://gate.example/", { headers });
   await res.arrayBuffer();
   return res.status;
 }
 
-async function admin(route: string, body: unknown): Promise<number> {
-  const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+/** An admin call's status from `on` (this file's first gate unless named). */
+async function admin(route: string, body: unknown, on: Miniflare = gate): Promise<number> {
+  const res = await on.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
     method: "POST",
     headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "192.0.2.200" },
     body: JSON.stringify(body),
@@ -119,20 +121,8 @@ describe("a key's registry answer that reaches the isolate after the key's delet
     await asAddress?.dispose();
   });
 
-  const askAs = async (headers: Record<string, string>) => {
-    const res = await asAddress.dispatchFetch("http://gate.example/", { headers });
-    await res.arrayBuffer();
-    return res.status;
-  };
-  const adminAs = async (route: string, body: unknown) => {
-    const res = await asAddress.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "192.0.2.201" },
-      body: JSON.stringify(body),
-    });
-    await res.arrayBuffer();
-    return res.status;
-  };
+  const askAs = (headers: Record<string, string>) => ask(headers, asAddress);
+  const adminAs = (route: string, body: unknown) => admin(route, body, asAddress);
 
   it("is not remembered as the registry holding it: the key's next request is decided as its address, the key's call and one more", async () => {
     const key = `sk-${crypto.randomUUID()}`;
