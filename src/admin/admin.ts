@@ -390,8 +390,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         }
         // checked only, nothing written: a client checks a whole file, batch by batch, before it imports any of it
         if (check) return json({ checked: items.length });
-        await registry.mergeMany(items);
-        for (const { identity } of items) options.forget?.(identity.tag);
+        // forgotten even when the store fails: a write whose answer was lost may have landed
+        try {
+          await registry.mergeMany(items);
+        } finally {
+          for (const { identity } of items) options.forget?.(identity.tag);
+        }
         return json({ imported: items.length });
       },
     },
@@ -509,6 +513,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     try {
       response = route.who === "none" ? await route.run(body) : await route.run(identity!, body);
     } catch (e) {
+      // a change whose answer never came back (cut, late) may have landed all the same: this
+      // isolate forgets as if it had, which costs at most one store read
+      if (route.who !== "none" && route.forgets) options.forget?.(identity!.tag);
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
       if (e instanceof errors.UpstashError && WRONG_TYPE.test(e.message)) return wrongType();

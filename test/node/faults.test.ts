@@ -363,6 +363,64 @@ describe("faults between the Worker and Redis", () => {
     await expectStoreUnavailable({ kind: "reply", result }, routes);
   });
 
+  describe("an admin change whose answer the store lost (applied, the answer cut): the isolate that served it forgets all the same", () => {
+    const ADMIN_TOKEN = randomBytes(32).toString("hex");
+    // the sign-in's calls reach the store and come back; the route's own lose their answers
+    const signIn = (call: string) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call);
+    const adminCall = (gate: Miniflare, route: string, payload: unknown) =>
+      gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "198.51.100.78" },
+        body: JSON.stringify(payload),
+      });
+    /** two requests of `headers` on `gate` under a limit of 1: the second's 429 is remembered for the cache's whole life */
+    async function denied(gate: Miniflare, headers: Record<string, string>) {
+      expect((await ask({ isolates: [gate] }, headers)).status).toBe(200);
+      expect((await ask({ isolates: [gate] }, headers)).status).toBe(429);
+    }
+
+    it("a reset of an address: its next request is decided by the store, and admitted", async () => {
+      const RATE_LIMITS = rateLimits({ denialCacheMaxAge: "10m", rules: [{ name: "default", limit: 1, window: "10m" }] });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+      try {
+        const caller = fresh();
+        await denied(gate, caller);
+        const reset = await during({ kind: "lost-reply" }, () => adminCall(gate, "reset", { ip: caller["cf-connecting-ip"] }), signIn);
+        await reset.arrayBuffer();
+        expect(reset.status).toBe(503);
+        // the reset landed: the caller's window is gone from Redis
+        const tag = await identify("i", ipIdentity(caller["cf-connecting-ip"], 64));
+        const direct = new Redis(redis.url);
+        expect(await direct.keys(`${(JSON.parse(RATE_LIMITS) as { prefix: string }).prefix}:{${tag.tag}}:*`)).toEqual([]);
+        direct.disconnect();
+        expect((await ask({ isolates: [gate] }, caller)).status).toBe(200);
+      } finally {
+        await gate.dispose();
+      }
+    });
+
+    it("an import that moves a key to a roomier tier: its next request is decided by the store, and admitted", async () => {
+      const RATE_LIMITS = rateLimits({
+        denialCacheMaxAge: "10m",
+        identity: { header: "x-api-key" },
+        defaultTier: "default",
+        tiers: { default: { rules: [{ name: "per-key", limit: 1, window: "10m" }] }, roomy: { rules: [{ name: "per-key", limit: 100, window: "10m" }] } },
+      });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+      try {
+        const key = `import-${randomBytes(8).toString("hex")}`;
+        const caller = { ...fresh(), "x-api-key": key };
+        await denied(gate, caller);
+        const imported = await during({ kind: "lost-reply" }, () => adminCall(gate, "keys/import", { entries: [{ key, tier: "roomy" }] }), signIn);
+        await imported.arrayBuffer();
+        expect(imported.status).toBe(503);
+        expect((await ask({ isolates: [gate] }, caller)).status).toBe(200);
+      } finally {
+        await gate.dispose();
+      }
+    });
+  });
+
   it("a store that forgot the script gets one budget for the decision, the reload included", async () => {
     // each leg 0.6 of the budget: the EVALSHA's NOSCRIPT, then the EVAL that reloads the script
     const admin = new Redis(redis.url);
