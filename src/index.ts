@@ -110,11 +110,13 @@ function build(env: GatewayEnv): Gate {
                 "ADMIN_TOKEN: holds a space or line break at an end, or a control character, so no Authorization header can carry it as it is (a header value loses spaces at its ends and holds no control character): set it again without them; the admin API answers its configuration error until it is",
               ]
             : []),
-          // a header's bytes are read one character each: a client sends such a character as two
-          // or more (UTF-8), or refuses to (fetch), and every sign-in is a counted failure
-          ...(/[\u0100-\uffff]/.test(env.ADMIN_TOKEN)
+          // The runtime reads a header's bytes as UTF-8 (a byte that is not UTF-8 as U+FFFD): curl
+          // from a terminal sends such a token as UTF-8 and signs in, while a browser (the console)
+          // and Node (`npm run keys`) send U+0080 to U+00FF as one byte each and refuse anything
+          // past it, so half the tools would fail, each try a counted failure.
+          ...(/[\u0080-\uffff]/.test(env.ADMIN_TOKEN)
             ? [
-                "ADMIN_TOKEN: holds a character past U+00FF (a typographic dash or quote, say), which no header can hold: every sign-in would be a 401, counted as a failure; set a random one (openssl rand -hex 32); the admin API answers its configuration error until it is",
+                "ADMIN_TOKEN: holds a character outside ASCII (a typographic dash or quote, an accented letter), which the console and npm run keys cannot send as the gate reads it: their sign-ins would be 401s, counted as failures; set a random ASCII one (openssl rand -hex 32); the admin API answers its configuration error until it is",
               ]
             : []),
         ];
