@@ -217,10 +217,14 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         oldestEntryAt: inWindow ? new Date(oldest / 1000).toISOString() : null,
       };
     };
+    // a key nobody knows is not limited by its tier's rules under these policies: an operator
+    // reading them as its quota would misread the answer
+    const unknownKey = identity.kind === "k" && !entry && !config.keyTiers.has(identity.keyHash!) && config.unknownKeys !== "defaultTier";
     return {
       identity: { kind: ({ k: "key", i: "ip", u: "user" } as const)[identity.kind], tag: identity.tag },
       tier,
       ...(entry && { registry: entry }),
+      ...(unknownKey && { unknownKey: config.unknownKeys }),
       blockedForMs: blockLeft(blockValue, blockTtl, now),
       rules: rules.map((r, i) => windowOf(r, logs[2 * i] ?? [], logs[2 * i + 1] ?? [])),
       ...(addressRules.length && {

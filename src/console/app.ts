@@ -334,7 +334,7 @@ export const CONSOLE_JS = String.raw`
       el("div", { class: "stat" }, [el("dt", { text: "tag" }), el("dd", { class: "mono", "data-fact": "tag", text: usage.identity.tag })]),
       el("div", { class: "stat" }, [el("dt", { text: "tier" }), el("dd", { "data-fact": "tier", text: usage.tier })]),
       el("div", { class: "stat" }, [el("dt", { text: "block" }), el("dd", { "data-fact": "block", class: blocked ? "bad" : "", text: usage.blockedForMs === null ? "blocked, no end" : usage.blockedForMs > 0 ? "blocked for " + Math.ceil(usage.blockedForMs / 1000) + " s" : "not blocked" })]),
-      isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", text: entry ? (entry.disabled ? "disabled" : "registered") : "not registered" })]),
+      isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", text: entry ? (entry.disabled ? "disabled" : "registered") : usage.unknownKey === "reject" ? "not registered: refused (401)" : usage.unknownKey === "ip" ? "not registered: limited as its address" : "not registered" })]),
     ]);
     var overrides = (entry && entry.overrides) || {};
     var rules = el("table", { id: "usage" }, [

@@ -377,6 +377,34 @@ describe("the console in a browser", () => {
     }
   }, 60_000);
 
+  it.each([
+    ["reject", "not registered: refused (401)"],
+    ["ip", "not registered: limited as its address"],
+  ])(
+    'says how a key nobody knows is decided under unknownKeys "%s", not only that it is unregistered',
+    async (unknownKeys, shown) => {
+      const gate = await startGateIsolate({
+        ADMIN_TOKEN,
+        RATE_LIMITS: rateLimits({ identity: { header: "x-api-key", unknownKeys }, rules: [{ name: "hour", limit: 1000, window: "1h" }] }),
+      });
+      const other = await context.newPage();
+      try {
+        await other.goto(`${(await gate.ready).href}__slidegate/`);
+        await other.locator("#token").fill(ADMIN_TOKEN);
+        await other.locator("#login-form button").click();
+        await other.locator("#refresh").waitFor();
+        await other.locator("#lookup-kind").selectOption("key");
+        await other.locator("#lookup-value").fill("sk-nobody-knows");
+        await other.locator("#lookup button").click();
+        await expect.poll(() => other.locator("[data-fact=registry]").innerText()).toBe(shown);
+      } finally {
+        await other.close();
+        await gate.dispose();
+      }
+    },
+    60_000,
+  );
+
   it("draws nothing and calls nothing once signed out, though an answer asked for before arrives after", async () => {
     await page.goto(consoleUrl);
     await page.locator("#token").fill(ADMIN_TOKEN);

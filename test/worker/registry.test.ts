@@ -127,6 +127,19 @@ describe("key registry", () => {
     expect(await statuses(a, 1, "/", { key: "registered" })).toEqual([200]);
   });
 
+  it.each(["reject", "ip", "defaultTier"] as const)(
+    'usage of a key nobody knows names the policy that decides it (unknownKeys "%s"), and of a configured or registered key none',
+    async (unknownKeys) => {
+      const { a } = fleet({ identity: { header: "x-api-key", unknownKeys }, keys: { [await hashOf("configured")]: "paid" } });
+      await admin(a, "keys/set", { key: "registered", tier: "paid" });
+      const unknown = await admin(a, "usage", { key: `invented-${crypto.randomUUID()}` });
+      expect(unknown.status).toBe(200);
+      expect(unknown.body.unknownKey).toBe(unknownKeys === "defaultTier" ? undefined : unknownKeys);
+      for (const key of ["configured", "registered"]) expect((await admin(a, "usage", { key })).body).not.toHaveProperty("unknownKey");
+      expect((await admin(a, "usage", { ip: "198.51.100.63" })).body).not.toHaveProperty("unknownKey");
+    },
+  );
+
   it('unknownKeys "ip": invented keys are limited as their client address', async () => {
     const { a } = fleet({ identity: { header: "x-api-key", unknownKeys: "ip" } });
     const codes = [];
