@@ -21,10 +21,21 @@ export type Step =
   | { kind: "allowlisted"; caller: Caller }
   | { kind: "key-required"; caller: Caller }
   /** `address`: the client address's identity, which the refusal is counted as (a made-up key names nobody) */
-  | { kind: "unknown-key"; caller: Caller; address: Identity }
-  | { kind: "disabled-key"; caller: Caller }
+  | { kind: "unknown-key"; caller: Caller; address: Identity; addressFailure?: RefusedBeside }
+  | { kind: "disabled-key"; caller: Caller; addressFailure?: RefusedBeside }
   | { kind: "no-rule"; caller: Caller }
   | { kind: "decided"; caller: Caller; rules: readonly Rule[]; verdict: Verdict };
+
+/**
+ * The store failure of the address rules' call beside a key's request that the key's own call
+ * refused (a key nobody knows, a disabled key): the refusal stands whatever the store did, and
+ * the failure is logged and counted all the same, or an outage would go unseen under a flood of
+ * made-up keys.
+ */
+export interface RefusedBeside {
+  error: LimiterError;
+  rules: readonly Rule[];
+}
 
 /** How a request is matched against rules: the methods it counts as, and the forms of its canonical path. */
 export interface Match {
@@ -311,6 +322,12 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       // decision's as it then stood: the decision, in whatever tier it ends, ends with its own
       return current.timeoutMs < askedWith.timeoutMs ? until(onAddress, current.startedAt + current.timeoutMs, current.timeoutMs, onAddressRules, config) : onAddress;
     };
+    /** the address rules' verdict beside a refusal of the key's call: its failure, if it failed */
+    const refusedBeside = async (keyRules: readonly Rule[]): Promise<RefusedBeside | undefined> => {
+      if (!address) return undefined;
+      const beside = await addressVerdict(keyRules);
+      return beside.kind === "failed" ? { error: beside.error, rules: onAddressRules } : undefined;
+    };
     /** the isolate has seen the registry hold the key: its next requests ask its address rules at once */
     const known = () => {
       if (asAddressIfUnknown) remember(tier);
@@ -350,8 +367,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
       if (verdict.kind === "unknown-key") {
         if (config.unknownKeys !== "ip") {
           // the address's own call has counted the request either way
-          if (address) await addressVerdict(rules);
-          return { kind: "unknown-key", caller, address: address ?? (await identify("i", caller.client.bucket)) };
+          const addressFailure = await refusedBeside(rules);
+          return { kind: "unknown-key", caller, address: address ?? (await identify("i", caller.client.bucket)), ...(addressFailure && { addressFailure }) };
         }
         const byAddress: Caller = { ...caller, identity: address ?? (await identify("i", caller.client.bucket)), tier: config.defaultTier };
         // as a caller without a key from that address: one call, all-or-nothing
@@ -373,8 +390,8 @@ export function createPipeline(options: DeciderOptions): Pipeline {
         return { kind: "decided", caller: byAddress, rules: [...tierRules, ...onAddressRules], verdict: combine(asAddress, floor, address) };
       }
       if (verdict.kind === "disabled-key") {
-        if (address) await addressVerdict(rules);
-        return { kind: "disabled-key", caller };
+        const addressFailure = await refusedBeside(rules);
+        return { kind: "disabled-key", caller, ...(addressFailure && { addressFailure }) };
       }
       const decided = { ...caller, tier };
       if (!address) return rules.length || verdict.kind !== "admitted" ? { kind: "decided", caller: decided, rules, verdict } : { kind: "no-rule", caller: decided };

@@ -210,7 +210,13 @@ export function createGate(options: GateOptions): Gate {
     if (step.kind === "no-rule") return;
     // turned away before any rule: counted per identity, a data point per summary; a key nobody
     // knows as its address, so a flood of made-up keys is one identity the operator can act on
-    if (step.kind !== "decided") return denials.record({ outcome: step.kind, tag: step.kind === "unknown-key" ? step.address.tag : tag, tier, rules: [] });
+    if (step.kind !== "decided") {
+      // the address rules' call beside the key's refusal failed: no outcome changed ("refused")
+      if ((step.kind === "unknown-key" || step.kind === "disabled-key") && step.addressFailure) {
+        failures.record({ fail: "refused", tier, rules: names(step.addressFailure.rules), method: request.method, path, error: step.addressFailure.error.message });
+      }
+      return denials.record({ outcome: step.kind, tag: step.kind === "unknown-key" ? step.address.tag : tag, tier, rules: [] });
+    }
     const { verdict, rules } = step;
     // a failure of shadow rules alone ("shadow") changed no outcome, and is logged all the same
     const failure = storeFailureOf(verdict, rules);

@@ -268,6 +268,19 @@ describe("live figures", () => {
     expect(totals.storeLatencyMs.count).toBe(4);
   });
 
+  it("counts a key refused by its own call, its address rules' call failing beside it, as one refusal and one store failure", async () => {
+    const { isolate, read } = setup();
+    const figures = isolate();
+    const addressFailure = { error: new LimiterError("rate-limit store failed: injected"), rules: [] };
+    figures.record({ kind: "unknown-key", caller: caller(), address: caller().identity, addressFailure });
+    figures.record({ kind: "disabled-key", caller: caller(), addressFailure });
+    figures.record({ kind: "disabled-key", caller: caller() });
+    await figures.flush();
+    const { totals } = await read();
+    expect(totals.decisions).toMatchObject({ "unknown-key": 1, "disabled-key": 2 });
+    expect(totals.storeFailures).toBe(2);
+  });
+
   it("reads a minute counted without store failures (by an earlier build) as none", async () => {
     const { prefix, read } = setup();
     await redis.hincrby(figureKeys.minute(prefix, Math.floor(T0 / 60_000)), "d|admitted|default", 3);

@@ -148,10 +148,11 @@ function countedOf(step: Step): Counted | undefined {
   const { tier, identity } = step.caller;
   const who = identity.keyHash ?? identity.tag;
   switch (step.kind) {
-    case "denylisted":
-    case "allowlisted":
     case "unknown-key":
     case "disabled-key":
+      return { outcome: step.kind, tier, rules: [], ...(step.addressFailure && { storeFailure: true as const }) };
+    case "denylisted":
+    case "allowlisted":
     case "ambiguous-key":
     case "key-required":
       return { outcome: step.kind, tier, rules: [] };

@@ -847,6 +847,48 @@ describe("faults between the Worker and Redis", () => {
     }
   });
 
+  describe("a key's request its own call refuses (a key nobody knows, a disabled key), its address rules' call failing beside it: refused as ever, the failure logged", () => {
+    it.each([
+      ["a key nobody knows", "unknown"],
+      ["a disabled key", "disabled"],
+    ] as const)('through the Worker, %s: the refusal, and one store_failure line naming the address rules, "fail":"refused"', async (_, which) => {
+      const lines: string[] = [];
+      const RATE_LIMITS = rateLimits({
+        fail: "closed",
+        identity: { header: "x-api-key", unknownKeys: "reject" },
+        rules: [{ name: "per-key", limit: LIMIT, window: "10m" }],
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m" }],
+      });
+      const key = `${which}-${randomBytes(8).toString("hex")}`;
+      if (which === "disabled") {
+        const direct = new Redis(redis.url);
+        await direct.hset(`${(JSON.parse(RATE_LIMITS) as { prefix: string }).prefix}:{${(await identify("k", key)).tag}}:key`, { tier: "default", disabled: "1" });
+        direct.disconnect();
+      }
+      const keyTag = (await identify("k", key)).tag;
+      const status = await withIsolate(
+        RATE_LIMITS,
+        (gate) =>
+          during(
+            { kind: "status", status: 503 },
+            async () => {
+              const res = await gate.dispatchFetch("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } });
+              await res.arrayBuffer();
+              return res.status;
+            },
+            // the key's call reaches the store; its address's fails
+            (body) => body.includes(keyTag),
+          ),
+        lines,
+      );
+      expect(status).toBe(which === "unknown" ? 401 : 403);
+      const failures = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      expect(failures).toHaveLength(1);
+      expect(failures[0]).toContain('"fail":"refused"');
+      expect(failures[0]).toContain('"rules":["per-address"]');
+    });
+  });
+
   it("no isolate ever logged an unhandled error", () => {
     expect(logs.filter((l) => /uncaught|unhandled/i.test(l))).toEqual([]);
   });
