@@ -273,6 +273,9 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       const failure = step.kind === "decided" ? storeFailureOf(step.verdict, step.rules) : undefined;
       if (step.kind === "decided" && failure)
         failures.record({ fail: failure.fail, tier: step.caller.tier, rules: failure.rules.map((r) => r.name), error: failure.error.message });
+      // the address rules' call beside a key its own call refused: no outcome changed, logged as the gateway logs it
+      if ((step.kind === "unknown-key" || step.kind === "disabled-key") && step.addressFailure)
+        failures.record({ fail: "refused", tier: step.caller.tier, rules: step.addressFailure.rules.map((r) => r.name), error: step.addressFailure.error.message });
       if (failures.due()) failures.flush();
       // the last failures of a burst: no later call may come to write their count (in a Worker,
       // which gives no context here to wait in, only a later call writes it)

@@ -887,6 +887,34 @@ describe("faults between the Worker and Redis", () => {
       expect(failures[0]).toContain('"fail":"refused"');
       expect(failures[0]).toContain('"rules":["per-address"]');
     });
+
+    it('through the library, a key nobody knows: reason unknown-key, and one store_failure line naming the address rules, "fail":"refused"', async () => {
+      const l = createRateLimiter({
+        url: proxy.url,
+        token,
+        prefix: `ref${randomBytes(4).toString("hex")}`,
+        identity: { header: "x-api-key", unknownKeys: "reject" },
+        rules: [{ name: "per-key", limit: LIMIT, window: "10m" }],
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m" }],
+      });
+      const key = `unknown-${randomBytes(8).toString("hex")}`;
+      const keyTag = (await identify("k", key)).tag;
+      const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+      try {
+        const result = await during(
+          { kind: "status", status: 503 },
+          () => l.limit(new Request("http://gate.example/", { headers: { ...fresh(), "x-api-key": key } })),
+          (body) => body.includes(keyTag),
+        );
+        expect(result).toMatchObject({ success: false, reason: "unknown-key" });
+        const lines = logged.mock.calls.map((c) => String(c[0])).filter((line) => line.includes('"slidegate.store_failure"'));
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toContain('"fail":"refused"');
+        expect(lines[0]).toContain('"rules":["per-address"]');
+      } finally {
+        logged.mockRestore();
+      }
+    });
   });
 
   it("no isolate ever logged an unhandled error", () => {
