@@ -2,7 +2,8 @@
  * The request the origin receives and the way back. The outbound request is built only for a
  * request the gate lets through, from parts the runtime has already accepted (its method and
  * headers) and the canonical path. It carries the canonical path, the client address in a
- * header the origin can trust, and no hop-by-hop headers (RFC 9110 §7.6.1) — except the
+ * header the origin can trust, the client's own `Accept-Encoding` (not the one the runtime hands
+ * the Worker), and no hop-by-hop headers (RFC 9110 §7.6.1) — except the
  * Upgrade of a WebSocket handshake, which the runtime turns into a proxied socket. A
  * `Connection` header naming things that are no header names removes nothing rather than
  * throwing, so a charged request is not lost to a 500.
@@ -425,6 +426,15 @@ export function createForwarder(options: ForwardOptions): Forwarder {
           ? new Request(new Request(target, request), { headers, redirect: "manual" })
           : new Request(target, { method: request.method, headers, body: request.body, redirect: "manual" });
       if (!copied) for (const name of dropped) outbound.headers.delete(name);
+      // The runtime hands a Worker `Accept-Encoding: br, gzip` whatever the client sent, and keeps
+      // the client's in `cf.clientAcceptEncoding` ("" for none). Told the runtime's, the origin
+      // chose a coding the client may not take, which the runtime then undid on the way back:
+      // a HEAD kept the coded length, and a range of the coded bytes arrived empty.
+      const accepted = request.cf?.clientAcceptEncoding;
+      if (typeof accepted === "string" && !dropped.includes("accept-encoding")) {
+        if (accepted) outbound.headers.set("accept-encoding", accepted);
+        else outbound.headers.delete("accept-encoding");
+      }
       if (canonical.clientIp !== undefined) outbound.headers.set(clientIpHeader, clientIpValue(canonical.clientIp));
       return outbound;
     },

@@ -26,6 +26,18 @@ const MiB = 1 << 20;
 const mebibyte = (i: number) => Buffer.alloc(MiB, i % 251);
 const sha256 = (...parts: Buffer[]) => parts.reduce((h, p) => h.update(p), createHash("sha256")).digest("hex");
 
+/** The coding a server picks for an Accept-Encoding: br, else gzip, when listed and not refused (q=0); else none. */
+function negotiate(accept: string | undefined): "br" | "gzip" | "identity" {
+  const listed = new Set(
+    (accept ?? "")
+      .split(",")
+      .map((c) => c.trim().toLowerCase())
+      .filter((c) => c && !/;\s*q=0(?:\.0*)?$/.test(c))
+      .map((c) => c.split(";")[0]!.trim()),
+  );
+  return listed.has("br") ? "br" : listed.has("gzip") ? "gzip" : "identity";
+}
+
 interface Received {
   method: string;
   headers: IncomingHttpHeaders;
@@ -56,6 +68,22 @@ async function serve(req: IncomingMessage, res: ServerResponse) {
     return res.end(body);
   }
   switch (path) {
+    case "/negotiated": {
+      // as a server with compression on (nginx's gzip and brotli modules): the coding the
+      // client accepts, br first, and a HEAD answered with the length its GET would have
+      const coding = negotiate(req.headers["accept-encoding"]);
+      const body = coding === "identity" ? TEXT : CODED[coding];
+      const range = /^bytes=(\d+)-(\d+)$/.exec(req.headers.range ?? "");
+      const headers = { "content-type": "text/plain", vary: "Accept-Encoding", etag: `"n-${coding}"`, ...(coding === "identity" ? {} : { "content-encoding": coding }) };
+      if (range) {
+        // a range of the representation as coded, as nginx serves a precompressed file (gzip_static)
+        const [from, to] = [Number(range[1]), Number(range[2])];
+        res.writeHead(206, { ...headers, "content-range": `bytes ${from}-${to}/${body.length}`, "content-length": to - from + 1 });
+        return res.end(body.subarray(from, to + 1));
+      }
+      res.writeHead(200, { ...headers, "content-length": body.length });
+      return res.end(req.method === "HEAD" ? undefined : body);
+    }
     case "/archive.tar.gz": {
       const body = CODED.gzip;
       res.writeHead(200, { "content-type": "application/gzip", "content-length": body.length, etag: '"archive"' });
@@ -206,6 +234,46 @@ describe("content codings", () => {
     }
   });
 
+  // workerd hands a Worker `Accept-Encoding: br, gzip` whatever the client sent, and keeps the
+  // client's in cf.clientAcceptEncoding; the origin, told the runtime's, answered a client that
+  // takes no coding with one the runtime then had to undo
+  it.each([
+    ["identity", "identity"],
+    ["gzip;q=0, br", "gzip;q=0, br"],
+    ["zstd", "zstd"],
+    ["gzip, deflate, br, zstd", "gzip, deflate, br, zstd"],
+    [undefined, undefined],
+  ])("the origin is sent the client's own Accept-Encoding (%j), or none when it sent none", async (accept, sent) => {
+    await send(gateUrl, "/coded/gzip", { headers: accept === undefined ? {} : { "accept-encoding": accept } });
+    expect(received.get("/coded/gzip")!.headers["accept-encoding"]).toBe(sent);
+  });
+
+  it.each(["identity", "gzip", "br", undefined, "zstd"])(
+    "an origin that negotiates a coding answers Accept-Encoding %j through the gate as it answers it directly: its coding, its bytes, its length",
+    async (accept) => {
+      const headers: Record<string, string> = accept === undefined ? {} : { "accept-encoding": accept };
+      const direct = await send(originUrl, "/negotiated", { headers });
+      const viaGate = await send(gateUrl, "/negotiated", { headers });
+      expect(representation(viaGate)).toEqual(representation(direct));
+    },
+  );
+
+  it("a HEAD from a client that takes no coding gets the Content-Length its GET gets, and no Content-Encoding", async () => {
+    const headers = { "accept-encoding": "identity" };
+    const head = await send(gateUrl, "/negotiated", { method: "HEAD", headers });
+    const get = await send(gateUrl, "/negotiated", { headers });
+    expect(get.body).toEqual(TEXT);
+    expect(head.headers["content-encoding"]).toBeUndefined();
+    expect(head.headers["content-length"]).toBe(String(TEXT.length));
+  });
+
+  it("a range asked for by a client that takes no coding arrives with the bytes its Content-Range names", async () => {
+    const answer = await send(gateUrl, "/negotiated", { headers: { "accept-encoding": "identity", range: "bytes=0-9" } });
+    expect(answer.status).toBe(206);
+    expect(answer.headers["content-encoding"]).toBeUndefined();
+    expect(answer.headers["content-range"]).toBe(`bytes 0-9/${TEXT.length}`);
+    expect(answer.body).toEqual(TEXT.subarray(0, 10));
+  });
   it.each(["gzip, br", "identity", undefined])(
     "a precompressed download (application/gzip, no Content-Encoding) arrives byte for byte with its length, to Accept-Encoding %j",
     async (accept) => {
