@@ -16,7 +16,18 @@ import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError, shown } from "../script/limiter.ts";
-import { assertOptionsObject, assertStoreOption, countedLogs, describe, type LimitResult, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
+import {
+  assertOptionsObject,
+  assertStoreOption,
+  countedLogs,
+  describe,
+  isPromise,
+  type LimitResult,
+  limiterFor,
+  parseLimits,
+  type RateLimiter,
+  type RateLimiterOptions,
+} from "./shared.ts";
 
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
@@ -127,7 +138,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     const n: unknown = cost?.(c);
     if (n === undefined || typeof n === "number") return n;
     // as limit() says a cost: "3" for a bigint or a Number object would read as the number it is not
-    const what = typeof (n as PromiseLike<unknown> | null)?.then === "function" ? "a Promise (it is called synchronously)" : shown(n);
+    const what = isPromise(n) ? "a Promise (it is called synchronously)" : shown(n);
     throw new TypeError(`slidegate: options.cost must return a number or undefined, not ${what}`);
   };
 
@@ -137,9 +148,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     const ip: unknown = clientIp(c);
     if (ip === undefined || ip === null) return null;
     if (typeof ip === "string") return ip;
-    throw new TypeError(
-      `slidegate: options.clientIp must return a string, undefined or null, not ${typeof (ip as PromiseLike<unknown>).then === "function" ? "a Promise (it is called synchronously)" : typeof ip}`,
-    );
+    throw new TypeError(`slidegate: options.clientIp must return a string, undefined or null, not ${isPromise(ip) ? "a Promise (it is called synchronously)" : typeof ip}`);
   };
 
   // named as the app wrote it: the library's own check would name its `identity` option, which a
@@ -148,9 +157,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     if (!identify) return undefined;
     const id: unknown = identify(c);
     if (id === undefined || id === null || typeof id === "string") return id;
-    throw new TypeError(
-      `slidegate: options.identify must return a string, undefined or null, not ${typeof (id as PromiseLike<unknown>).then === "function" ? "a Promise (it is called synchronously)" : typeof id}`,
-    );
+    throw new TypeError(`slidegate: options.identify must return a string, undefined or null, not ${isPromise(id) ? "a Promise (it is called synchronously)" : typeof id}`);
   };
 
   return async (c, next) => {

@@ -181,6 +181,29 @@ export function assertOptionsObject(options: unknown, called: string): void {
 export const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);
 
 /**
+ * Whether `value` is a Promise (or another thenable), which an option or a callback of the
+ * middleware must not be: it is refused with a TypeError that says so. Its rejection is marked
+ * handled first, since nothing else will await it: on Node an unhandled rejection (a user
+ * lookup that failed) ends the process, where the TypeError is the app's to handle.
+ */
+export function isPromise(value: unknown): value is PromiseLike<unknown> {
+  if ((typeof value !== "object" && typeof value !== "function") || value === null) return false;
+  let then: unknown;
+  try {
+    then = (value as PromiseLike<unknown>).then;
+  } catch {
+    return false;
+  }
+  if (typeof then !== "function") return false;
+  try {
+    (then as PromiseLike<unknown>["then"]).call(value, undefined, () => {});
+  } catch {
+    // a thenable whose then() throws holds no rejection to leave unhandled
+  }
+  return true;
+}
+
+/**
  * An identity of the application's own, as given: an empty or blank one would put every
  * caller the application failed to name in one shared bucket, so it is refused.
  */
@@ -241,6 +264,8 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       if (typeof options !== "object" || options === null) {
         throw new TypeError(`slidegate: limit()'s options must be an object ({ cost, identity, clientIp }) or left out, not ${describe(options)}`);
       }
+      // refused below, each as what it is; a rejection of one must not outlive the TypeError
+      for (const value of [input, options.cost, options.identity, options.clientIp]) isPromise(value);
       // a misspelt one (clientIP) would leave the request counted by the header any client writes
       for (const name in options) {
         if (!LIMIT_OPTIONS.includes(name) && Object.hasOwn(options, name))

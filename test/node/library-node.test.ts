@@ -1,8 +1,11 @@
 import { randomBytes } from "node:crypto";
+import { Hono } from "hono";
 import { describe, expect, it, vi } from "vitest";
 import { ECHO_PREFIX, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import { freePort } from "../../scripts/lib/ports.ts";
+import { rateLimit } from "../../src/adapters/hono.ts";
 import { createRateLimiter } from "../../src/adapters/library.ts";
+import { services, upstash } from "../helpers/shim.ts";
 
 // The library as a Node application runs it (Node's fetch, not workerd's): what it logs of a
 // store failure must name the failure that happened.
@@ -55,6 +58,47 @@ describe("the library on Node", () => {
     } finally {
       logged.mockRestore();
       await proxy.close();
+    }
+  });
+
+  // On Node an unhandled rejection ends the process (--unhandled-rejections=throw, the default):
+  // an async callback whose Promise rejects (a user lookup that fails) would take the server
+  // down with it, where the TypeError that says "a Promise" should have gone to app.onError.
+  it("leaves no unhandled rejection when a Hono callback (identify, cost, clientIp) or a limit() option is a Promise that rejects: the TypeError alone, nothing recorded", async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on("unhandledRejection", onUnhandled);
+    const s = services();
+    const p = `libnode${randomBytes(6).toString("hex")}`;
+    const store = { url: s.shimUrl, token: s.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] };
+    const lookupFailed = () => Promise.reject(new Error("user lookup failed"));
+    try {
+      for (const callback of ["identify", "cost", "clientIp"] as const) {
+        const app = new Hono();
+        const errors: unknown[] = [];
+        app.onError((err, c) => {
+          errors.push(err);
+          return c.text("error", 500);
+        });
+        app.use(rateLimit({ ...store, [callback]: lookupFailed as never }));
+        app.get("/", (c) => c.text("ok"));
+        const res = await app.request("/", { headers: { "cf-connecting-ip": "192.0.2.80" } });
+        expect(res.status, callback).toBe(500);
+        expect(errors, callback).toHaveLength(1);
+        expect(errors[0], callback).toBeInstanceOf(TypeError);
+        expect(String(errors[0]), callback).toMatch(new RegExp(`options\\.${callback} must return .*a Promise`));
+      }
+      const l = createRateLimiter(store);
+      const request = new Request("https://app.example/", { headers: { "cf-connecting-ip": "192.0.2.81" } });
+      for (const option of ["identity", "cost", "clientIp"] as const) {
+        await expect(l.limit(request, { [option]: lookupFailed() as never }), option).rejects.toThrow(TypeError);
+      }
+      // a rejection nobody handles is reported once the microtasks have run: after two turns of the event loop
+      for (let i = 0; i < 2; i++) await new Promise((r) => setImmediate(r));
+      expect(unhandled.map(String)).toEqual([]);
+      expect(await upstash().keys(`${p}:*`)).toEqual([]);
+    } finally {
+      process.off("unhandledRejection", onUnhandled);
     }
   });
 });
