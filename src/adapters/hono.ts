@@ -124,6 +124,16 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     const u = url ?? binding(env, "UPSTASH_REDIS_REST_URL");
     const t = token ?? binding(env, "UPSTASH_REDIS_REST_TOKEN");
     if (limiter?.url !== u || limiter.token !== t) {
+      // said as the app set it up: it gave no such option, and on Node the variables are in process.env, which no binding reads
+      const unset = [
+        ...(u ? [] : ["the binding UPSTASH_REDIS_REST_URL is unset and options.url was not given"]),
+        ...(t ? [] : ["the binding UPSTASH_REDIS_REST_TOKEN is unset and options.token was not given"]),
+      ];
+      if (unset.length) {
+        throw new Error(
+          `slidegate: no store for rateLimit(): ${unset.join("; ")} (on Node, Bun or Deno, which have no bindings, give url and token to rateLimit(), from process.env say)`,
+        );
+      }
       // named as the app set them: it wrote no options.url
       if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");
       if (token === undefined && t) assertStoreOption("token", t, "the binding UPSTASH_REDIS_REST_TOKEN");

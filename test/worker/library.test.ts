@@ -485,6 +485,42 @@ describe("Hono middleware", () => {
     expect(String(error)).toMatch(/^TypeError: slidegate: the binding UPSTASH_REDIS_REST_TOKEN: must be a string \(a variable or a secret\), not Object;/);
   });
 
+  it("names the binding it read and found unset, and the option that stands for it, when a request finds no store: not options it was never given", async () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    // env as each runtime hands it: a Worker without the variables, @hono/node-server's ({ incoming, outgoing }), none (Bun, Deno, app.request)
+    const cases = [
+      { options: {}, env: {}, missing: ["URL", "TOKEN"] },
+      { options: {}, env: { incoming: {}, outgoing: {} }, missing: ["URL", "TOKEN"] },
+      { options: {}, env: undefined, missing: ["URL", "TOKEN"] },
+      { options: { url: services.shimUrl }, env: {}, missing: ["TOKEN"] },
+      { options: {}, env: { UPSTASH_REDIS_REST_URL: services.shimUrl }, missing: ["TOKEN"] },
+      { options: { token: services.shimToken }, env: { UPSTASH_REDIS_REST_URL: "" }, missing: ["URL"] },
+    ];
+    for (const { options, env, missing } of cases) {
+      const app = new Hono();
+      let error: unknown;
+      app.onError((e, c) => {
+        error = e;
+        return c.text("error", 500);
+      });
+      app.use(rateLimit({ prefix: prefix(), rules, ...options }));
+      app.get("/", (c) => c.text("ok"));
+      const res = await app.fetch(request("/"), env);
+      const what = JSON.stringify({ options: Object.keys(options), env });
+      expect(res.status, what).toBe(500);
+      const message = String(error);
+      for (const name of ["URL", "TOKEN"]) {
+        const option = `options.${name.toLowerCase()}`;
+        if (missing.includes(name)) {
+          expect(message, what).toContain(`the binding UPSTASH_REDIS_REST_${name} is unset`);
+          expect(message, what).toContain(`${option} `);
+        } else expect(message, what).not.toContain(`UPSTASH_REDIS_REST_${name}`);
+      }
+      expect(message, what).not.toMatch(/options\.url and options\.token are required/);
+      expect(message, what).not.toContain(services.shimToken);
+    }
+  });
+
   it("refuses a store token no request header can carry (a line break inside, a character past U+00FF), without repeating it", async () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     for (const token of [`${services.shimToken.slice(0, 8)}\n${services.shimToken.slice(8)}`, `${services.shimToken}\u20ac`, `${services.shimToken}\0`]) {
