@@ -123,9 +123,12 @@ export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly
 }
 
 export function assertStore(url: string, token: string): void {
-  if (!url || !token) {
+  if (!url && !token) {
     throw new Error("slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)");
   }
+  // the one missing alone: told of both, an app that gave the other looks for what is wrong with it
+  if (!url) throw new Error("slidegate: options.url is required (the UPSTASH_REDIS_REST_URL of your database)");
+  if (!token) throw new Error("slidegate: options.token is required (the UPSTASH_REDIS_REST_TOKEN of your database)");
   assertStoreOption("url", url);
   assertStoreOption("token", token);
 }

@@ -723,6 +723,18 @@ describe("createRateLimiter", () => {
     expect(Object.keys(honoEntry)).toEqual(["rateLimit"]);
   });
 
+  it("names the one store option missing, not both: a url given without a token is told of the token alone", () => {
+    const rules = [{ name: "a", limit: 1, window: "1m" }];
+    // as the README builds it from a binding that is unset: undefined
+    expect(() => createRateLimiter({ url: services.shimUrl, token: undefined as unknown as string, rules })).toThrow(
+      /^slidegate: options\.token is required \(the UPSTASH_REDIS_REST_TOKEN of your database\)$/,
+    );
+    expect(() => createRateLimiter({ url: undefined as unknown as string, token: "t", rules })).toThrow(
+      /^slidegate: options\.url is required \(the UPSTASH_REDIS_REST_URL of your database\)$/,
+    );
+    expect(() => createRateLimiter({ rules } as never)).toThrow(/^slidegate: options\.url and options\.token are required/);
+  });
+
   it("refuses bad options at once, naming the field", () => {
     // the gateway's answers' CORS: the application's own answers are its to open
     expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules: [{ name: "a", limit: 1, window: "1m" }], cors: { origins: ["*"] } } as never)).toThrow(
