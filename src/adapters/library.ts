@@ -20,11 +20,24 @@ export { CostError } from "../script/limiter.ts";
 
 export type { LimitOptions, LimitResult, RateLimiter, RateLimiterOptions } from "./shared.ts";
 
+/**
+ * The Hono middleware's options that the limiter takes per call: "unknown field" alone would
+ * leave a user moving from `rateLimit` to look for where they went.
+ */
+const PER_CALL: Record<string, string> = {
+  cost: "is given with each call, what that request weighs: limiter.limit(request, { cost })",
+  identify: "is rateLimit()'s (slidegate/hono); the limiter takes an identity of your own with each call: limiter.limit(request, { identity })",
+  clientIp: "is given with each call, the address your runtime read: limiter.limit(request, { clientIp })",
+};
+
 /** Validates `options` once (throwing an error that names the bad field) and returns the limiter. */
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   assertOptionsObject(options, "createRateLimiter()");
   const { url, token, ...limits } = options;
   // the store first: without one nothing else matters
   assertStore(url, token);
+  for (const [field, why] of Object.entries(PER_CALL)) {
+    if (Object.hasOwn(limits, field)) throw new Error(`slidegate: invalid options: options.${field}: ${why}`);
+  }
   return limiterFor(parseLimits(limits), url, token);
 }

@@ -735,6 +735,18 @@ describe("createRateLimiter", () => {
     expect(() => createRateLimiter({ rules } as never)).toThrow(/^slidegate: options\.url and options\.token are required/);
   });
 
+  it("refuses the middleware's per-request options (cost, identify, clientIp) when the limiter is built, saying they go with each limit() call", () => {
+    const rules = [{ name: "a", limit: 1, window: "1m" }];
+    const told = {
+      cost: /^slidegate: invalid options: options\.cost: .*limiter\.limit\(request, \{ cost \}\)/,
+      identify: /^slidegate: invalid options: options\.identify: .*limiter\.limit\(request, \{ identity \}\)/,
+      clientIp: /^slidegate: invalid options: options\.clientIp: .*limiter\.limit\(request, \{ clientIp \}\)/,
+    };
+    for (const [option, message] of Object.entries(told)) {
+      expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules, [option]: () => undefined } as never), option).toThrow(message);
+    }
+  });
+
   it("refuses bad options at once, naming the field", () => {
     // the gateway's answers' CORS: the application's own answers are its to open
     expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules: [{ name: "a", limit: 1, window: "1m" }], cors: { origins: ["*"] } } as never)).toThrow(
