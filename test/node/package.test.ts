@@ -285,6 +285,46 @@ describe("the package, installed from its tarball as a user installs it", () => 
     expectFiveThenDenied(answers);
   }, 180_000);
 
+  it("imports slidegate, slidegate/hono and slidegate/worker from plain Node ESM, no bundler: the limiter and the middleware decide on Node against the shim", async () => {
+    const s = services();
+    const script = join(project, "plain-node.mjs");
+    // the store from process.env, as on Node, where the middleware has no bindings to read
+    writeFileSync(
+      script,
+      `import { createRateLimiter, CostError } from "slidegate";
+import { rateLimit } from "slidegate/hono";
+import worker from "slidegate/worker";
+import { Hono } from "hono";
+const store = { url: process.env.UPSTASH_REDIS_REST_URL, token: process.env.UPSTASH_REDIS_REST_TOKEN, prefix: "plainnode" + Date.now() };
+const rules = [{ name: "default", limit: 1, window: "1h" }];
+const limiter = createRateLimiter({ ...store, rules });
+const app = new Hono();
+app.use(rateLimit({ ...store, rules: [{ name: "hono", limit: 1, window: "1h" }], clientIp: () => "192.0.2.90" }));
+app.get("/", (c) => c.text("ok"));
+const answers = [];
+for (let i = 0; i < 2; i++) answers.push((await app.request("/")).status);
+console.log(JSON.stringify({
+  limiter: [(await limiter.limit("user-1")).reason, (await limiter.limit("user-1")).reason],
+  hono: answers,
+  costError: new CostError("x") instanceof TypeError,
+  worker: typeof worker.fetch,
+}));
+`,
+    );
+    const child = spawn("nice", ["-n", "10", process.execPath, script], {
+      cwd: project,
+      env: userEnv({ UPSTASH_REDIS_REST_URL: s.shimUrl, UPSTASH_REDIS_REST_TOKEN: s.shimToken }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(out).not.toContain(s.shimToken);
+    expect(code, out).toBe(0);
+    expect(JSON.parse(out)).toEqual({ limiter: ["admitted", "rate-limited"], hono: [200, 429], costError: true, worker: "function" });
+  }, 60_000);
+
   it("runs the README's shim command from an install of the package alone, and serves the official client", async () => {
     const [, start] = commands(blocks(section("Self-host the shim"), "sh")[0]!);
     // `VAR=value … command`: the test gives the variables its own values (its Redis, a token it knows)
