@@ -204,6 +204,10 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       const challenge = res.headers.get("WWW-Authenticate");
       if (challenge !== null) c.header("WWW-Authenticate", challenge);
       for (const [name, value] of fields) c.header(name, value);
+      // Hono (4.8 on) copies the headers of the response it holds onto whatever app.onError
+      // returns, a `new Response(…)` too, but holds one only once c.res is read: until then
+      // c.header() keeps them aside for c.json() and its kind alone (4.7 builds a bare 404 here, so changes nothing)
+      void c.res;
       throw new HTTPException(res.status as ContentfulStatusCode, { res, message: result.reason });
     }
     await next();

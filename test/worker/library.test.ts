@@ -355,6 +355,25 @@ describe("Hono middleware", () => {
     expect((await app.fetch(request("/", { key: "k1" }))).status).toBe(200);
   });
 
+  it("keeps Retry-After, its rate-limit headers and a 401's WWW-Authenticate on a refusal app.onError answers with a Response it builds itself (new Response(…, { status: err.status }))", async () => {
+    const app = new Hono();
+    app.onError((err) => (err instanceof HTTPException ? new Response(`refused: ${err.message}`, { status: err.status }) : new Response("unexpected", { status: 500 })));
+    app.use("/open", onTestStore({ rules: [{ name: "default", limit: 1, window: "1m" }] }));
+    app.use("/keyed", onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
+    app.get("/open", (c) => c.text("ok"));
+    app.get("/keyed", (c) => c.text("ok"));
+    expect((await app.fetch(request("/open", { ip: "198.51.100.36" }))).status).toBe(200);
+    const denied = await app.fetch(request("/open", { ip: "198.51.100.36" }));
+    expect(denied.status).toBe(429);
+    expect(await denied.text()).toBe("refused: rate-limited");
+    expect(denied.headers.get("Retry-After")).toMatch(/^(59|60)$/);
+    expect(denied.headers.get("RateLimit")).toMatch(/^"default";r=0;t=(59|60)$/);
+    expect(denied.headers.get("X-RateLimit-Remaining")).toBe("0");
+    const unauthenticated = await app.fetch(request("/keyed"));
+    expect(unauthenticated.status).toBe(401);
+    expect(unauthenticated.headers.get("WWW-Authenticate")).toMatch(/^Bearer /);
+  });
+
   it("keeps WWW-Authenticate on a 401 that app.onError answers with a response of its own (c.json(…, err.status))", async () => {
     const app = new Hono();
     app.onError((err, c) => (err instanceof HTTPException ? c.json({ error: err.message }, err.status) : c.text("unexpected", 500)));
