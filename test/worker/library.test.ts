@@ -265,6 +265,59 @@ describe("Hono middleware", () => {
     expect(first.headers.get("X-RateLimit-Remaining")).toBe("1");
   });
 
+  it("puts its headers on every kind of response a route gives (a Response of its own, a stream, HEAD, a 404 under app.use('*'), a thrown error app.onError answers), and a refused request never runs the handler", async () => {
+    const app = new Hono();
+    app.onError((err, c) => (err instanceof HTTPException ? err.getResponse() : c.text("handled", 500)));
+    app.use("*", onTestStore({ rules: [{ name: "default", limit: 6, window: "1m" }] }));
+    let ran = 0;
+    app.get("/own", () => {
+      ran++;
+      return new Response("own", { headers: { "x-own": "1" } });
+    });
+    app.get("/stream", () => {
+      ran++;
+      return new Response(new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode("streamed")), c.close()) }));
+    });
+    app.get("/throws", () => {
+      ran++;
+      throw new Error("the handler failed");
+    });
+    const ip = "198.51.100.37";
+    const answers = [];
+    for (const [path, method] of [
+      ["/own", "GET"],
+      ["/stream", "GET"],
+      ["/own", "HEAD"],
+      ["/missing", "GET"],
+      ["/throws", "GET"],
+      ["/own", "GET"],
+    ] as const) {
+      const res = await app.fetch(request(path, { ip, method }));
+      answers.push({ path, method, status: res.status, remaining: res.headers.get("X-RateLimit-Remaining"), own: res.headers.get("x-own"), body: await res.text() });
+    }
+    expect(answers).toEqual([
+      { path: "/own", method: "GET", status: 200, remaining: "5", own: "1", body: "own" },
+      { path: "/stream", method: "GET", status: 200, remaining: "4", own: null, body: "streamed" },
+      { path: "/own", method: "HEAD", status: 200, remaining: "3", own: "1", body: "" },
+      { path: "/missing", method: "GET", status: 404, remaining: "2", own: null, body: "404 Not Found" },
+      { path: "/throws", method: "GET", status: 500, remaining: "1", own: null, body: "handled" },
+      { path: "/own", method: "GET", status: 200, remaining: "0", own: "1", body: "own" },
+    ]);
+    expect(ran).toBe(5);
+    for (const [path, method] of [
+      ["/own", "GET"],
+      ["/own", "HEAD"],
+      ["/throws", "GET"],
+      ["/missing", "GET"],
+    ] as const) {
+      const res = await app.fetch(request(path, { ip, method }));
+      await res.body?.cancel();
+      expect(res.status, `${method} ${path}`).toBe(429);
+      expect(res.headers.get("Retry-After"), `${method} ${path}`).toMatch(/^(59|60)$/);
+    }
+    expect(ran).toBe(5);
+  });
+
   it("throws an HTTPException carrying its 429, so app.onError can restyle it", async () => {
     const app = new Hono();
     app.use(onTestStore({ rules: [{ name: "default", limit: 1, window: "1m" }] }));
