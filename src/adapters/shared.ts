@@ -185,9 +185,10 @@ export const describe = (value: unknown) => (value === null ? "null" : typeof va
 
 /**
  * Whether `value` is a Promise (or another thenable), which an option or a callback of the
- * middleware must not be: it is refused with a TypeError that says so. Its rejection is marked
- * handled first, since nothing else will await it: on Node an unhandled rejection (a user
- * lookup that failed) ends the process, where the TypeError is the app's to handle.
+ * middleware must not be: it is refused with a TypeError that says so. A Promise's rejection is
+ * marked handled first, since nothing else will await it: on Node an unhandled rejection (a user
+ * lookup that failed) ends the process, where the TypeError is the app's to handle. Another
+ * thenable's then() is never called: a query builder runs its query when it is.
  */
 export function isPromise(value: unknown): value is PromiseLike<unknown> {
   if ((typeof value !== "object" && typeof value !== "function") || value === null) return false;
@@ -198,10 +199,13 @@ export function isPromise(value: unknown): value is PromiseLike<unknown> {
     return false;
   }
   if (typeof then !== "function") return false;
-  try {
-    (then as PromiseLike<unknown>["then"]).call(value, undefined, () => {});
-  } catch {
-    // a thenable whose then() throws holds no rejection to leave unhandled
+  // by its brand, not instanceof: a Promise of another realm is one too
+  if (Object.prototype.toString.call(value) === "[object Promise]") {
+    try {
+      Promise.prototype.then.call(value, undefined, () => {});
+    } catch {
+      // a toStringTag that lies: no Promise, no rejection to leave unhandled
+    }
   }
   return true;
 }

@@ -101,4 +101,35 @@ describe("the library on Node", () => {
       process.off("unhandledRejection", onUnhandled);
     }
   });
+
+  it("never calls then() of a thenable that is no Promise (a query builder, which runs its query when it is), returned by a Hono callback or given to limit(): the TypeError alone", async () => {
+    const s = services();
+    let ran = 0;
+    // as a query builder is: awaiting it (then()) is what runs it
+    const query = () => ({
+      // biome-ignore lint/suspicious/noThenProperty: a thenable that is no Promise is what this test hands over
+      then: (resolve: (v: string) => void) => {
+        ran++;
+        resolve("user-1");
+      },
+    });
+    const store = { url: s.shimUrl, token: s.shimToken, prefix: `libnode${randomBytes(6).toString("hex")}`, rules: [{ name: "a", limit: 5, window: "1m" }] };
+    for (const callback of ["identify", "cost", "clientIp"] as const) {
+      const app = new Hono();
+      let error: unknown;
+      app.onError((err, c) => {
+        error = err;
+        return c.text("error", 500);
+      });
+      app.use(rateLimit({ ...store, [callback]: query as never }));
+      app.get("/", (c) => c.text("ok"));
+      expect((await app.request("/", { headers: { "cf-connecting-ip": "192.0.2.82" } })).status, callback).toBe(500);
+      expect(error, callback).toBeInstanceOf(TypeError);
+    }
+    const l = createRateLimiter(store);
+    for (const option of ["identity", "cost", "clientIp"] as const) {
+      await expect(l.limit(new Request("https://app.example/"), { [option]: query() as never }), option).rejects.toThrow(TypeError);
+    }
+    expect(ran).toBe(0);
+  });
 });
