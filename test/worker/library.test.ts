@@ -276,7 +276,14 @@ describe("Hono middleware", () => {
     });
     app.get("/stream", () => {
       ran++;
-      return new Response(new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode("streamed")), c.close()) }));
+      return new Response(
+        new ReadableStream({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode("streamed"));
+            controller.close();
+          },
+        }),
+      );
     });
     app.get("/throws", () => {
       ran++;
