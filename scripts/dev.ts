@@ -16,12 +16,13 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { parseEnv } from "node:util";
 import Redis from "ioredis";
+import { originUrlErrors } from "../src/config/origin-url.ts";
 import { parseRateLimits } from "../src/config/rate-limits.ts";
 import { startOrigin } from "./demo-origin.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { freePort, isListening } from "./lib/ports.ts";
 import { hasRedisServer, startRedis } from "./lib/redis-server.ts";
-import { rateLimitsFromWranglerToml } from "./lib/wrangler-config.ts";
+import { varsFromWranglerToml } from "./lib/wrangler-config.ts";
 import { redactUrl, startShim } from "./shim/server.ts";
 
 const readyJson = process.argv.includes("--ready-json");
@@ -86,15 +87,37 @@ const workerVars: Record<string, string> = {};
 // What this run started, for the ready line: tests check all of it is gone after Ctrl-C.
 const started: { ports: number[]; pids: number[] } = { ports: [], pids: [] };
 
+/** Where a variable set in .dev.vars or the environment came from: the environment wins. */
+const sourceOf = (name: string) => (process.env[name] ? "the environment" : devVarsFile);
+const tomlVars = varsFromWranglerToml();
+
 // RATE_LIMITS from .dev.vars or the environment wins over wrangler.toml's, as under wrangler dev alone
-const limitsSource = vars.RATE_LIMITS ? (process.env.RATE_LIMITS ? "the environment" : devVarsFile) : "wrangler.toml";
-const limits = parseRateLimits(vars.RATE_LIMITS ?? rateLimitsFromWranglerToml());
+const limitsSource = vars.RATE_LIMITS ? sourceOf("RATE_LIMITS") : "wrangler.toml";
+const limits = parseRateLimits(vars.RATE_LIMITS ?? tomlVars.RATE_LIMITS);
 if (!limits.ok) await fail(`RATE_LIMITS from ${limitsSource} is invalid:\n  - ${limits.errors.join("\n  - ")}`);
 if (vars.RATE_LIMITS) workerVars.RATE_LIMITS = JSON.stringify(JSON.parse(vars.RATE_LIMITS));
 
+// wrangler.toml's own ORIGIN_URL too, as wrangler dev alone would use it: the demo origin is for
+// a run that names none. Checked before anything starts, as the gate would refuse it.
+const originUrl = vars.ORIGIN_URL || (typeof tomlVars.ORIGIN_URL === "string" && tomlVars.ORIGIN_URL) || undefined;
+const originSource = vars.ORIGIN_URL ? sourceOf("ORIGIN_URL") : "wrangler.toml";
+const originErrors = originUrl ? originUrlErrors(originUrl) : [];
+if (originErrors.length) await fail(`ORIGIN_URL from ${originSource} is invalid:\n  - ${originErrors.join("\n  - ")}`);
+
+// One of the two alone is a half-pasted database, not a wish for a local Redis: running on one
+// instead would look like the database works.
+for (const [given, missing] of [
+  ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"],
+  ["UPSTASH_REDIS_REST_TOKEN", "UPSTASH_REDIS_REST_URL"],
+] as const) {
+  if (vars[given] && !vars[missing]) {
+    await fail(`${given} is set (in ${sourceOf(given)}) but ${missing} is not: set both to use that Upstash database, or neither to run on a local Redis through the shim.`);
+  }
+}
+
 let store: string;
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
-  store = `Upstash at ${vars.UPSTASH_REDIS_REST_URL} (credentials from ${fileVars.UPSTASH_REDIS_REST_URL ? ".dev.vars" : "the environment"})`;
+  store = `Upstash at ${vars.UPSTASH_REDIS_REST_URL} (credentials from ${sourceOf("UPSTASH_REDIS_REST_URL")})`;
   say(`• Upstash mode: credentials found, starting no local Redis or shim`);
   workerVars.UPSTASH_REDIS_REST_URL = vars.UPSTASH_REDIS_REST_URL;
   workerVars.UPSTASH_REDIS_REST_TOKEN = vars.UPSTASH_REDIS_REST_TOKEN;
@@ -131,10 +154,10 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
 }
 
 let originLabel: string;
-if (vars.ORIGIN_URL) {
-  workerVars.ORIGIN_URL = vars.ORIGIN_URL;
-  originLabel = vars.ORIGIN_URL;
-  say(`• Origin: ${vars.ORIGIN_URL} (ORIGIN_URL)`);
+if (originUrl) {
+  workerVars.ORIGIN_URL = originUrl;
+  originLabel = originUrl;
+  say(`• Origin: ${originUrl} (ORIGIN_URL from ${originSource})`);
 } else {
   const origin = await startOrigin();
   stops.push(() => origin.close());
@@ -145,7 +168,7 @@ if (vars.ORIGIN_URL) {
 }
 
 // The admin API and its console: the developer's ADMIN_TOKEN, else one for this run (printed in the banner).
-const adminTokenSource = vars.ADMIN_TOKEN ? (fileVars.ADMIN_TOKEN ? devVarsFile : "the environment") : undefined;
+const adminTokenSource = vars.ADMIN_TOKEN ? sourceOf("ADMIN_TOKEN") : undefined;
 // the gate refuses a shorter one (its admin API and console would answer their configuration error): said here, before it starts
 if (vars.ADMIN_TOKEN && vars.ADMIN_TOKEN.length < 32) {
   await fail(`ADMIN_TOKEN from ${adminTokenSource} must be at least 32 characters (a random one: openssl rand -hex 32).`);

@@ -1,3 +1,4 @@
+import { originUrlErrors } from "./config/origin-url.ts";
 import { parseRateLimits } from "./config/rate-limits.ts";
 import { createGate, type Gate } from "./gateway/gateway.ts";
 import { configurationError } from "./http/answers.ts";
@@ -75,20 +76,9 @@ function build(env: GatewayEnv): Gate {
       "UPSTASH_REDIS_REST_TOKEN: holds a line break, a NUL or a character past U+00FF, which no Authorization header can carry, so every store call would fail: check the value as copied (it is not repeated here)",
     );
   }
-  let origin: URL | undefined;
-  if (env.ORIGIN_URL) {
-    // not echoed even to the log: it may carry credentials
-    if (!URL.canParse(env.ORIGIN_URL)) errors.push("ORIGIN_URL: is not a URL");
-    else {
-      origin = new URL(env.ORIGIN_URL);
-      // fetch loads no other scheme: every admitted request would end in a 502 that blames the
-      // origin, its upstream_error line quoting the URL, credentials and all
-      if (origin.protocol !== "http:" && origin.protocol !== "https:") errors.push("ORIGIN_URL: must be an http or https URL");
-      // each request's path and query are appended to it: after a query or fragment they would
-      // land in the query, or be dropped, and every request reach the same origin page
-      if (/[?#]/.test(origin.href)) errors.push("ORIGIN_URL: must hold no query or fragment (each request's path and query are appended to it)");
-    }
-  }
+  const originErrors = env.ORIGIN_URL ? originUrlErrors(env.ORIGIN_URL) : [];
+  errors.push(...originErrors);
+  const origin = env.ORIGIN_URL && !originErrors.length ? new URL(env.ORIGIN_URL) : undefined;
   if (!parsed.ok || errors.length) {
     console.error(JSON.stringify({ event: "slidegate.config_error", errors }));
     return async () => configurationError();

@@ -32,6 +32,23 @@ describe("npm run check-config", () => {
     expect([given.status, given.stdout]).toEqual([0, expect.stringContaining("default: 5 per 10s per client IP")]);
   });
 
+  it("checks a wrangler configuration's ORIGIN_URL as the gate does, naming it without echoing it and saying to give the scheme", () => {
+    const dir = mkdtempSync(join(tmpdir(), "check-config-"));
+    const limits = 'RATE_LIMITS = { rules = [{ name = "minute", limit = 100, window = "1m" }] }\n';
+    const check = (origin: string) => {
+      const file = join(dir, "wrangler.toml");
+      writeFileSync(file, `[vars]\nORIGIN_URL = ${JSON.stringify(origin)}\n${limits}`);
+      return run("scripts/check-config.ts", [file]);
+    };
+    const bare = check("api.internal.example:8443");
+    expect(bare.status).toBe(1);
+    expect(bare.stderr).toMatch(/ORIGIN_URL: .*https:\/\/api\.example\.com/);
+    expect(bare.stderr + bare.stdout).not.toContain("api.internal.example");
+    const query = check("https://origin.example/v1?debug=1");
+    expect([query.status, query.stderr]).toEqual([1, expect.stringContaining("ORIGIN_URL: must hold no query or fragment")]);
+    for (const good of ["", "https://origin.example/v1"]) expect(check(good).status, good).toBe(0);
+  });
+
   it("reads a JSON file or standard input and names every bad field", () => {
     const dir = mkdtempSync(join(tmpdir(), "check-config-"));
     const file = join(dir, "limits.json");

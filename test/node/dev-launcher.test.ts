@@ -52,8 +52,9 @@ async function devEnv(env: Record<string, string>): Promise<NodeJS.ProcessEnv> {
  * `npm run dev --ready-json` with no developer .dev.vars in play unless `devVars` says so.
  * `detached`: in a process group of its own, as at a terminal, for a Ctrl-C sent to the group.
  */
-async function startDev(devVars = "/dev/null", env: Record<string, string> = {}, detached = false): Promise<{ ready: Ready; output: () => string }> {
-  dev = spawn(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+async function startDev(devVars = "/dev/null", env: Record<string, string> = {}, detached = false, cwd = process.cwd()): Promise<{ ready: Ready; output: () => string }> {
+  dev = spawn(process.execPath, [join(process.cwd(), "scripts/dev.ts"), "--ready-json"], {
+    cwd,
     env: await devEnv({ DEV_VARS_FILE: devVars, ...env }),
     stdio: ["ignore", "pipe", "pipe"],
     detached,
@@ -249,6 +250,71 @@ describe("npm run dev", () => {
     expect(run.stderr).toMatch(/ADMIN_TOKEN from the environment must be at least 32 characters/);
     expect(run.stderr + run.stdout).not.toContain(short);
     expect(run.stdout).not.toContain("SLIDEGATE_READY");
+  });
+
+  /**
+   * A project directory of its own whose wrangler.toml's [vars] are `vars` (as TOML lines), its
+   * Worker the one here: how a user's own wrangler.toml reaches npm run dev.
+   */
+  function projectWith(vars: string): string {
+    const dir = mkdtempSync(join(tmpdir(), "dev-project-"));
+    const worker = join(process.cwd(), "src/index.ts");
+    writeFileSync(join(dir, "wrangler.toml"), `name = "slidegate"\nmain = ${JSON.stringify(worker)}\ncompatibility_date = "2026-08-01"\n\n[vars]\n${vars}\n`);
+    return dir;
+  }
+  const limits = 'RATE_LIMITS = { rules = [{ name = "default", limit = 5, window = "10s" }] }';
+  // No Redis to use and none to start: a launcher that went past its checks stops at Redis,
+  // with another message, rather than starting a stack this test would have to stop.
+  const noRedis = { PATH: "/nonexistent", REDIS_URL: "redis://127.0.0.1:9" };
+
+  it("proxies to wrangler.toml's ORIGIN_URL rather than starting the demo origin in its place", async () => {
+    const { createServer } = await import("node:http");
+    const origin = createServer((_req, res) => res.end("the user's own origin"));
+    await new Promise<void>((resolve) => origin.listen(0, "127.0.0.1", resolve));
+    try {
+      const url = `http://127.0.0.1:${(origin.address() as { port: number }).port}`;
+      const { ready, output } = await startDev("/dev/null", {}, false, projectWith(`ORIGIN_URL = "${url}"\n${limits}`));
+      expect(output()).toContain(`Origin: ${url} (ORIGIN_URL from wrangler.toml)`);
+      expect(output()).not.toContain("demo echo API");
+      expect(await (await fetch(`${ready.gate}/`)).text()).toBe("the user's own origin");
+      await ctrlC(ready);
+    } finally {
+      origin.close();
+    }
+  }, 120_000);
+
+  it("stops, naming ORIGIN_URL and where it came from, when it has no scheme (the gate would answer every request with its configuration error)", async () => {
+    const fromEnv = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+      env: await devEnv({ ORIGIN_URL: "api.internal.example", ...noRedis }),
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(fromEnv.status).toBe(1);
+    expect(fromEnv.stderr).toMatch(/ORIGIN_URL from the environment is invalid:\n {2}- ORIGIN_URL: is not a URL: .*https:\/\/api\.example\.com/);
+    expect(fromEnv.stderr).not.toContain("api.internal.example");
+    const fromToml = spawnSync(process.execPath, [join(process.cwd(), "scripts/dev.ts"), "--ready-json"], {
+      cwd: projectWith(`ORIGIN_URL = "localhost:8080"\n${limits}`),
+      env: await devEnv(noRedis),
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    expect(fromToml.status).toBe(1);
+    expect(fromToml.stderr).toMatch(/ORIGIN_URL from wrangler\.toml is invalid:\n {2}- ORIGIN_URL: must be an http or https URL/);
+  });
+
+  it("stops, naming the missing one, when only one of the Upstash secrets is set, rather than running on a local Redis instead", async () => {
+    for (const [given, missing] of [
+      ["UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_TOKEN"],
+      ["UPSTASH_REDIS_REST_TOKEN", "UPSTASH_REDIS_REST_URL"],
+    ] as const) {
+      const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+      const file = join(dir, ".dev.vars");
+      writeFileSync(file, `UPSTASH_REDIS_REST_URL=\nUPSTASH_REDIS_REST_TOKEN=\n${given}=${given.endsWith("URL") ? "https://example.upstash.io" : "a-token-value"}\n`);
+      const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], { env: await devEnv({ DEV_VARS_FILE: file, ...noRedis }), encoding: "utf8", timeout: 30_000 });
+      expect(run.status, given).toBe(1);
+      expect(run.stderr, given).toContain(`${given} is set (in ${file}) but ${missing} is not`);
+      expect(run.stderr, given).not.toMatch(/Local mode|a-token-value/);
+    }
   });
 
   it("stops with install instructions when there is no Redis to use and no redis-server", async () => {
