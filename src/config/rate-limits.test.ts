@@ -46,6 +46,24 @@ describe("parseRateLimits", () => {
     expect(r.config.tiers.get("paid")![0]).toMatchObject({ fail: "open", timeoutMs: 900 });
   });
 
+  it('names a number or a boolean written as a string (limit = "100", required = "true") and says to drop the quotes', () => {
+    const errors = errorsOf({
+      identity: { header: "x-api-key", required: "true" },
+      timeout: "1500",
+      rules: [{ name: "minute", limit: "100", window: "1m", cost: "2" }],
+    });
+    expect(errors).toEqual(
+      expect.arrayContaining([
+        'RATE_LIMITS.rules[0].limit: must be a number, not the string "100": write it without quotes',
+        'RATE_LIMITS.rules[0].cost: must be a number, not the string "2": write it without quotes',
+        'RATE_LIMITS.timeout: must be a number, not the string "1500": write it without quotes',
+        'RATE_LIMITS.identity.required: must be true or false, not the string "true": write it without quotes',
+      ]),
+    );
+    // a string that is no number keeps the plain message
+    expect(errorsOf({ rules: [{ name: "minute", limit: "lots", window: "1m" }] })).toEqual([expect.not.stringContaining("without quotes")]);
+  });
+
   it("refuses list addresses that readers disagree on, naming the entry, instead of reading 010 as octal", () => {
     const errors = errorsOf({ rules: [{ name: "m", limit: 5, window: "10s" }], deny: { ips: ["192.000.002.077", "10.0.0.0/8", "010.0.0.0/8"] }, allow: { ips: ["nonsense"] } });
     const advice = "has IPv4 written with leading zeros or in another base, which readers disagree on: write it in plain dotted decimal (like 192.0.2.7)";

@@ -563,6 +563,15 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
     return `${root}.keys: entry ${place} is named by no SHA-256 of an API key, as 64 lowercase hex digits (not repeated here: it may be the key itself; name each key by its SHA-256)`;
   }
   const path = items.map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
+  // limit = "100" in TOML, or "100" in JSON: valibot's "Expected number" does not say that the
+  // quotes are the whole mistake
+  const quoted = typeof issue.input === "string" ? issue.input : undefined;
+  if (issue.kind === "schema" && quoted !== undefined) {
+    if (issue.type === "number" && quoted.trim() !== "" && Number.isFinite(Number(quoted)))
+      return `${root}${path}: must be a number, not the string ${JSON.stringify(quoted)}: write it without quotes`;
+    if (issue.type === "boolean" && (quoted === "true" || quoted === "false"))
+      return `${root}${path}: must be true or false, not the string ${JSON.stringify(quoted)}: write it without quotes`;
+  }
   return `${root}${path}: ${issue.message}`;
 }
 
