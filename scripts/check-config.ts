@@ -9,6 +9,7 @@
  * than a caller's network); exits 1 and names each bad field otherwise.
  */
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { originUrlErrors } from "../src/config/origin-url.ts";
 import { configurationWarnings, parseRateLimits } from "../src/config/rate-limits.ts";
 import { keyHeaderWarnings } from "../src/gateway/proxy.ts";
@@ -16,6 +17,8 @@ import { describeLimits } from "./lib/describe-limits.ts";
 import { varsFromWranglerToml } from "./lib/wrangler-config.ts";
 
 const source = process.argv[2];
+// npm runs this in the package's root; a file the user names is relative to where npm was typed (INIT_CWD)
+const fromUser = (name: string) => resolve(process.env.INIT_CWD ?? ".", name);
 let raw: unknown;
 let from: string;
 // a wrangler configuration's ORIGIN_URL, which the gate refuses as it refuses RATE_LIMITS
@@ -23,13 +26,13 @@ let originErrors: string[] = [];
 try {
   // a wrangler configuration named as a file (another environment's, say) is read as wrangler.toml is
   if (source === undefined || /\.toml$/i.test(source)) {
-    const vars = varsFromWranglerToml(source);
+    const vars = varsFromWranglerToml(source === undefined ? undefined : fromUser(source));
     raw = vars.RATE_LIMITS;
     from = `${source ?? "wrangler.toml"} [vars] RATE_LIMITS`;
     if (typeof vars.ORIGIN_URL === "string" && vars.ORIGIN_URL) originErrors = originUrlErrors(vars.ORIGIN_URL);
     else if (vars.ORIGIN_URL !== undefined && typeof vars.ORIGIN_URL !== "string") originErrors = ["ORIGIN_URL: must be a string"];
   } else {
-    raw = readFileSync(source === "-" ? 0 : source, "utf8");
+    raw = readFileSync(source === "-" ? 0 : fromUser(source), "utf8");
     from = source === "-" ? "standard input" : source;
   }
 } catch (e) {

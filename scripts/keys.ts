@@ -31,6 +31,7 @@
  */
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
 import { readKey, trimKey } from "../src/decision/api-key.ts";
@@ -247,7 +248,8 @@ const BOOLEANS: Record<string, boolean> = { true: true, "1": true, false: false,
 function readEntries(path: string): FileEntry[] {
   let text: string;
   try {
-    text = readFileSync(path, "utf8").replace(/^\uFEFF/, "");
+    // npm runs this in the package's root; a relative name is the user's, from where npm was typed (INIT_CWD)
+    text = readFileSync(resolve(process.env.INIT_CWD ?? ".", path), "utf8").replace(/^\uFEFF/, "");
   } catch (e) {
     throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
   }

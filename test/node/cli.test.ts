@@ -49,6 +49,13 @@ describe("npm run check-config", () => {
     for (const good of ["", "https://origin.example/v1"]) expect(check(good).status, good).toBe(0);
   });
 
+  it("reads a file named relative to the directory npm run was typed in, not the package's root where npm runs it", () => {
+    const dir = mkdtempSync(join(tmpdir(), "check-config-"));
+    writeFileSync(join(dir, "limits.json"), JSON.stringify({ rules: [{ name: "minute", limit: 100, window: "60s" }] }));
+    const r = spawnSync("bash", ["-c", `cd ${dir} && npm --prefix ${process.cwd()} run --silent check-config -- limits.json`], { encoding: "utf8", timeout: 60_000 });
+    expect([r.status, r.stdout]).toEqual([0, expect.stringContaining("minute: 100 per 1m")]);
+  });
+
   it("reads a JSON file or standard input and names every bad field", () => {
     const dir = mkdtempSync(join(tmpdir(), "check-config-"));
     const file = join(dir, "limits.json");

@@ -213,6 +213,17 @@ describe("npm run keys, as the README shows it", () => {
     expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(/cannot read .*nope\.csv: ENOENT/)]);
   });
 
+  it("reads a file named relative to the directory npm run was typed in, where the shell writes list --all > backup.json", () => {
+    // npm runs the script in the package's root: only INIT_CWD says where the user was
+    const repo = new URL("../..", import.meta.url).pathname;
+    writeFileSync(join(dir, "relative.csv"), "key,tier\nsk-relative-1,paid\n");
+    const r = spawnSync("bash", ["-c", `cd ${dir} && npm --prefix ${repo} run --silent keys -- import relative.csv`], {
+      encoding: "utf8",
+      env: { ...process.env, SLIDEGATE_URL: url, ADMIN_TOKEN },
+    });
+    expect([r.status, r.stderr]).toEqual([0, expect.stringContaining("imported 1 of 1")]);
+  });
+
   it("never echoes a JSON file's field that may be a raw key: a map of keys to tiers, or entries keyed by the key", () => {
     const cases: [string, RegExp][] = [
       // the shape of RATE_LIMITS' keys (hash → tier), with raw keys: no "entries" at all
