@@ -218,8 +218,15 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       };
     };
     // a key nobody knows is not limited by its tier's rules under these policies: an operator
-    // reading them as its quota would misread the answer
-    const unknownKey = identity.kind === "k" && !entry && !config.keyTiers.has(identity.keyHash!) && config.unknownKeys !== "defaultTier";
+    // reading them as its quota would misread the answer. A key on the allow or deny list never
+    // meets the policy (the lists are read first): told it is refused, an operator would look for
+    // a fault in a monitoring key that goes through unlimited.
+    const unknownKey =
+      identity.kind === "k" &&
+      !entry &&
+      !config.keyTiers.has(identity.keyHash!) &&
+      config.unknownKeys !== "defaultTier" &&
+      config.access(undefined, identity.keyHash) === undefined;
     return {
       identity: { kind: ({ k: "key", i: "ip", u: "user" } as const)[identity.kind], tag: identity.tag },
       tier,

@@ -140,6 +140,22 @@ describe("key registry", () => {
     },
   );
 
+  it.each(["reject", "ip"] as const)(
+    'usage of an unregistered key on the allow or deny list names no unknownKeys policy (unknownKeys "%s"): the lists decide its requests',
+    async (unknownKeys) => {
+      const [allowed, denied] = [await hashOf("monitoring"), await hashOf("revoked")];
+      const { a } = fleet({ identity: { header: "x-api-key", unknownKeys }, allow: { keys: [allowed] }, deny: { keys: [denied] } });
+      // the gate's own answers: the lists come before the key's registry entry
+      expect(await statuses(a, 1, "/", { key: "monitoring" })).toEqual([200]);
+      expect(await statuses(a, 1, "/", { key: "revoked" })).toEqual([403]);
+      for (const key of ["monitoring", "revoked"]) {
+        const usage = await admin(a, "usage", { key });
+        expect(usage.status).toBe(200);
+        expect(usage.body).not.toHaveProperty("unknownKey");
+      }
+    },
+  );
+
   it('unknownKeys "ip": invented keys are limited as their client address', async () => {
     const { a } = fleet({ identity: { header: "x-api-key", unknownKeys: "ip" } });
     const codes = [];
