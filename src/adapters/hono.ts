@@ -124,15 +124,21 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     const u = url ?? binding(env, "UPSTASH_REDIS_REST_URL");
     const t = token ?? binding(env, "UPSTASH_REDIS_REST_TOKEN");
     if (limiter?.url !== u || limiter.token !== t) {
-      // said as the app set it up: it gave no such option, and on Node the variables are in process.env, which no binding reads
+      // Said as the app set it up: on Node the variables are in process.env, which no binding
+      // reads. An option written but undefined (url: process.env.UPSTASH_REDIS_REST_URL, read
+      // before the variables were loaded) is not one "not given": told so, the app would look
+      // for a fault in code that is right.
+      const how = (name: "url" | "token") => (Object.hasOwn(options, name) ? `options.${name} is undefined` : `options.${name} was not given`);
       const unset = [
-        ...(u ? [] : ["the binding UPSTASH_REDIS_REST_URL is unset and options.url was not given"]),
-        ...(t ? [] : ["the binding UPSTASH_REDIS_REST_TOKEN is unset and options.token was not given"]),
+        ...(u ? [] : [`the binding UPSTASH_REDIS_REST_URL is unset and ${how("url")}`]),
+        ...(t ? [] : [`the binding UPSTASH_REDIS_REST_TOKEN is unset and ${how("token")}`]),
       ];
       if (unset.length) {
-        throw new Error(
-          `slidegate: no store for rateLimit(): ${unset.join("; ")} (on Node, Bun or Deno, which have no bindings, give url and token to rateLimit(), from process.env say)`,
-        );
+        const written = (!u && Object.hasOwn(options, "url")) || (!t && Object.hasOwn(options, "token"));
+        const hint = written
+          ? "a variable read from process.env is undefined until it is set: check it is set (or the .env file loaded) before rateLimit() is called"
+          : "on Node, Bun or Deno, which have no bindings, give url and token to rateLimit(), from process.env say";
+        throw new Error(`slidegate: no store for rateLimit(): ${unset.join("; ")} (${hint})`);
       }
       // named as the app set them: it wrote no options.url
       if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");

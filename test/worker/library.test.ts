@@ -600,6 +600,30 @@ describe("Hono middleware", () => {
     }
   });
 
+  it("says an option the app wrote but that holds undefined (process.env read before it was loaded) is undefined, not that it was not given", async () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    // as a Node app writes it, with the variable unset: url: process.env.UPSTASH_REDIS_REST_URL
+    const cases = [
+      { options: { url: undefined, token: services.shimToken }, missing: "url" },
+      { options: { url: services.shimUrl, token: undefined }, missing: "token" },
+    ];
+    for (const { options, missing } of cases) {
+      const app = new Hono();
+      let error: unknown;
+      app.onError((e, c) => {
+        error = e;
+        return c.text("error", 500);
+      });
+      app.use(rateLimit({ prefix: prefix(), rules, ...options }));
+      app.get("/", (c) => c.text("ok"));
+      expect((await app.fetch(request("/"))).status).toBe(500);
+      const message = String(error);
+      expect(message, missing).toContain(`options.${missing} is undefined`);
+      expect(message, missing).not.toContain(`options.${missing} was not given`);
+      expect(message, missing).not.toContain(services.shimToken);
+    }
+  });
+
   it("refuses a store token no request header can carry (a line break inside, a character past U+00FF), without repeating it", async () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     for (const token of [`${services.shimToken.slice(0, 8)}\n${services.shimToken.slice(8)}`, `${services.shimToken}\u20ac`, `${services.shimToken}\0`]) {
