@@ -243,11 +243,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   /**
    * Each route: whom it is about ("any": a key, its hash, an IP, a user or a tag; "key": a key or its hash;
    * "none"), the other fields its body takes (unset: it checks them itself), what it does, and
-   * whether this isolate forgets what it cached of that identity.
+   * whether this isolate forgets what it cached of that identity once it succeeded, or also
+   * when the store failed (the change may have landed): not for a change that can only restrict.
    */
   type Body = Record<string, unknown>;
   type Route = { takes?: readonly string[] } & (
-    | { who: "any" | "key"; forgets?: true; run: (identity: Identity, body: Body) => Promise<Response> }
+    | { who: "any" | "key"; forgets?: "on-success" | "also-on-failure"; run: (identity: Identity, body: Body) => Promise<Response> }
     | { who: "none"; run: (body: Body) => Promise<Response> }
   );
   const routes: Record<string, Route> = {
@@ -255,7 +256,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     reset: {
       who: "any",
       takes: [],
-      forgets: true,
+      forgets: "also-on-failure",
       run: async (identity) => {
         const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
         return json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag, entry?.tier)) });
@@ -264,8 +265,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     block: {
       who: "any",
       takes: ["seconds"],
-      // a cached 429 would otherwise answer for the block on this isolate until it lapses
-      forgets: true,
+      // A cached 429 would otherwise answer for the block on this isolate until it lapses. Not
+      // after a failure, though: a block that may have landed restricts no less than the denial
+      // remembered, and while the store is down that denial is all that keeps the caller from
+      // being admitted by a fail-open decision.
+      forgets: "on-success",
       run: async (identity, body) => {
         const seconds = body.seconds;
         if (typeof seconds !== "number" || !Number.isInteger(seconds) || seconds < 1 || seconds > MAX_BLOCK_SECONDS) {
@@ -277,11 +281,16 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         return json({ blocked: true, seconds });
       },
     },
-    unblock: { who: "any", takes: [], forgets: true, run: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }) },
+    unblock: {
+      who: "any",
+      takes: [],
+      forgets: "also-on-failure",
+      run: async (identity) => json({ unblocked: (await redis.del(redisKeys.block(config.prefix, identity.tag))) === 1 }),
+    },
     // its fields are an entry's, which the registry's check names when it does not know one
     "keys/set": {
       who: "key",
-      forgets: true,
+      forgets: "also-on-failure",
       run: async (identity, body) => {
         const { key: _key, hash: _hash, ...fields } = body;
         const checked = registry.check(fields);
@@ -303,7 +312,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     "keys/update": {
       who: "key",
       takes: ["tier", "label", "disabled"],
-      forgets: true,
+      forgets: "also-on-failure",
       run: async (identity, body) => {
         const { key: _key, hash: _hash, ...fields } = body;
         const given = { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined };
@@ -314,11 +323,11 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         return entry ? json({ hash: identity.keyHash, ...entry }) : noEntry();
       },
     },
-    "keys/delete": { who: "key", takes: [], forgets: true, run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
+    "keys/delete": { who: "key", takes: [], forgets: "also-on-failure", run: async (identity) => ((await registry.remove(identity)) ? json({ deleted: true }) : noEntry()) },
     "keys/override": {
       who: "key",
       takes: ["rule", "limit", "window", "windowMs", "clear"],
-      forgets: true,
+      forgets: "also-on-failure",
       run: async (identity, body) => {
         const { rule, limit, window, windowMs, clear } = body;
         if (typeof rule !== "string") return badRequest('"rule" must name a rule');
@@ -525,8 +534,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       response = route.who === "none" ? await route.run(body) : await route.run(identity!, body);
     } catch (e) {
       // a change whose answer never came back (cut, late) may have landed all the same: this
-      // isolate forgets as if it had, which costs at most one store read
-      if (route.who !== "none" && route.forgets) options.forget?.(identity!.tag);
+      // isolate forgets as if it had, which costs at most one store read (not after a block:
+      // the denial it remembers restricts no less, and the store may still be down)
+      if (route.who !== "none" && route.forgets === "also-on-failure") options.forget?.(identity!.tag);
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
       if (e instanceof errors.UpstashError && WRONG_TYPE.test(e.message)) return wrongType();

@@ -399,6 +399,25 @@ describe("faults between the Worker and Redis", () => {
       }
     });
 
+    it("a block the store refused outright during an outage keeps the caller's remembered 429: a failed change that only restricts loosens nothing", async () => {
+      const RATE_LIMITS = rateLimits({ fail: "open", denialCacheMaxAge: "10m", rules: [{ name: "default", limit: 1, window: "10m" }] });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+      try {
+        const caller = fresh();
+        await denied(gate, caller);
+        const STORE_DOWN = { kind: "status", status: 503 } as const;
+        // the operator blocks the caller as the store goes down: nothing lands
+        const block = await during(STORE_DOWN, () => adminCall(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 }), signIn);
+        await block.arrayBuffer();
+        expect(block.status).toBe(503);
+        // still down: the isolate's remembered denial is all that stands between the caller and a fail-open admission
+        const next = await during(STORE_DOWN, () => ask({ isolates: [gate] }, caller));
+        expect(next).toMatchObject({ status: 429, failOpen: false });
+      } finally {
+        await gate.dispose();
+      }
+    });
+
     it("an import that moves a key to a roomier tier: its next request is decided by the store, and admitted", async () => {
       const RATE_LIMITS = rateLimits({
         denialCacheMaxAge: "10m",
