@@ -244,11 +244,16 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
    * Each route: whom it is about ("any": a key, its hash, an IP, a user or a tag; "key": a key or its hash;
    * "none"), the other fields its body takes (unset: it checks them itself), what it does, and
    * whether this isolate forgets what it cached of that identity once it succeeded, or also
-   * when the store failed (the change may have landed): not for a change that can only restrict.
+   * when the store failed (the change may have landed): not for a change that can only restrict
+   * (a block, a key disabled), whose remembered denial restricts no less than whatever landed, and
+   * which, while the store is down, is all that keeps the caller from a fail-open admission.
    */
   type Body = Record<string, unknown>;
+  type Forgets = "on-success" | "also-on-failure";
+  /** a registry write that disables the key refuses it whatever else it changes */
+  const unlessDisabling = (body: Body): Forgets => (body.disabled === true ? "on-success" : "also-on-failure");
   type Route = { takes?: readonly string[] } & (
-    | { who: "any" | "key"; forgets?: "on-success" | "also-on-failure"; run: (identity: Identity, body: Body) => Promise<Response> }
+    | { who: "any" | "key"; forgets?: Forgets | ((body: Body) => Forgets); run: (identity: Identity, body: Body) => Promise<Response> }
     | { who: "none"; run: (body: Body) => Promise<Response> }
   );
   const routes: Record<string, Route> = {
@@ -265,10 +270,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     block: {
       who: "any",
       takes: ["seconds"],
-      // A cached 429 would otherwise answer for the block on this isolate until it lapses. Not
-      // after a failure, though: a block that may have landed restricts no less than the denial
-      // remembered, and while the store is down that denial is all that keeps the caller from
-      // being admitted by a fail-open decision.
+      // a cached 429 would otherwise answer for the block on this isolate until it lapses (only
+      // once the block has landed: see Route)
       forgets: "on-success",
       run: async (identity, body) => {
         const seconds = body.seconds;
@@ -290,7 +293,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     // its fields are an entry's, which the registry's check names when it does not know one
     "keys/set": {
       who: "key",
-      forgets: "also-on-failure",
+      forgets: unlessDisabling,
       run: async (identity, body) => {
         const { key: _key, hash: _hash, ...fields } = body;
         const checked = registry.check(fields);
@@ -312,7 +315,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     "keys/update": {
       who: "key",
       takes: ["tier", "label", "disabled"],
-      forgets: "also-on-failure",
+      forgets: unlessDisabling,
       run: async (identity, body) => {
         const { key: _key, hash: _hash, ...fields } = body;
         const given = { tier: fields.tier !== undefined, label: fields.label !== undefined, disabled: fields.disabled !== undefined };
@@ -534,9 +537,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       response = route.who === "none" ? await route.run(body) : await route.run(identity!, body);
     } catch (e) {
       // a change whose answer never came back (cut, late) may have landed all the same: this
-      // isolate forgets as if it had, which costs at most one store read (not after a block:
-      // the denial it remembers restricts no less, and the store may still be down)
-      if (route.who !== "none" && route.forgets === "also-on-failure") options.forget?.(identity!.tag);
+      // isolate forgets as if it had, which costs at most one store read (not after a change
+      // that only restricts: see Route)
+      if (route.who !== "none" && (typeof route.forgets === "function" ? route.forgets(body) : route.forgets) === "also-on-failure") options.forget?.(identity!.tag);
       // a bug is the gate's 500; only the store's own failures are a 503, without its words
       if (!isStoreFailure(e)) throw e;
       if (e instanceof errors.UpstashError && WRONG_TYPE.test(e.message)) return wrongType();

@@ -418,6 +418,33 @@ describe("faults between the Worker and Redis", () => {
       }
     });
 
+    it.each(["keys/update", "keys/set"])(
+      "a key disabled by %s as the store goes down, nothing landed, keeps its remembered 429: a failed change that only restricts loosens nothing",
+      async (route) => {
+        const RATE_LIMITS = rateLimits({ fail: "open", denialCacheMaxAge: "10m", identity: { header: "x-api-key" }, rules: [{ name: "default", limit: 1, window: "10m" }] });
+        const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+        try {
+          const key = `leaked-${randomBytes(8).toString("hex")}`;
+          await registerKey(RATE_LIMITS, key, "default");
+          const caller = { ...fresh(), "x-api-key": key };
+          await denied(gate, caller);
+          const STORE_DOWN = { kind: "status", status: 503 } as const;
+          // keys/update's write is a script, as the sign-in's calls are: spared by what it writes
+          const disable = await during(
+            STORE_DOWN,
+            () => adminCall(gate, route, { key, disabled: true }),
+            (call) => signIn(call) && !call.includes('"disabled"'),
+          );
+          await disable.arrayBuffer();
+          expect(disable.status).toBe(503);
+          const next = await during(STORE_DOWN, () => ask({ isolates: [gate] }, caller));
+          expect(next).toMatchObject({ status: 429, failOpen: false });
+        } finally {
+          await gate.dispose();
+        }
+      },
+    );
+
     it("an import that moves a key to a roomier tier: its next request is decided by the store, and admitted", async () => {
       const RATE_LIMITS = rateLimits({
         denialCacheMaxAge: "10m",
