@@ -413,12 +413,15 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         }
         // checked only, nothing written: a client checks a whole file, batch by batch, before it imports any of it
         if (check) return json({ checked: items.length });
-        // forgotten even when the store fails: a write whose answer was lost may have landed
+        // forgotten even when the store fails, as a write whose answer was lost may have landed;
+        // but a key the import disables keeps its cached denial then (see Route)
         try {
           await registry.mergeMany(items);
-        } finally {
-          for (const { identity } of items) options.forget?.(identity.tag);
+        } catch (e) {
+          for (const { identity, entry } of items) if (!entry.disabled) options.forget?.(identity.tag);
+          throw e;
         }
+        for (const { identity } of items) options.forget?.(identity.tag);
         return json({ imported: items.length });
       },
     },

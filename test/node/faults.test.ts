@@ -418,7 +418,7 @@ describe("faults between the Worker and Redis", () => {
       }
     });
 
-    it.each(["keys/update", "keys/set"])(
+    it.each(["keys/update", "keys/set", "keys/import"])(
       "a key disabled by %s as the store goes down, nothing landed, keeps its remembered 429: a failed change that only restricts loosens nothing",
       async (route) => {
         const RATE_LIMITS = rateLimits({ fail: "open", denialCacheMaxAge: "10m", identity: { header: "x-api-key" }, rules: [{ name: "default", limit: 1, window: "10m" }] });
@@ -432,7 +432,7 @@ describe("faults between the Worker and Redis", () => {
           // keys/update's write is a script, as the sign-in's calls are: spared by what it writes
           const disable = await during(
             STORE_DOWN,
-            () => adminCall(gate, route, { key, disabled: true }),
+            () => adminCall(gate, route, route === "keys/import" ? { entries: [{ key, disabled: true }] } : { key, disabled: true }),
             (call) => signIn(call) && !call.includes('"disabled"'),
           );
           await disable.arrayBuffer();
