@@ -18,6 +18,20 @@ const prefix = () => `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
 const onTestStore = (options: Omit<Parameters<typeof rateLimit>[0], "url" | "token" | "prefix">) =>
   rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), ...options });
 
+/** The error an app whose middleware is built with `options` meets on its first request (its onError answers 500), as text. */
+async function storeError(options: Parameters<typeof rateLimit>[0], env?: unknown): Promise<{ status: number; message: string }> {
+  const app = new Hono();
+  let error: unknown;
+  app.onError((e, c) => {
+    error = e;
+    return c.text("error", 500);
+  });
+  app.use(rateLimit(options));
+  app.get("/", (c) => c.text("ok"));
+  const { status } = await app.fetch(request("/"), env);
+  return { status, message: String(error) };
+}
+
 describe("Hono middleware", () => {
   it("limits a Hono app 5 per 10 s: 200 ×5 then 429, with the rate-limit headers", async () => {
     type Bindings = { UPSTASH_REDIS_REST_URL: string; UPSTASH_REDIS_REST_TOKEN: string };
@@ -576,18 +590,9 @@ describe("Hono middleware", () => {
       { options: { token: services.shimToken }, env: { UPSTASH_REDIS_REST_URL: "" }, missing: ["URL"] },
     ];
     for (const { options, env, missing } of cases) {
-      const app = new Hono();
-      let error: unknown;
-      app.onError((e, c) => {
-        error = e;
-        return c.text("error", 500);
-      });
-      app.use(rateLimit({ prefix: prefix(), rules, ...options }));
-      app.get("/", (c) => c.text("ok"));
-      const res = await app.fetch(request("/"), env);
       const what = JSON.stringify({ options: Object.keys(options), env });
-      expect(res.status, what).toBe(500);
-      const message = String(error);
+      const { status, message } = await storeError({ prefix: prefix(), rules, ...options }, env);
+      expect(status, what).toBe(500);
       for (const name of ["URL", "TOKEN"]) {
         const option = `options.${name.toLowerCase()}`;
         if (missing.includes(name)) {
@@ -608,16 +613,8 @@ describe("Hono middleware", () => {
       { options: { url: services.shimUrl, token: undefined }, missing: "token" },
     ];
     for (const { options, missing } of cases) {
-      const app = new Hono();
-      let error: unknown;
-      app.onError((e, c) => {
-        error = e;
-        return c.text("error", 500);
-      });
-      app.use(rateLimit({ prefix: prefix(), rules, ...options }));
-      app.get("/", (c) => c.text("ok"));
-      expect((await app.fetch(request("/"))).status).toBe(500);
-      const message = String(error);
+      const { status, message } = await storeError({ prefix: prefix(), rules, ...options });
+      expect(status).toBe(500);
       expect(message, missing).toContain(`options.${missing} is undefined`);
       expect(message, missing).not.toContain(`options.${missing} was not given`);
       expect(message, missing).not.toContain(services.shimToken);
