@@ -4,6 +4,7 @@
  * `rateLimit` are the ways in, and both check everything first.
  */
 import { echo } from "../admin/unknown-fields.ts";
+import { didYouMean } from "../config/nearest.ts";
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { storeFailureOf } from "../decision/decide.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
@@ -113,10 +114,10 @@ export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly
   const parsed = parseRateLimits(limits, "options");
   // a misspelt option is told what it may have been: the caller's own (url, identify, …) too, and never one refused above
   const told = (error: string) =>
-    error.replace(
-      /^(options\.[^.[]+: unknown field \(allowed: )([^)]*)\)$/,
-      (_, head: string, fields: string) => `${head}${[...own, ...fields.split(", ").filter((f) => !Object.hasOwn(GATEWAY_ONLY, f))].join(", ")})`,
-    );
+    error.replace(/^(options\.([^.[]+): unknown field \(allowed: )([^)]*)\)(?:; did you mean "[^"]*"\?)?$/, (_, head: string, name: string, fields: string) => {
+      const allowed = [...own, ...fields.split(", ").filter((f) => !Object.hasOwn(GATEWAY_ONLY, f))];
+      return `${head}${allowed.join(", ")})${didYouMean(name, allowed)}`;
+    });
   if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.map(told).join("; ")}`);
   for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);
   return parsed.config;
@@ -276,7 +277,7 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
       // a misspelt one (clientIP) would leave the request counted by the header any client writes
       for (const name in options) {
         if (!LIMIT_OPTIONS.includes(name) && Object.hasOwn(options, name))
-          throw new TypeError(`slidegate: limit()'s options: ${echo(name)}: unknown option (allowed: ${LIMIT_OPTIONS.join(", ")})`);
+          throw new TypeError(`slidegate: limit()'s options: ${echo(name)}: unknown option (allowed: ${LIMIT_OPTIONS.join(", ")})${didYouMean(name, LIMIT_OPTIONS)}`);
       }
       const { cost, identity, clientIp } = options;
       let step: Step;

@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { describe, type GateConfig, isName, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
+import { unknownField } from "./unknown-fields.ts";
 
 /**
  * The key registry: an API key's tier, its own limits and windows per rule, a disabled flag
@@ -50,7 +51,7 @@ const LABEL = v.pipe(v.string("must be text"), v.maxLength(200, "must be at most
 // "windowMs" beside "window": every answer (keys/get, keys/list) spells an override's window so,
 // and what keys/list answers must import as it stands, or a backup restored would be refused
 const overrideSchema = v.strictObject({ limit: v.optional(valueSchemas.limit), window: v.optional(valueSchemas.window), windowMs: v.optional(valueSchemas.windowMs) }, (issue) =>
-  issue.expected === "never" ? "unknown field (allowed: limit, window, windowMs)" : `must be an object, not ${issue.received}`,
+  issue.expected === "never" ? unknownField(issue.input, ["limit", "window", "windowMs"]) : `must be an object, not ${issue.received}`,
 );
 // strict, as RATE_LIMITS is: a misspelt field ("disable") dropped in silence would write an
 // entry without it, and keys/set replaces the whole entry (a disabled key enabled again)
@@ -61,7 +62,7 @@ const entrySchema = v.strictObject(
     disabled: v.optional(v.boolean("must be true or false")),
     overrides: v.optional(v.record(valueSchemas.name, overrideSchema, "must be an object of rule names")),
   },
-  (issue) => (issue.expected === "never" ? "unknown field (allowed: tier, label, disabled, overrides)" : `must be an object, not ${issue.received}`),
+  (issue) => (issue.expected === "never" ? unknownField(issue.input, ["tier", "label", "disabled", "overrides"]) : `must be an object, not ${issue.received}`),
 );
 
 /**

@@ -184,6 +184,49 @@ describe("parseRateLimits", () => {
     expect(pathOf("/v1/*")?.source).toBe("^/v1/.*$");
   });
 
+  it("names the field a misspelt one was meant to be, and the value a misspelt choice was", () => {
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "10s", limt: 3 }] })).toContain(
+      'RATE_LIMITS.rules[0].limt: unknown field (allowed: name, limit, window, cost, path, methods, fail, timeout, shadow); did you mean "limit"?',
+    );
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], identity: { unknownkeys: "reject" } })).toEqual([
+      'RATE_LIMITS.identity.unknownkeys: unknown field (allowed: header, required, unknownKeys); did you mean "unknownKeys"?',
+    ]);
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], identity: { unknownKeys: "rejected" } })).toEqual([
+      'RATE_LIMITS.identity.unknownKeys: must be "defaultTier", "reject" or "ip"; did you mean "reject"?',
+    ]);
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], clock: "Edge" })).toEqual(['RATE_LIMITS.clock: must be "redis" or "edge"; did you mean "edge"?']);
+    // nothing close: the list alone, never a wrong guess
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s", colour: "red" }] })).toEqual([
+      "RATE_LIMITS.rules[0].colour: unknown field (allowed: name, limit, window, cost, path, methods, fail, timeout, shadow)",
+    ]);
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s", fail: "maybe" }] })).toEqual(['RATE_LIMITS.rules[0].fail: must be "open" or "closed"']);
+  });
+
+  it("tells a duration written another way how it is written", () => {
+    const said = (window: unknown) => errorsOf({ rules: [{ name: "d", limit: 5, window }] })[0];
+    const meant = (spelt: string) => `RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds; did you mean "${spelt}"?`;
+    expect(["10 s", "1min", "1.5s", "2 Hours", "10S", "30 seconds", "10000"].map(said)).toEqual(["10s", "1m", "1500ms", "2h", "10s", "30s", "10000ms"].map(meant));
+    // no number and unit to read, or none a whole number of ms: the rule alone
+    expect([said("fast"), said("0.5ms"), said("1e3")]).toEqual(
+      Array(3).fill('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds'),
+    );
+    expect([said(0), said(1.5), said(400 * 86_400_000)]).toEqual([
+      "RATE_LIMITS.rules[0].window: must be at least 1 ms",
+      "RATE_LIMITS.rules[0].window: must be a whole number of milliseconds",
+      "RATE_LIMITS.rules[0].window: must be at most 31622400000 ms (366d)",
+    ]);
+  });
+
+  it("refuses an array where a table goes as one error, naming the fields the table takes", () => {
+    // [[tiers.pro]] in TOML where [[tiers.pro.rules]] was meant
+    expect(errorsOf({ tiers: { pro: [{ name: "d", limit: 5, window: "1s" }] } })).toEqual([
+      "RATE_LIMITS.tiers.pro: must be an object (a table), not an array: the fields it takes are rules",
+    ]);
+    expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], identity: ["x-api-key"] })).toEqual([
+      "RATE_LIMITS.identity: must be an object (a table), not an array: the fields it takes are header, required, unknownKeys",
+    ]);
+  });
+
   it("names the field and the problem for each error", () => {
     expect(errorsOf({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].limit: must be at least 1"]);
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "10 sec" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.window: must be a duration/);

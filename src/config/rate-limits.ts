@@ -4,6 +4,7 @@ import { type AccessCheck, type AccessLists, compileAccess, parseRange } from ".
 import { ambiguousAddress, ipv6Network, transitionRange } from "../decision/identity.ts";
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
+import { didYouMean } from "./nearest.ts";
 
 // RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
 // per-request path needs. Every error names the field it is about.
@@ -90,6 +91,47 @@ export type ConfigResult = { ok: true; config: GateConfig } | { ok: false; error
 const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const WINDOW = /^(\d+)(ms|s|m|h|d)$/;
 const MAX_WINDOW = 366 * UNITS.d!;
+// the other ways people write a unit: each is one of the five, spelt as WINDOW takes it
+const UNIT_WORDS: Record<string, string> = {
+  ...Object.fromEntries(Object.keys(UNITS).map((u) => [u, u])),
+  msec: "ms",
+  msecs: "ms",
+  millisecond: "ms",
+  milliseconds: "ms",
+  sec: "s",
+  secs: "s",
+  second: "s",
+  seconds: "s",
+  min: "m",
+  mins: "m",
+  minute: "m",
+  minutes: "m",
+  hr: "h",
+  hrs: "h",
+  hour: "h",
+  hours: "h",
+  day: "d",
+  days: "d",
+};
+
+/**
+ * How a duration written another way ("1min", "10 s", "1.5s", "2 Hours") is written, or
+ * undefined when the text is no number and unit at all.
+ *
+ * @example
+ * durationSpelling("1.5s"); // "1500ms"
+ * durationSpelling("2 Hours"); // "2h"
+ */
+export function durationSpelling(text: string): string | undefined {
+  // a number alone is milliseconds, as the same number unquoted would be
+  const m = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*$/.exec(text);
+  const unit = m && UNIT_WORDS[m[2]!.toLowerCase() || "ms"];
+  if (!unit) return undefined;
+  const n = Number(m[1]);
+  if (Number.isInteger(n)) return `${n}${unit}`;
+  const ms = n * UNITS[unit]!;
+  return Number.isInteger(ms) ? `${ms}ms` : undefined;
+}
 
 /**
  * Names every JavaScript object already has (`toString`, `constructor`, `__proto__`, …). As a
@@ -160,20 +202,30 @@ const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
 const TIMEOUT = int(1, 30_000);
 // The object's own issues: a field it does not take (expected "never"), a field it needs that is
 // absent (expected its quoted name), or a value that is no object at all.
-const fields = <T extends v.ObjectEntries>(entries: T) =>
-  v.strictObject(entries, (issue) =>
+const fields = <T extends v.ObjectEntries>(entries: T) => {
+  const object = v.strictObject(entries, (issue) =>
     issue.expected === "never"
-      ? `unknown field (allowed: ${Object.keys(entries).join(", ")})`
+      ? `unknown field (allowed: ${Object.keys(entries).join(", ")})${didYouMean(String(issue.input), Object.keys(entries))}`
       : issue.expected?.startsWith('"')
         ? "is required"
         : `must be an object, not ${issue.received}`,
   );
+  // an array passes for an object, and its items would each be refused as an unknown field
+  // "0", "1", … ([[tiers.pro]] in TOML, where [[tiers.pro.rules]] was meant)
+  return v.pipe(
+    v.custom<v.InferInput<typeof object>>(
+      (value) => !Array.isArray(value),
+      `must be an object (a table), not an array: the fields it takes are ${Object.keys(entries).join(", ")}`,
+    ),
+    object,
+  );
+};
 
 /** A duration as a number of ms or text with a unit ("10s"), at most `max` ms (`maxText` says it in words). */
 const duration = (max: number, maxText: string) =>
   v.union(
     [
-      int(1, max),
+      v.pipe(v.number(), v.integer("must be a whole number of milliseconds"), v.minValue(1, "must be at least 1 ms"), v.maxValue(max, `must be at most ${max} ms (${maxText})`)),
       v.pipe(
         v.string(),
         v.regex(WINDOW, 'must be a whole number with a unit ms, s, m, h or d, like "10s"'),
@@ -571,6 +623,16 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
       return `${root}${path}: must be a number, not the string ${JSON.stringify(quoted)}: write it without quotes`;
     if (issue.type === "boolean" && (quoted === "true" || quoted === "false"))
       return `${root}${path}: must be true or false, not the string ${JSON.stringify(quoted)}: write it without quotes`;
+  }
+  // "1min", "10 s", "1.5s": what each means is known, and is named in the spelling taken
+  if (issue.type === "union" && quoted !== undefined && issue.message.startsWith("must be a duration")) {
+    const spelt = durationSpelling(quoted);
+    if (spelt !== undefined && spelt !== quoted) return `${root}${path}: ${issue.message}; did you mean ${JSON.stringify(spelt)}?`;
+  }
+  // "Edge" for "edge", "rejected" for "reject": the one value meant is named beside the list
+  if (issue.type === "picklist" && quoted !== undefined) {
+    const options = [...(issue.expected ?? "").matchAll(/"((?:[^"\\]|\\.)*)"/g)].map((m) => JSON.parse(`"${m[1]}"`) as string);
+    return `${root}${path}: ${issue.message}${didYouMean(quoted, options)}`;
   }
   return `${root}${path}: ${issue.message}`;
 }

@@ -364,6 +364,14 @@ describe("a field or query parameter a route does not take", () => {
       expect(res.headers.get("Content-Type"), route).toBe("application/problem+json");
       expect(((await res.json()) as { detail: string }).detail, route).toMatch(new RegExp(`^"${field}": unknown field \\(allowed: `));
     }
+    // a misspelling is told the field it was meant to be
+    for (const [route, body, meant] of [
+      ["keys/override", { key: "sk-typed", rule: "m", limit: 9, windw: "10s" }, "window"],
+      ["keys/list", { curser: "ab".repeat(32) }, "cursor"],
+    ] as const) {
+      const { detail } = (await (await call(gate, route, { ip: freshIp(), body })).json()) as { detail: string };
+      expect(detail, route).toMatch(new RegExp(`; did you mean "${meant}"\\?$`));
+    }
     // every unknown field named, each cut to 64 characters (a name sent by mistake may be a raw key), on the console's routes too
     const long = `sk-live-${"x".repeat(100)}`;
     for (const route of ["figures", "usage"]) {

@@ -201,7 +201,7 @@ describe("Hono middleware", () => {
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
     // taken silently, the request would count by the CF-Connecting-IP any client writes, and by a cost of 1
     await expect(l.limit(request("/", { ip: "198.51.100.70" }), { clientIP: "192.0.2.70" } as never)).rejects.toThrow(
-      /^slidegate: limit\(\)'s options: "clientIP": unknown option \(allowed: cost, identity, clientIp\)$/,
+      /^slidegate: limit\(\)'s options: "clientIP": unknown option \(allowed: cost, identity, clientIp\); did you mean "clientIp"\?$/,
     );
     await expect(l.limit("user-1", { cst: 5 } as never)).rejects.toThrow(/"cst": unknown option/);
     expect(await store.keys(`${p}:*`)).toEqual([]);
@@ -498,6 +498,18 @@ describe("Hono middleware", () => {
     const library = allowed(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, failmode: "closed" } as never));
     expect(library).toEqual(expect.arrayContaining(["url", "token", "rules", "fail"]));
     for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders", "identify"]) expect(library).not.toContain(refused);
+    // and the one meant, among the caller's own options too
+    const said = (build: () => unknown) => {
+      try {
+        build();
+      } catch (e) {
+        return String(e);
+      }
+    };
+    expect(said(() => rateLimit({ rules, identfy: () => "u" } as never))).toMatch(/options\.identfy: unknown field \(allowed: [^)]*\); did you mean "identify"\?$/);
+    expect(said(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, clok: "edge" } as never))).toMatch(
+      /options\.clok: unknown field \(allowed: [^)]*\); did you mean "clock"\?$/,
+    );
   });
 
   it("refuses the gateway's cors option, which an app's own CORS middleware stands for", () => {

@@ -922,10 +922,13 @@ describe("key registry at scale", () => {
     expect((await admin(a, "keys/set", { key: "sk-typo", tier: "paid", disabled: true })).status).toBe(200);
     // "disable" for "disabled": keys/set replaces the entry, so the key would come back enabled
     const set = await admin(a, "keys/set", { key: "sk-typo", tier: "paid", disable: true });
-    expect([set.status, set.body.detail]).toEqual([400, expect.stringMatching(/^disable: unknown field \(allowed: tier, label, disabled, overrides\)/)]);
+    expect([set.status, set.body.detail]).toEqual([
+      400,
+      expect.stringMatching(/^disable: unknown field \(allowed: tier, label, disabled, overrides\); did you mean "disabled"\?$/),
+    ]);
     expect((await admin(a, "keys/get", { key: "sk-typo" })).body).toMatchObject({ disabled: true });
     const imported = await admin(a, "keys/import", { entries: [{ key: "sk-typo-2", tier: "paid", lable: "Acme" }] });
-    expect([imported.status, imported.body.detail]).toEqual([400, expect.stringMatching(/entries\[0\]\.lable: unknown field/)]);
+    expect([imported.status, imported.body.detail]).toEqual([400, expect.stringMatching(/entries\[0\]\.lable: unknown field \(allowed: [^)]*\); did you mean "label"\?$/)]);
     expect((await admin(a, "keys/get", { key: "sk-typo-2" })).status).toBe(404);
   });
 
