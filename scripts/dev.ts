@@ -237,6 +237,8 @@ if (readyJson) {
   process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, console: consoleUrl, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
 } else {
   const rules = limits.ok ? describeLimits(limits.config) : [];
+  // the demo sends the key "demo", which a gate that refuses unknown keys answers with 401s
+  const registerDemo = limits.ok && limits.config.keyRequired && limits.config.unknownKeys === "reject";
   say(
     [
       "",
@@ -247,7 +249,12 @@ if (readyJson) {
       `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
       ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
       "",
-      "Try it (six requests against the limits above):",
+      ...(registerDemo
+        ? [
+            "Try it (six requests against the limits above; unknown keys are refused, so the demo key is registered first):",
+            `  echo demo | ADMIN_TOKEN=${adminTokenSource ? `<your ADMIN_TOKEN from ${adminTokenSource}>` : workerVars.ADMIN_TOKEN} SLIDEGATE_URL=${gate} npm run keys -- set - --tier ${limits.ok && limits.config.defaultTier}`,
+          ]
+        : ["Try it (six requests against the limits above):"]),
       // a gate that requires a key would answer a keyless demo with six 401s
       `  for i in 1 2 3 4 5 6; do curl -s -o /dev/null -w "%{http_code} "${limits.ok && limits.config.keyRequired ? ` -H "${limits.config.keyHeader}: demo"` : ""} ${gate}/; done; echo`,
       "",

@@ -182,6 +182,21 @@ describe("npm run dev", () => {
     expect(await exited).toBe(0);
   }, 120_000);
 
+  it("shows a demo that registers its key first when unknown keys are refused, and the demo runs as printed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+    const file = join(dir, ".dev.vars");
+    const limits = { identity: { header: "x-api-key", required: true, unknownKeys: "reject" }, rules: [{ name: "tight", limit: 2, window: "10s" }] };
+    writeFileSync(file, `RATE_LIMITS='${JSON.stringify(limits)}'\n`);
+    const banner = await startBanner({ DEV_VARS_FILE: file, ADMIN_TOKEN: "" });
+    const demo = /^Try it[^\n]*\n((?: {2}.*\n)+)/m.exec(banner)?.[1];
+    expect(demo, banner).toMatch(/^ {2}echo demo \| ADMIN_TOKEN=[0-9a-f]{32} SLIDEGATE_URL=\S+ npm run keys -- set - --tier default\n {2}for i in /);
+    const run = spawnSync("bash", ["-c", demo!], { encoding: "utf8", timeout: 60_000 });
+    expect(run.stdout.trim().split("\n").at(-1), run.stderr).toBe("200 200 429 429 429 429");
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev!.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
   it("names the port it wanted when that one is taken, and says where it runs instead", async () => {
     const { createServer } = await import("node:net");
     const squatter = createServer();
