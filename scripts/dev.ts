@@ -252,7 +252,7 @@ if (readyJson) {
       ...(registerDemo
         ? [
             "Try it (six requests against the limits above; unknown keys are refused, so the demo key is registered first):",
-            `  echo demo | ADMIN_TOKEN=${adminTokenSource ? `<your ADMIN_TOKEN from ${adminTokenSource}>` : workerVars.ADMIN_TOKEN} SLIDEGATE_URL=${gate} npm run keys -- set - --tier ${limits.ok && limits.config.defaultTier}`,
+            `  ADMIN_TOKEN=${adminTokenSource ? `<your ADMIN_TOKEN from ${adminTokenSource}>` : workerVars.ADMIN_TOKEN} SLIDEGATE_URL=${gate} npm run --silent keys -- set demo`,
           ]
         : ["Try it (six requests against the limits above):"]),
       // a gate that requires a key would answer a keyless demo with six 401s

@@ -189,7 +189,7 @@ describe("npm run dev", () => {
     writeFileSync(file, `RATE_LIMITS='${JSON.stringify(limits)}'\n`);
     const banner = await startBanner({ DEV_VARS_FILE: file, ADMIN_TOKEN: "" });
     const demo = /^Try it[^\n]*\n((?: {2}.*\n)+)/m.exec(banner)?.[1];
-    expect(demo, banner).toMatch(/^ {2}echo demo \| ADMIN_TOKEN=[0-9a-f]{32} SLIDEGATE_URL=\S+ npm run keys -- set - --tier default\n {2}for i in /);
+    expect(demo, banner).toMatch(/^ {2}ADMIN_TOKEN=[0-9a-f]{32} SLIDEGATE_URL=\S+ npm run --silent keys -- set demo\n {2}for i in /);
     const run = spawnSync("bash", ["-c", demo!], { encoding: "utf8", timeout: 60_000 });
     expect(run.stdout.trim().split("\n").at(-1), run.stderr).toBe("200 200 429 429 429 429");
     const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
