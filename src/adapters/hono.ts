@@ -29,24 +29,26 @@ import {
   type RateLimiterOptions,
 } from "./shared.ts";
 
+// Each optional field takes undefined as written (`url: process.env.UPSTASH_REDIS_REST_URL`), as
+// the middleware does at run time: under exactOptionalPropertyTypes a bare `?:` would refuse it.
 export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "url" | "token"> {
   /** default: c.env.UPSTASH_REDIS_REST_URL */
-  url?: string;
+  url?: string | undefined;
   /** default: c.env.UPSTASH_REDIS_REST_TOKEN */
-  token?: string;
+  token?: string | undefined;
   /**
    * an identity of your own (a user id, say) to count the request against, instead of its API
    * key or client IP; undefined: those. The rules that cover the request, the lists and the
    * address rules (by client IP) still apply. Returned synchronously; undefined, null or a
    * blank string (an anonymous visitor, an empty header): the API key or client IP.
    */
-  identify?: (c: Context) => string | null | undefined;
+  identify?: ((c: Context) => string | null | undefined) | undefined;
   /**
    * what a request weighs, a whole number from 1 to the rules' limits (else the request gets
    * 400); default: each rule's own cost. Returned synchronously: anything but a number or
    * undefined (a Promise, a string) throws a TypeError, the app's mistake, for `app.onError`.
    */
-  cost?: (c: Context) => number | undefined;
+  cost?: ((c: Context) => number | undefined) | undefined;
   /**
    * the client's address as the runtime knows it, in place of `CF-Connecting-IP`, which only
    * Cloudflare's edge sets and any client can write on Node, Bun or Deno: say,
@@ -55,7 +57,7 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
    * bucket of unknown callers. Returned synchronously; anything but a string, undefined or
    * null throws a TypeError, for `app.onError`.
    */
-  clientIp?: (c: Context) => string | null | undefined;
+  clientIp?: ((c: Context) => string | null | undefined) | undefined;
 }
 
 /**

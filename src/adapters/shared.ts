@@ -42,6 +42,8 @@ export interface LimitResult {
   response(): Response;
 }
 
+// undefined, where an option takes it, is the option left out, as the fields of RateLimits take it:
+// a bare `?:` would refuse it under exactOptionalPropertyTypes
 export interface LimitOptions {
   /**
    * What this call weighs against every rule it is checked against: a whole number from 1 to
@@ -50,7 +52,7 @@ export interface LimitOptions {
    * limits, which only its script call reads: then after that call, which records nothing
    * (README, "Use as a library").
    */
-  cost?: number;
+  cost?: number | undefined;
   /**
    * For a Request: count it against this identity of your own (a user id, say) instead of its
    * API key or client IP. The rules that cover the request by path and method, the allow and
@@ -59,7 +61,7 @@ export interface LimitOptions {
    * request's own key or IP); anything but a string throws a TypeError, as one beside an
    * identity of your own (`limit("user-42", { identity })`) does.
    */
-  identity?: string | null;
+  identity?: string | null | undefined;
   /**
    * For a Request: the client's address as your runtime knows it (the socket's remote address,
    * or what your own proxy wrote), in place of `CF-Connecting-IP`, which only Cloudflare's edge
@@ -68,7 +70,7 @@ export interface LimitOptions {
    * counts in the one bucket of unknown callers, as text that is no address does); undefined:
    * `CF-Connecting-IP`; anything else throws a TypeError.
    */
-  clientIp?: string | null;
+  clientIp?: string | null | undefined;
 }
 
 export interface RateLimiter {

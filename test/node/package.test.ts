@@ -248,6 +248,39 @@ describe("the package, installed from its tarball as a user installs it", () => 
     expect(node16).toBe("");
   }, 180_000);
 
+  it("type-checks options that may hold undefined, as the README writes them from process.env, under exactOptionalPropertyTypes", async () => {
+    const dir = join(project, "exact");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(
+      join(dir, "options.ts"),
+      `import { createRateLimiter } from "slidegate";
+import { rateLimit } from "slidegate/hono";
+// process.env as a Node app reads it: every variable string | undefined
+declare const env: Record<string, string | undefined>;
+const weight: number | undefined = env.WEIGHT ? Number(env.WEIGHT) : undefined;
+const rules = [{ name: "default", limit: 5, window: "10s" }];
+export const middleware = rateLimit({
+  url: env.UPSTASH_REDIS_REST_URL,
+  token: env.UPSTASH_REDIS_REST_TOKEN,
+  rules,
+  identify: env.BY_USER ? () => env.USER : undefined,
+  cost: env.WEIGHT ? () => weight : undefined,
+  clientIp: env.BEHIND_PROXY ? () => env.CLIENT_IP : undefined,
+});
+const limiter = createRateLimiter({ url: "https://example.upstash.io", token: "t", rules });
+export const byRequest = limiter.limit(new Request("https://app.example/"), { cost: weight, identity: env.USER, clientIp: env.CLIENT_IP });
+export const byIdentity = limiter.limit("user-42", { cost: weight });
+`,
+    );
+    const { include: _, ...compiler } = stockTsconfig;
+    writeFileSync(
+      join(dir, "tsconfig.json"),
+      JSON.stringify({ ...compiler, compilerOptions: { ...compiler.compilerOptions, exactOptionalPropertyTypes: true }, include: ["options.ts"] }),
+    );
+    const tsc = join(project, "node_modules", "typescript", "bin", "tsc");
+    expect(await run(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], project).catch((e: Error) => e.message)).toBe("");
+  }, 180_000);
+
   it('serves the gateway entry (`export { default } from "slidegate/worker"`), built by wrangler, in workerd: 200 from the origin, then 429', async () => {
     const mf = await startIsolate(await builds.gateway, {
       ...storeBindings(),
