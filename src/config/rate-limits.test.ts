@@ -64,6 +64,14 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules: [{ name: "minute", limit: "lots", window: "1m" }] })).toEqual([expect.not.stringContaining("without quotes")]);
   });
 
+  it('names a timeout written as a duration (timeout = "2s", as a window is written) and says it in milliseconds', () => {
+    const errors = errorsOf({ timeout: "2s", rules: [{ name: "minute", limit: 100, window: "1m", timeout: "500ms" }] });
+    expect(errors).toEqual([
+      'RATE_LIMITS.rules[0].timeout: must be a number of milliseconds, not the string "500ms": write 500',
+      'RATE_LIMITS.timeout: must be a number of milliseconds, not the string "2s": write 2000',
+    ]);
+  });
+
   it("refuses list addresses that readers disagree on, naming the entry, instead of reading 010 as octal", () => {
     const errors = errorsOf({ rules: [{ name: "m", limit: 5, window: "10s" }], deny: { ips: ["192.000.002.077", "10.0.0.0/8", "010.0.0.0/8"] }, allow: { ips: ["nonsense"] } });
     const advice = "has IPv4 written with leading zeros or in another base, which readers disagree on: write it in plain dotted decimal (like 192.0.2.7)";

@@ -621,6 +621,10 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
   if (issue.kind === "schema" && quoted !== undefined) {
     if (issue.type === "number" && quoted.trim() !== "" && Number.isFinite(Number(quoted)))
       return `${root}${path}: must be a number, not the string ${JSON.stringify(quoted)}: write it without quotes`;
+    // a window and denialCacheMaxAge take "10s", so "2s" is the natural slip here; a timeout is milliseconds alone
+    const duration = WINDOW.exec(quoted);
+    if (issue.type === "number" && last?.key === "timeout" && duration)
+      return `${root}${path}: must be a number of milliseconds, not the string ${JSON.stringify(quoted)}: write ${Number(duration[1]) * UNITS[duration[2]!]!}`;
     if (issue.type === "boolean" && (quoted === "true" || quoted === "false"))
       return `${root}${path}: must be true or false, not the string ${JSON.stringify(quoted)}: write it without quotes`;
   }
