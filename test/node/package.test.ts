@@ -358,6 +358,47 @@ console.log(JSON.stringify({
     expect(JSON.parse(out)).toEqual({ limiter: ["admitted", "rate-limited"], hono: [200, 429], costError: true, worker: "function" });
   }, 60_000);
 
+  it("is required from a CommonJS app (as npm init makes one): the limiter decides, and the middleware's refusal reaches app.onError, told by getResponse as the README says", async () => {
+    const s = services();
+    const script = join(project, "common.cjs");
+    writeFileSync(
+      script,
+      `const { createRateLimiter } = require("slidegate");
+const { rateLimit } = require("slidegate/hono");
+const { Hono } = require("hono");
+const { HTTPException } = require("hono/http-exception");
+const store = { url: process.env.UPSTASH_REDIS_REST_URL, token: process.env.UPSTASH_REDIS_REST_TOKEN, prefix: "commonjs" + Date.now() };
+const limiter = createRateLimiter({ ...store, rules: [{ name: "default", limit: 1, window: "1h" }] });
+const app = new Hono();
+let seen;
+app.onError((err, c) => {
+  seen = { instanceOf: err instanceof HTTPException, getResponse: "getResponse" in err };
+  return "getResponse" in err ? c.json({ restyled: true }, err.getResponse().status) : c.text("error", 500);
+});
+app.use(rateLimit({ ...store, rules: [{ name: "hono", limit: 1, window: "1h" }], clientIp: () => "192.0.2.91" }));
+app.get("/", (c) => c.text("ok"));
+(async () => {
+  const answers = [];
+  for (let i = 0; i < 2; i++) answers.push((await app.request("/")).status);
+  console.log(JSON.stringify({ limiter: [(await limiter.limit("user-1")).reason, (await limiter.limit("user-1")).reason], hono: answers, seen }));
+})();
+`,
+    );
+    const child = spawn("nice", ["-n", "10", process.execPath, script], {
+      cwd: project,
+      env: userEnv({ UPSTASH_REDIS_REST_URL: s.shimUrl, UPSTASH_REDIS_REST_TOKEN: s.shimToken }),
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    expect(code, out).toBe(0);
+    // the app's require("hono") is Hono's CommonJS build, slidegate's import its ESM one: two
+    // HTTPException classes, as the README warns, so the README's getResponse test is the one that holds
+    expect(JSON.parse(out)).toEqual({ limiter: ["admitted", "rate-limited"], hono: [200, 429], seen: { instanceOf: false, getResponse: true } });
+  }, 60_000);
+
   it("runs the README's shim command from an install of the package alone, and serves the official client", async () => {
     const [, start] = commands(blocks(section("Self-host the shim"), "sh")[0]!);
     // `VAR=value … command`: the test gives the variables its own values (its Redis, a token it knows)
