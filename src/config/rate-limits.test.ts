@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { matchCraftedPath } from "../../test/helpers/crafted-paths.ts";
-import { denialCacheFit, parseRateLimits, pathPattern } from "./rate-limits.ts";
+import { configurationWarnings, denialCacheFit, parseRateLimits, pathPattern } from "./rate-limits.ts";
 
 /** Rules on these path globs, in order (one rule each, in the default tier), as the gate compiles them. */
 function compiledPaths(...globs: string[]) {
@@ -233,6 +233,27 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], identity: ["x-api-key"] })).toEqual([
       "RATE_LIMITS.identity: must be an object (a table), not an array: the fields it takes are header, required, unknownKeys",
     ]);
+  });
+
+  it("warns of a rule's method that is no standard one, naming the rule and the method meant, and refuses nothing", () => {
+    const warned = (raw: unknown) => {
+      const r = parseRateLimits(raw);
+      if (!r.ok) throw new Error(r.errors.join("\n"));
+      return configurationWarnings(r.config).filter((w) => w.includes("method"));
+    };
+    expect(warned({ rules: [{ name: "reads", limit: 5, window: "1s", methods: ["gte", "post"] }] })).toEqual([
+      'rule "reads" (tier default) names the method "GTE", which is no standard HTTP method; did you mean "GET"?: the rule counts only requests sent with that exact method. Leave it if your API takes it (a custom method such as PURGE).',
+    ]);
+    expect(warned({ rules: [{ name: "r", limit: 5, window: "1s" }], addressRules: [{ name: "purges", limit: 5, window: "1s", methods: ["PURGE"] }] })).toEqual([
+      expect.stringMatching(/^rule "purges" \(addressRules\) names the method "PURGE", which is no standard HTTP method: the rule counts only/),
+    ]);
+    expect(
+      warned({
+        tiers: { paid: { rules: [{ name: "w", limit: 5, window: "1s", methods: ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"] }] } },
+        defaultTier: "paid",
+        identity: { header: "x-api-key", unknownKeys: "reject" },
+      }),
+    ).toEqual([]);
   });
 
   it("names the field and the problem for each error", () => {

@@ -731,8 +731,26 @@ export function configurationWarnings(config: GateConfig): string[] {
     );
   }
   warnings.push(...narrowDenyEntries(config));
+  // "GTE" is a valid token, and a method of its own: the rule would count nothing, in silence
+  const rulesByList: [string, readonly Rule[]][] = [
+    ...[...config.tiers].map(([tier, rules]) => [`tier ${tier}`, rules] as [string, readonly Rule[]]),
+    ["addressRules", config.addressRules],
+  ];
+  for (const [list, rules] of rulesByList) {
+    for (const rule of rules) {
+      for (const method of rule.methods ?? []) {
+        if (STANDARD_METHODS.includes(method)) continue;
+        warnings.push(
+          `rule "${rule.name}" (${list}) names the method ${JSON.stringify(method)}, which is no standard HTTP method${didYouMean(method, STANDARD_METHODS)}: the rule counts only requests sent with that exact method. Leave it if your API takes it (a custom method such as PURGE).`,
+        );
+      }
+    }
+  }
   return warnings;
 }
+
+/** The methods of RFC 9110 and PATCH: a rule's method outside them is warned of, not refused. */
+const STANDARD_METHODS: readonly string[] = ["GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"];
 
 /**
  * IPv6 deny entries narrower than the network a caller holds: the network the gate counts as
