@@ -30,7 +30,7 @@ const forbidden = () => problem(403, "forbidden", "Forbidden", "This caller is o
 const blocked = (ms: number) =>
   problem(403, "blocked", "Blocked", "This caller is blocked by the operator for now.", Number.isFinite(ms) ? { "Retry-After": retryAfterSeconds(ms) } : {});
 
-const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store did not answer in time.", { "Retry-After": "1" });
+const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavailable", "The rate-limit store failed or did not answer in time.", { "Retry-After": "1" });
 
 export const badGateway = () => problem(502, "bad-gateway", "Bad Gateway", "The origin could not be reached.");
 
