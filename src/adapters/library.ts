@@ -35,7 +35,7 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   assertOptionsObject(options, "createRateLimiter()");
   const { url, token, ...limits } = options;
   // the store first: without one nothing else matters
-  assertStore(url, token);
+  assertStore(url, token, Object.keys(limits));
   for (const [field, why] of Object.entries(PER_CALL)) {
     if (Object.hasOwn(limits, field)) throw new Error(`slidegate: invalid options: options.${field}: ${why}`);
   }

@@ -4,7 +4,7 @@
  * `rateLimit` are the ways in, and both check everything first.
  */
 import { echo } from "../admin/unknown-fields.ts";
-import { didYouMean } from "../config/nearest.ts";
+import { didYouMean, nearest } from "../config/nearest.ts";
 import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
 import { storeFailureOf } from "../decision/decide.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
@@ -125,13 +125,24 @@ export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly
   return parsed.config;
 }
 
-export function assertStore(url: string, token: string): void {
+/**
+ * Throws unless both store options are given and well formed. `given`: the other options' names,
+ * where a misspelt one ("uri", "tokn") is told as the one missing.
+ */
+export function assertStore(url: string, token: string, given: readonly string[] = []): void {
+  // "options.uri: unknown field" would follow once the store was right: said now, beside what it was meant to be
+  const misspelt = (name: string) => {
+    const meant = given.find((g) => nearest(g, [name]) === name);
+    return meant === undefined ? "" : `; ${echo(meant)} is no option: did you mean "${name}"?`;
+  };
   if (!url && !token) {
-    throw new Error("slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)");
+    throw new Error(
+      `slidegate: options.url and options.token are required (the UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN of your database)${misspelt("url")}${misspelt("token")}`,
+    );
   }
   // the one missing alone: told of both, an app that gave the other looks for what is wrong with it
-  if (!url) throw new Error("slidegate: options.url is required (the UPSTASH_REDIS_REST_URL of your database)");
-  if (!token) throw new Error("slidegate: options.token is required (the UPSTASH_REDIS_REST_TOKEN of your database)");
+  if (!url) throw new Error(`slidegate: options.url is required (the UPSTASH_REDIS_REST_URL of your database)${misspelt("url")}`);
+  if (!token) throw new Error(`slidegate: options.token is required (the UPSTASH_REDIS_REST_TOKEN of your database)${misspelt("token")}`);
   assertStoreOption("url", url);
   assertStoreOption("token", token);
 }

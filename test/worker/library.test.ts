@@ -845,6 +845,13 @@ describe("createRateLimiter", () => {
       /^slidegate: options\.url is required \(the UPSTASH_REDIS_REST_URL of your database\)$/,
     );
     expect(() => createRateLimiter({ rules } as never)).toThrow(/^slidegate: options\.url and options\.token are required/);
+    // a misspelt one is the one missing
+    expect(() => createRateLimiter({ uri: services.shimUrl, token: "t", rules } as never)).toThrow(
+      /^slidegate: options\.url is required \(the UPSTASH_REDIS_REST_URL of your database\); "uri" is no option: did you mean "url"\?$/,
+    );
+    expect(() => createRateLimiter({ URL: services.shimUrl, tokn: "t", rules } as never)).toThrow(
+      /^slidegate: options\.url and options\.token are required \(.*\); "URL" is no option: did you mean "url"\?; "tokn" is no option: did you mean "token"\?$/,
+    );
   });
 
   it("refuses the middleware's per-request options (cost, identify, clientIp) when the limiter is built, saying they go with each limit() call", () => {
