@@ -340,7 +340,17 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         if (clear && (limit !== undefined || window !== undefined || windowMs !== undefined)) {
           return badRequest('"clear": true drops the rule\'s override: give it alone, or "limit", "window" (or "windowMs") without it');
         }
-        if (clear) return (await registry.override(identity, rule, "clear")) ? json({ cleared: rule }) : noEntry();
+        if (clear) {
+          const cleared = await registry.override(identity, rule, "clear");
+          if (!cleared) return noEntry();
+          // a rule no tier has is taken only to drop what a key still holds of it (a rule since
+          // dropped, which would come back live with its rule): a misspelt one ("minut") answered
+          // "cleared" would leave the real override in place unnoticed. Nothing was dropped.
+          if (!cleared.held && !registry.ruleNames.has(rule)) {
+            return badRequest(`rule: ${JSON.stringify(rule.slice(0, 64))} is not a rule (rules: ${[...registry.ruleNames].join(", ")}), and the key holds no override of it`);
+          }
+          return json({ cleared: rule });
+        }
         const checked = registry.check({ overrides: { [rule]: { limit, window, windowMs } } });
         // checked as an entry's overrides, but the caller sent "rule", "limit" and "window" (or "windowMs"): named as sent
         const at = `overrides.${rule}`;

@@ -109,8 +109,8 @@ const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if AR
  */
 const UPDATE_IF_HELD =
   "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end local n = tonumber(ARGV[1]) if n > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, 2, n + 1)) end if #ARGV > n + 1 then redis.call('HDEL', KEYS[1], unpack(ARGV, n + 2)) end return redis.call('HGETALL', KEYS[1])";
-/** HDEL of ARGV's fields from an entry that exists: 1, or 0 when there is none. */
-const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end redis.call('HDEL', KEYS[1], unpack(ARGV)) return 1";
+/** HDEL of ARGV's fields from an entry that exists: 1 and the count of fields it dropped, or 0 when there is none. */
+const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end return 1 + redis.call('HDEL', KEYS[1], unpack(ARGV))";
 
 /** HGETALL's answer as fields, whether the client hands it over as pairs or as an object. */
 function fieldsFrom(raw: unknown): Record<string, string> {
@@ -286,8 +286,14 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       return entryOf(fieldsFrom(after));
     },
 
-    /** Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there is no entry. */
-    async override(identity: Identity, rule: string, o: Override | "clear"): Promise<boolean> {
+    /** Every rule name of every tier: an override must name one. */
+    ruleNames: ruleNames as ReadonlySet<string>,
+
+    /**
+     * Sets (or, with `clear`, drops) one rule's override of an existing entry; false when there
+     * is no entry. A clear answers whether the entry held an override of the rule.
+     */
+    async override(identity: Identity, rule: string, o: Override | "clear"): Promise<false | { held: boolean }> {
       // the check and the change in one script: an EXISTS, then an HSET, would let a delete
       // between them leave an entry of overrides alone — unlisted, and holding its limits for the
       // deleted key (an unknown key in the default tier gets them)
@@ -297,7 +303,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         if (o.limit !== undefined) fields.push(FIELD.limit(rule), String(o.limit));
         if (o.windowMs !== undefined) fields.push(FIELD.window(rule), String(o.windowMs));
       }
-      return (await redis.eval(o === "clear" ? CLEAR_IF_HELD : SET_IF_HELD, [entryKey(identity)], fields)) === 1;
+      const answer = Number(await redis.eval(o === "clear" ? CLEAR_IF_HELD : SET_IF_HELD, [entryKey(identity)], fields));
+      return answer >= 1 && { held: answer > 1 };
     },
 
     /** A page of entries in the order of their hashes, after `cursor` (the last hash of the page before). */

@@ -377,6 +377,27 @@ describe("key registry", () => {
     expect((await admin(a, "keys/get", { key: "clear-and-set" })).body.overrides).toEqual({ minute: { limit: 4 } });
   });
 
+  it("refuses to clear an override of a rule no tier has and the key holds none of (a misspelt rule), leaving the real one; a dropped rule's it clears", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const withBurst = { ...TIERS, prefix, tiers: { ...TIERS.tiers, free: { rules: [...TIERS.tiers.free.rules, { name: "burst", limit: 3, window: "10s" }] } } };
+    const before = makeGate(withBurst, { adminToken: ADMIN });
+    expect((await admin(before, "keys/set", { key: "sk-typo-clear", overrides: { minute: { limit: 4 }, burst: { limit: 500 } } })).status).toBe(200);
+    // the configuration loses "burst"
+    const a = makeGate({ ...TIERS, prefix }, { adminToken: ADMIN });
+    const typo = await admin(a, "keys/override", { key: "sk-typo-clear", rule: "minut", clear: true });
+    expect([typo.status, typo.body.detail]).toEqual([400, 'rule: "minut" is not a rule (rules: minute), and the key holds no override of it']);
+    expect((await admin(a, "keys/get", { key: "sk-typo-clear" })).body.overrides).toEqual({ minute: { limit: 4 }, burst: { limit: 500 } });
+    // an override of a rule since dropped is still there to clear (it would come back live with its rule)
+    expect((await admin(a, "keys/override", { key: "sk-typo-clear", rule: "burst", clear: true })).body).toEqual({ cleared: "burst" });
+    const after = makeGate(withBurst, { adminToken: ADMIN });
+    expect((await admin(after, "keys/get", { key: "sk-typo-clear" })).body.overrides).toEqual({ minute: { limit: 4 } });
+    // clearing a configured rule the key holds no override of stays a harmless success, as before
+    expect((await admin(a, "keys/override", { key: "sk-typo-clear", rule: "minute", clear: true })).body).toEqual({ cleared: "minute" });
+    expect((await admin(a, "keys/override", { key: "sk-typo-clear", rule: "minute", clear: true })).body).toEqual({ cleared: "minute" });
+    // a key with no entry is still a 404, whatever the rule
+    expect((await admin(a, "keys/override", { key: "sk-nobody", rule: "minut", clear: true })).status).toBe(404);
+  });
+
   it("takes a hash in upper-case hex, and stores and answers it in lower case, the one key it names", async () => {
     const { a } = fleet();
     const hash = await hashOf("upper-case");
