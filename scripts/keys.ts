@@ -72,22 +72,9 @@ class UsageError extends Error {}
 class RefusedError extends Error {}
 
 const { values, positionals } = (() => {
+  let parsed: ReturnType<typeof parseOptions>;
   try {
-    return parseArgs({
-      allowPositionals: true,
-      options: {
-        hash: { type: "string" },
-        tier: { type: "string" },
-        label: { type: "string" },
-        disabled: { type: "boolean" },
-        limit: { type: "string" },
-        window: { type: "string" },
-        clear: { type: "boolean" },
-        cursor: { type: "string" },
-        all: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
-    });
+    parsed = parseOptions();
   } catch (e) {
     // node names an unknown option in full, and a key that starts with "-" reads as one: a key
     // never reaches the terminal, so the option is left unnamed and the ones there are listed
@@ -99,7 +86,38 @@ const { values, positionals } = (() => {
     );
     process.exit(2);
   }
+  // node keeps the last of an option given twice: "--tier free --tier paid" would register the
+  // key as paid without a word, when which one was meant is a guess (named, not its values)
+  const seen = new Set<string>();
+  for (const token of parsed.tokens) {
+    if (token.kind !== "option") continue;
+    if (seen.has(token.name)) {
+      console.error(`slidegate keys: --${token.name} is given twice: give it once`);
+      process.exit(2);
+    }
+    seen.add(token.name);
+  }
+  return parsed;
 })();
+
+function parseOptions() {
+  return parseArgs({
+    allowPositionals: true,
+    tokens: true,
+    options: {
+      hash: { type: "string" },
+      tier: { type: "string" },
+      label: { type: "string" },
+      disabled: { type: "boolean" },
+      limit: { type: "string" },
+      window: { type: "string" },
+      clear: { type: "boolean" },
+      cursor: { type: "string" },
+      all: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    },
+  });
+}
 
 // --help: this file's own opening comment, which is the usage
 if (values.help) {

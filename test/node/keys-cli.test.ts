@@ -251,12 +251,17 @@ describe("npm run keys, as the README shows it", () => {
       [`node scripts/keys.ts tier sk-secret-x free --hash ${"ab".repeat(32)}`, /name the key once/],
       // a key that starts with "-" reads as an option node does not know, and node's message names it
       ["node scripts/keys.ts show --sk-secret-x", /an option it does not know .*show -- <key>/],
+      // an option given twice: which one the operator meant is a guess (node would take the last)
+      ["node scripts/keys.ts set sk-secret-twice --tier free --tier paid", /--tier is given twice: give it once/],
+      ["node scripts/keys.ts set sk-secret-twice --label=a --tier paid --label b", /--label is given twice: give it once/],
+      ["node scripts/keys.ts override sk-secret-twice minute --limit 5 --limit 50", /--limit is given twice: give it once/],
     ];
     for (const [line, message] of cases) {
       const r = run(line);
       expect([r.code, r.stderr], line).toEqual([2, expect.stringMatching(message)]);
       expect(r.stderr).not.toContain("sk-secret");
     }
+    expect(run("node scripts/keys.ts show sk-secret-twice").code).toBe(1);
     const typo = run("node scripts/keys.ts tier sk-never-registered paid");
     expect([typo.code, typo.stderr]).toEqual([1, expect.stringMatching(/404/)]);
     expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
