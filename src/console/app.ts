@@ -337,10 +337,19 @@ export const CONSOLE_JS = String.raw`
       isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", text: entry ? (entry.disabled ? "disabled" : "registered") : usage.unknownKey === "reject" ? "not registered: refused (401)" : usage.unknownKey === "ip" ? "not registered: limited as its address" : "not registered" })]),
     ]);
     var overrides = (entry && entry.overrides) || {};
+    function overrideCell(name) {
+      var o = overrides[name];
+      return el("td", {}, o ? [
+        [o.limit !== undefined ? "limit " + o.limit : "", o.windowMs !== undefined ? "window " + duration(o.windowMs) : ""].filter(Boolean).join(", ") + " ",
+        el("button", { type: "button", "data-action": "clear-override", text: "Clear", onclick: function () {
+          act("Clear the override of rule \"" + name + "\" for this key?", "keys/override", { rule: name, clear: true });
+        } }),
+      ] : ["—"]);
+    }
+    var shownRules = usage.rules.map(function (rule) { return rule.name; });
     var rules = el("table", { id: "usage" }, [
       el("thead", {}, [el("tr", {}, ["Rule", "Used", "Limit", "Window", "Remaining", "Frees in", "Override"].map(function (h) { return el("th", { text: h }); }))]),
       el("tbody", {}, usage.rules.map(function (rule) {
-        var o = overrides[rule.name];
         return el("tr", { "data-rule": rule.name }, [
           el("td", {}, [rule.name, rule.shadow ? el("span", { class: "pill", text: "shadow" }) : null]),
           el("td", { "data-used": rule.used, text: rule.used }),
@@ -348,14 +357,15 @@ export const CONSOLE_JS = String.raw`
           el("td", { text: duration(rule.windowMs) }),
           el("td", { text: rule.remaining }),
           el("td", { text: rule.resetMs ? duration(Math.ceil(rule.resetMs / 1000) * 1000) : "—" }),
-          el("td", {}, o ? [
-            [o.limit !== undefined ? "limit " + o.limit : "", o.windowMs !== undefined ? "window " + duration(o.windowMs) : ""].filter(Boolean).join(", ") + " ",
-            el("button", { type: "button", "data-action": "clear-override", text: "Clear", onclick: function () {
-              act("Clear the override of rule \"" + rule.name + "\" for this key?", "keys/override", { rule: rule.name, clear: true });
-            } }),
-          ] : ["—"]),
+          overrideCell(rule.name),
         ]);
-      })),
+      }).concat(Object.keys(overrides).filter(function (name) { return shownRules.indexOf(name) < 0; }).map(function (name) {
+        // an override of a rule another tier has (or none does now): it holds once the key moves
+        // there, so it is shown, and can be cleared, as keys/get holds it
+        return el("tr", { "data-rule": name }, [el("td", { text: name + " (not a rule of this tier)" }), "—", "—", "—", "—", "—"].map(function (c) {
+          return typeof c === "string" ? el("td", { text: c }) : c;
+        }).concat([overrideCell(name)]));
+      }))),
     ]);
 
     var minutes = el("input", { id: "block-minutes", type: "number", min: 1, max: 43200, value: 10, "aria-label": "Block for minutes" });

@@ -286,6 +286,20 @@ describe("the console in a browser", () => {
     }
   }, 60_000);
 
+  it("shows a key's override of a rule its tier lacks, as keys/get holds it, and clears it", async () => {
+    // "burst" is a rule of free only: the override waits for the key to move there
+    const key = "sk-paid-with-a-burst-override";
+    expect((await adminCall("keys/set", { key, tier: "paid", overrides: { burst: { limit: 2 } } })).status).toBe(200);
+    await page.locator("#lookup-kind").selectOption("key");
+    await page.locator("#lookup-value").fill(key);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("[data-fact=tier]")).toBe("paid");
+    expect(await page.locator("[data-rule=burst] td").allInnerTexts()).toEqual(["burst (not a rule of this tier)", "—", "—", "—", "—", "—", "limit 2 Clear"]);
+    expect(await act("[data-rule=burst] [data-action=clear-override]")).toBe('keys/override: done — {"cleared":"burst"}');
+    expect(await page.locator("[data-rule=burst]").count()).toBe(0);
+    expect((await adminCall("keys/get", { key })).body.overrides).toEqual({});
+  }, 60_000);
+
   it("looks a key up as the gate reads it: padded as an origin trims it, the same key; with a comma, none", async () => {
     const key = "sk-looked-up-padded";
     await page.locator("#lookup-kind").selectOption("key");
