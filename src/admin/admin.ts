@@ -1,4 +1,5 @@
 import { errors } from "@upstash/redis/cloudflare";
+import { didYouMean } from "../config/nearest.ts";
 import type { GateConfig, Rule } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
@@ -347,7 +348,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           // dropped, which would come back live with its rule): a misspelt one ("minut") answered
           // "cleared" would leave the real override in place unnoticed. Nothing was dropped.
           if (!cleared.held && !registry.ruleNames.has(rule)) {
-            return badRequest(`rule: ${JSON.stringify(rule.slice(0, 64))} is not a rule (rules: ${[...registry.ruleNames].join(", ")}), and the key holds no override of it`);
+            return badRequest(
+              `rule: ${JSON.stringify(rule.slice(0, 64))} is not a rule (rules: ${[...registry.ruleNames].join(", ")}), and the key holds no override of it${didYouMean(rule, [...registry.ruleNames])}`,
+            );
           }
           return json({ cleared: rule });
         }

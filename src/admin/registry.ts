@@ -1,5 +1,6 @@
 import { errors, type Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
+import { didYouMean } from "../config/nearest.ts";
 import { describe, type GateConfig, isName, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
@@ -209,10 +210,11 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       if (!parsed.success) return { ok: false, errors: named(parsed.issues.map((issue) => described(issue, root))) };
       const { tier, label, disabled, overrides = {} } = parsed.output;
       const errors: string[] = [];
-      if (tier !== undefined && !config.tiers.has(tier)) errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})`);
+      if (tier !== undefined && !config.tiers.has(tier))
+        errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})${didYouMean(tier, [...config.tiers.keys()])}`);
       const entry: Entry = { tier: tier ?? config.defaultTier, label, disabled: disabled ?? false, overrides: {} };
       for (const [rule, o] of Object.entries(overrides)) {
-        if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})`);
+        if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})${didYouMean(rule, [...ruleNames])}`);
         if (o.window !== undefined && o.windowMs !== undefined) {
           errors.push(`${root}.overrides.${rule}.windowMs: is "window" in milliseconds: give one of them, not both`);
         }

@@ -27,6 +27,8 @@ describe("nearest", () => {
     expect(nearest("rate", RULE_FIELDS)).toBeUndefined();
     // one edit away is all a short name may be: "fa" is two from "fail"
     expect(nearest("fa", RULE_FIELDS)).toBeUndefined();
+    // any name of one or two characters is an edit from any other: only another case of it is offered
+    expect([nearest("b", ["a"]), nearest("ab", ["ac"]), nearest("A", ["a"])]).toEqual([undefined, undefined, "a"]);
     expect(nearest("x".repeat(65), ["x".repeat(64)])).toBeUndefined();
   });
 

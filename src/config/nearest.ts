@@ -1,6 +1,7 @@
 /**
- * The name among `names` that `name` most likely misspells (case aside, at most one edit for a
- * name of up to 4 characters and two for a longer one, a swap of neighbours counting as one),
+ * The name among `names` that `name` most likely misspells (case aside, at most no edit for a
+ * name of up to 2 characters, one up to 4 and two for a longer one, a swap of neighbours
+ * counting as one),
  * or undefined when none is that close. A refused field or value is then told what was meant:
  * "limt" is "limit", "unknownkeys" is "unknownKeys", "rejected" is "reject".
  *
@@ -13,7 +14,8 @@ export function nearest(name: string, names: readonly string[]): string | undefi
   // a name sent by mistake may be anything (a raw key too): past this length nothing is that close
   if (wanted.length > 64) return undefined;
   let best: string | undefined;
-  let bestDistance = wanted.length <= 4 ? 1 : 2;
+  // past the bound nothing is offered: any name of one or two characters is one edit from any other
+  let bestDistance = wanted.length <= 2 ? 0 : wanted.length <= 4 ? 1 : 2;
   for (const candidate of names) {
     if (candidate === name) continue;
     const d = distance(wanted, candidate.toLowerCase(), bestDistance);

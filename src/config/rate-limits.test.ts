@@ -203,6 +203,10 @@ describe("parseRateLimits", () => {
       'RATE_LIMITS.identity.unknownKeys: must be "defaultTier", "reject" or "ip"; did you mean "reject"?',
     ]);
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s" }], clock: "Edge" })).toEqual(['RATE_LIMITS.clock: must be "redis" or "edge"; did you mean "edge"?']);
+    const tiers = { free: { rules: [{ name: "d", limit: 5, window: "1s" }] }, paid: { rules: [{ name: "d", limit: 50, window: "1s" }] } };
+    expect(errorsOf({ identity: { header: "x-api-key" }, tiers, defaultTier: "fre" })).toEqual([
+      'RATE_LIMITS.defaultTier: "fre" is not a tier (tiers: free, paid); did you mean "free"?',
+    ]);
     // nothing close: the list alone, never a wrong guess
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "1s", colour: "red" }] })).toEqual([
       "RATE_LIMITS.rules[0].colour: unknown field (allowed: name, limit, window, cost, path, methods, fail, timeout, shadow)",
@@ -293,7 +297,7 @@ describe("parseRateLimits", () => {
     expect(errorsOf({})).toEqual(['RATE_LIMITS: needs "rules" or "tiers"']);
     expect(errorsOf({ rules, tiers: { a: { rules } }, defaultTier: "a", identity: { header: "k" } })).toContain('RATE_LIMITS.rules: give either "rules" or "tiers", not both');
     expect(errorsOf({ tiers: { a: { rules } }, identity: { header: "k" } })).toEqual(["RATE_LIMITS.defaultTier: is required with tiers"]);
-    expect(errorsOf({ tiers: { a: { rules } }, defaultTier: "b", identity: { header: "k" } })).toEqual(['RATE_LIMITS.defaultTier: "b" is not a tier']);
+    expect(errorsOf({ tiers: { a: { rules } }, defaultTier: "b", identity: { header: "k" } })).toEqual(['RATE_LIMITS.defaultTier: "b" is not a tier (tiers: a)']);
     expect(errorsOf({ tiers: { a: { rules } }, defaultTier: "a" })).toEqual(["RATE_LIMITS.identity.header: is required with tiers: tiers are chosen by API key"]);
     expect(errorsOf({ rules, identity: { required: true } })).toEqual(['RATE_LIMITS.identity.required: needs "identity.header" to name the API-key header']);
     expect(errorsOf({ rules, keys: { ["b".repeat(64)]: "gold" } })).toEqual([`RATE_LIMITS.keys.${"b".repeat(64)}: "gold" is not a tier`]);

@@ -381,11 +381,13 @@ function crossCheck(c: Raw, root: string): string[] {
   }
   if (c.tiers) {
     if (!c.defaultTier) issue(".defaultTier", "is required with tiers");
-    else if (!Object.hasOwn(c.tiers, c.defaultTier)) issue(".defaultTier", `"${c.defaultTier}" is not a tier`);
+    else if (!Object.hasOwn(c.tiers, c.defaultTier))
+      issue(".defaultTier", `"${c.defaultTier}" is not a tier (tiers: ${Object.keys(c.tiers).join(", ")})${didYouMean(c.defaultTier, Object.keys(c.tiers))}`);
     if (!c.identity?.header) issue(".identity.header", "is required with tiers: tiers are chosen by API key");
   } else if (c.defaultTier) issue(".defaultTier", "only applies with tiers");
   for (const [hash, tier] of Object.entries(c.keys ?? {})) {
-    if (!c.tiers || !Object.hasOwn(c.tiers, tier)) issue(`.keys.${hash}`, `"${tier}" is not a tier`);
+    if (!c.tiers || !Object.hasOwn(c.tiers, tier))
+      issue(`.keys.${hash}`, `"${tier}" is not a tier${c.tiers ? ` (tiers: ${Object.keys(c.tiers).join(", ")})${didYouMean(tier, Object.keys(c.tiers))}` : ""}`);
   }
   for (const side of ["allow", "deny"] as const) {
     c[side]?.ips?.forEach((entry, i) => {

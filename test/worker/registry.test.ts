@@ -353,6 +353,10 @@ describe("key registry", () => {
   it('names each bad field as the caller sent it, without a leading dot; an override\'s rule as "rule"', async () => {
     const { a } = fleet();
     expect((await admin(a, "keys/set", { key: "named", tier: "gold" })).body.detail).toMatch(/^tier: "gold" is not a tier \(tiers: free, paid\)$/);
+    expect((await admin(a, "keys/set", { key: "named", tier: "Paid" })).body.detail).toBe('tier: "Paid" is not a tier (tiers: free, paid); did you mean "paid"?');
+    expect((await admin(a, "keys/override", { key: "named", rule: "minutes", limit: 5 })).body.detail).toMatch(
+      /^rule: "minutes" is not a rule \(rules: minute\); did you mean "minute"\?$/,
+    );
     expect((await admin(a, "keys/set", { key: "named", tier: "paid" })).status).toBe(200);
     expect((await admin(a, "keys/override", { key: "named", rule: "nope", limit: 5 })).body.detail).toMatch(/^rule: "nope" is not a rule \(rules: minute\)$/);
     expect((await admin(a, "keys/override", { key: "named", rule: "minute", limit: 0 })).body.detail).toMatch(/^limit: must be at least 1/);
@@ -385,7 +389,7 @@ describe("key registry", () => {
     // the configuration loses "burst"
     const a = makeGate({ ...TIERS, prefix }, { adminToken: ADMIN });
     const typo = await admin(a, "keys/override", { key: "sk-typo-clear", rule: "minut", clear: true });
-    expect([typo.status, typo.body.detail]).toEqual([400, 'rule: "minut" is not a rule (rules: minute), and the key holds no override of it']);
+    expect([typo.status, typo.body.detail]).toEqual([400, 'rule: "minut" is not a rule (rules: minute), and the key holds no override of it; did you mean "minute"?']);
     expect((await admin(a, "keys/get", { key: "sk-typo-clear" })).body.overrides).toEqual({ minute: { limit: 4 }, burst: { limit: 500 } });
     // an override of a rule since dropped is still there to clear (it would come back live with its rule)
     expect((await admin(a, "keys/override", { key: "sk-typo-clear", rule: "burst", clear: true })).body).toEqual({ cleared: "burst" });
