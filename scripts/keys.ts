@@ -269,7 +269,10 @@ function readEntries(path: string): FileEntry[] {
     // npm runs this in the package's root; a relative name is the user's, from where npm was typed (INIT_CWD)
     text = readFileSync(resolve(process.env.INIT_CWD ?? ".", path), "utf8").replace(/^\uFEFF/, "");
   } catch (e) {
-    throw new UsageError(`cannot read ${path}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    // ENOENT alone: the user looks for a typo where the file was looked for somewhere else
+    const code = (e as NodeJS.ErrnoException).code;
+    const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a directory" : code === "EACCES" ? "permission denied" : (code ?? (e as Error).message);
+    throw new UsageError(`cannot read ${path}: ${why} (looked for ${resolve(process.env.INIT_CWD ?? ".", path)})`);
   }
   const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
   // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
@@ -490,6 +493,8 @@ async function importFile(path: string | undefined): Promise<unknown> {
     if (answer.checked !== batch.length)
       throw new RefusedError(`${base} answered ${JSON.stringify(answer).slice(0, 200)} to a check of ${batch.length} entries (is it a slidegate gate of this version?)`);
   }
+  // a header line alone, or [], is a file that imports nothing: said, as a botched export would be
+  if (entries.length === 0) console.error(`${path} holds no entries: nothing to import`);
   let imported = 0;
   let sending: string | undefined;
   // Ctrl-C: what has landed, and that running the file again is safe (an import merges)

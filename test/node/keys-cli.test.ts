@@ -210,7 +210,16 @@ describe("npm run keys, as the README shows it", () => {
     writeFileSync(join(dir, "bom.JSON"), '\uFEFF[{"key":"sk-json-bom","tier":"paid"}]');
     expect(run(`node scripts/keys.ts import ${join(dir, "bom.JSON")}`).json).toEqual({ imported: 1 });
     const missing = run(`node scripts/keys.ts import ${join(dir, "nope.csv")}`);
-    expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(/cannot read .*nope\.csv: ENOENT/)]);
+    expect([missing.code, missing.stderr]).toEqual([2, expect.stringMatching(new RegExp(`cannot read .*nope\\.csv: no such file \\(looked for ${join(dir, "nope.csv")}\\)`))]);
+  });
+
+  it("says a file of no entries (a header line alone, or []) imports nothing, rather than a silent success", () => {
+    writeFileSync(join(dir, "header-only.csv"), "key,tier\n");
+    writeFileSync(join(dir, "empty.json"), "[]");
+    for (const file of ["header-only.csv", "empty.json"]) {
+      const r = run(`node scripts/keys.ts import ${join(dir, file)}`);
+      expect([r.code, r.json, r.stderr], file).toEqual([0, { imported: 0 }, expect.stringContaining(`${file} holds no entries: nothing to import`)]);
+    }
   });
 
   it("reads a file named relative to the directory npm run was typed in, where the shell writes list --all > backup.json", () => {
