@@ -58,6 +58,20 @@ function userEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   return { ...env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", ...extra };
 }
 
+/** Runs a user's app script in the scratch project against the shim, as its own process: its exit code and all it printed. */
+async function runApp(script: string, s: ReturnType<typeof services>): Promise<{ code: number | null; out: string }> {
+  const child = spawn("nice", ["-n", "10", process.execPath, script], {
+    cwd: project,
+    env: userEnv({ UPSTASH_REDIS_REST_URL: s.shimUrl, UPSTASH_REDIS_REST_TOKEN: s.shimToken }),
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+  return { code, out };
+}
+
 /**
  * Runs a command to its end (at a lower priority: it is builds and installs, and the other
  * test files keep their time budgets); rejects with its output when it fails.
@@ -344,15 +358,7 @@ console.log(JSON.stringify({
 }));
 `,
     );
-    const child = spawn("nice", ["-n", "10", process.execPath, script], {
-      cwd: project,
-      env: userEnv({ UPSTASH_REDIS_REST_URL: s.shimUrl, UPSTASH_REDIS_REST_TOKEN: s.shimToken }),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const { code, out } = await runApp(script, s);
     expect(out).not.toContain(s.shimToken);
     expect(code, out).toBe(0);
     expect(JSON.parse(out)).toEqual({ limiter: ["admitted", "rate-limited"], hono: [200, 429], costError: true, worker: "function" });
@@ -384,15 +390,7 @@ app.get("/", (c) => c.text("ok"));
 })();
 `,
     );
-    const child = spawn("nice", ["-n", "10", process.execPath, script], {
-      cwd: project,
-      env: userEnv({ UPSTASH_REDIS_REST_URL: s.shimUrl, UPSTASH_REDIS_REST_TOKEN: s.shimToken }),
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-    child.stderr!.on("data", (c: Buffer) => (out += c.toString()));
-    const code = await new Promise<number | null>((resolve) => child.once("exit", resolve));
+    const { code, out } = await runApp(script, s);
     expect(code, out).toBe(0);
     // the app's require("hono") is Hono's CommonJS build, slidegate's import its ESM one: two
     // HTTPException classes, as the README warns, so the README's getResponse test is the one that holds
