@@ -77,6 +77,16 @@ const FORWARDING_HEADERS = [
   "x-forwarded-path",
   "x-forwarded-prefix",
   "x-envoy-original-path",
+  // the proxy in front by name (Apache mod_proxy, Traefik)
+  "x-forwarded-server",
+  // a client certificate a TLS-terminating proxy vouches for: an origin that trusts one takes it
+  // for the caller's identity, so a client's own is dropped (RFC 9440 has every proxy do so for
+  // its two; Envoy's XFCC, ASP.NET Core's certificate forwarding and Azure's carry the same)
+  "client-cert",
+  "client-cert-chain",
+  "x-forwarded-client-cert",
+  "x-client-cert",
+  "x-arr-clientcert",
 ];
 
 /**

@@ -295,6 +295,15 @@ describe("the origin learns the client", () => {
     // the scheme as Rack reads it besides X-Forwarded-Proto (HTTP_X_FORWARDED_SCHEME, HTTP_X_FORWARDED_SSL)
     ["x-forwarded-scheme", "http"],
     ["x-forwarded-ssl", "off"],
+    // the proxy's own name (Apache mod_proxy, Traefik)
+    ["x-forwarded-server", "admin.internal"],
+    // a client certificate as a TLS-terminating proxy vouches for it (RFC 9440, which has the
+    // proxy drop the client's own; Envoy's XFCC; ASP.NET Core's certificate forwarding; Azure's)
+    ["client-cert", ":MIIBzz==:"],
+    ["client-cert-chain", ":MIIBzz==:"],
+    ["x-forwarded-client-cert", 'Hash=1;Subject="CN=admin"'],
+    ["x-client-cert", "MIIBzz=="],
+    ["x-arr-clientcert", "MIIBzz=="],
   ];
 
   it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
@@ -315,6 +324,12 @@ describe("the origin learns the client", () => {
       "forwarded-for",
       "x-forwarded-scheme",
       "x-forwarded-ssl",
+      "x-forwarded-server",
+      "client-cert",
+      "client-cert-chain",
+      "x-forwarded-client-cert",
+      "x-client-cert",
+      "x-arr-clientcert",
     ])
       expect(echo.headers[name], name).toBeUndefined();
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
