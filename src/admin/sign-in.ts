@@ -71,8 +71,9 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
   const { config, adminToken, redis, log, failures } = options;
   const isolateNow = options.now ?? Date.now;
   const check = createLimiter({ url: options.redisUrl, token: options.redisToken, prefix: config.prefix, clock: config.clock, now: options.now });
-  // addresses known to be over the failure limit: refused here without a store call or a token check
-  const throttled = createExpiringCache<true>(10_000);
+  // addresses known to be over the failure limit: refused here without a store call or a token
+  // check, each with when its wait ends (the isolate's clock), which every 429 it gets tells
+  const throttled = createExpiringCache<number>(10_000);
   // the count while the store is full and refuses the script's write
   const attemptsHere = createLocalAttempts({ limit: ADMIN_AUTH_FAILURES.limit, windowMs: ADMIN_AUTH_FAILURES.windowMs, addresses: 10_000 });
   const expected = sha256(adminToken);
@@ -85,7 +86,7 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
   // token's is taken back a moment later), not from failures, and must not shut an operator
   // out of this isolate for the rest of the window.
   const refuse = (tag: string, now: number, ms: number) => {
-    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), true, now);
+    throttled.set(tag, now + Math.min(ms, THROTTLE_HELD_MS), now + ms, now);
     return tooManyAttempts(ms);
   };
 
@@ -152,7 +153,9 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
       const caller = (await identify("i", `@admin ${clientAddress(request, Math.min(config.ipv6Prefix, AUTH_IPV6_PREFIX)).bucket}`)).tag;
       const now = isolateNow();
       const over = throttled.get(caller, now);
-      if (over) return tooManyAttempts(over.until - now);
+      // the wait the store gave, less the time since: not the second the answer is held here,
+      // which told a client (the console's "wait 1 s") to come back long before it could
+      if (over) return tooManyAttempts(over.value - now);
       return await authenticate(request, caller, now);
     } catch (e) {
       if (!isStoreFailure(e)) throw e;

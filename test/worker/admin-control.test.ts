@@ -98,6 +98,24 @@ describe("admin authentication failures", () => {
     expect((await call(gate, "usage", { ip: operator })).status).toBe(200);
   });
 
+  it("tell the failure window's wait in every 429's Retry-After, the ones the isolate answers without the store too", async () => {
+    let now = Date.now();
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN, now: () => now });
+    const guesser = freshIp();
+    for (let i = 0; i < n; i++) expect((await call(gate, "usage", { token: `guess-${i}`, ip: guesser })).status).toBe(401);
+    const fromStore = await call(gate, "usage", { ip: guesser });
+    expect(fromStore.status).toBe(429);
+    const wait = Number(fromStore.headers.get("Retry-After"));
+    expect(wait).toBeGreaterThan(590); // the 10 minutes, less the time the guesses took
+    // answered from the isolate's memory of the refusal: the same wait, less the time since,
+    // not the second that memory is held (a client told "1" comes back to another 429)
+    now += 500;
+    const held = await call(gate, "usage", { ip: guesser });
+    expect(held.status).toBe(429);
+    expect(Number(held.headers.get("Retry-After"))).toBeGreaterThanOrEqual(wait - 1);
+    expect(gate.logs.filter((l) => l.line.event === "slidegate.admin_store_failure")).toEqual([]);
+  });
+
   it("hold on an isolate that never saw the guesses, before the token is checked", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
     const config = { prefix, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] };
