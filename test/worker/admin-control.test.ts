@@ -333,6 +333,40 @@ describe("cached denials", () => {
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]);
   });
 
+  it('a block or disabling of a key another isolate found unknown under unknownKeys "ip" holds there within denialCacheMaxAge; its address\'s block at once', async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = {
+      prefix,
+      denialCacheMaxAge: "5s",
+      timeout: 10_000,
+      identity: { header: "x-api-key", unknownKeys: "ip" },
+      rules: [{ name: "day", limit: 100, window: "1d" }],
+    };
+    let clock = Date.now();
+    const serving = makeGate(config, { adminToken: ADMIN });
+    const elsewhere = makeGate(config, { now: () => clock });
+    const [blocked, disabled] = [freshIp(), freshIp()];
+    // elsewhere finds both keys unknown: it decides their requests as their addresses, without the key's call
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([200]);
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([200]);
+    expect((await call(serving, "block", { body: { key: "sk-made-up-blocked", seconds: 600 } })).status).toBe(200);
+    expect((await call(serving, "keys/set", { body: { key: "sk-made-up-disabled", disabled: true } })).status).toBe(200);
+    expect(await statuses(serving, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([403]);
+    expect(await statuses(serving, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([403]);
+    clock += 4_000;
+    // what the README states: until its memory of the registry's answer runs out, elsewhere still admits them
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([200]);
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([200]);
+    clock += 1_001;
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([403]);
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([403]);
+    // the identity those requests are decided as, blocked: held on the next one, everywhere
+    const other = freshIp();
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-other", ip: other })).toEqual([200]);
+    expect((await call(serving, "block", { body: { ip: other, seconds: 600 } })).status).toBe(200);
+    expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-other", ip: other })).toEqual([403]);
+  });
+
   it("a key registered after another isolate refused it as unknown is let through there within denialCacheMaxAge", async () => {
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
     const config = {
