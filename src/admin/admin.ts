@@ -168,6 +168,22 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     return seconds! * 1_000_000 + micros!;
   };
 
+  /**
+   * The policy a key nobody knows meets ("reject" or "ip"), or false: a known key, one the lists
+   * decide, or unknown keys with the default tier's rules. Under these policies such a key is not
+   * limited by its tier's rules: an operator reading them as its quota (usage), or clearing them
+   * (reset), would misread the answer. A key on the allow or deny list never meets the policy
+   * (the lists are read first): told it is refused, an operator would look for a fault in a
+   * monitoring key that goes through unlimited.
+   */
+  const unknownKeyPolicy = (identity: Identity, entry: Entry | undefined) =>
+    identity.kind === "k" &&
+    !entry &&
+    !config.keyTiers.has(identity.keyHash!) &&
+    config.unknownKeys !== "defaultTier" &&
+    config.access(undefined, identity.keyHash) === undefined &&
+    config.unknownKeys;
+
   async function usage(identity: Identity) {
     const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
     const tier = entry?.tier || tierOf(config, identity.keyHash);
@@ -218,16 +234,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
         oldestEntryAt: inWindow ? new Date(oldest / 1000).toISOString() : null,
       };
     };
-    // a key nobody knows is not limited by its tier's rules under these policies: an operator
-    // reading them as its quota would misread the answer. A key on the allow or deny list never
-    // meets the policy (the lists are read first): told it is refused, an operator would look for
-    // a fault in a monitoring key that goes through unlimited.
-    const unknownKey =
-      identity.kind === "k" &&
-      !entry &&
-      !config.keyTiers.has(identity.keyHash!) &&
-      config.unknownKeys !== "defaultTier" &&
-      config.access(undefined, identity.keyHash) === undefined;
+    const unknownKey = unknownKeyPolicy(identity, entry);
     return {
       identity: { kind: ({ k: "key", i: "ip", u: "user" } as const)[identity.kind], tag: identity.tag },
       tier,
@@ -265,7 +272,10 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
       forgets: "also-on-failure",
       run: async (identity) => {
         const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
-        return json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag, entry?.tier)) });
+        const unknownKey = unknownKeyPolicy(identity, entry);
+        // such a key's requests are refused, or counted as their address: what they spent is the
+        // address's to reset, which an answer of 0 keys deleted alone would not tell
+        return json({ reset: true, keysDeleted: await redis.del(...logsOf(identity.tag, entry?.tier)), ...(unknownKey && { unknownKey }) });
       },
     },
     block: {

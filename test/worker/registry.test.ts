@@ -128,15 +128,19 @@ describe("key registry", () => {
   });
 
   it.each(["reject", "ip", "defaultTier"] as const)(
-    'usage of a key nobody knows names the policy that decides it (unknownKeys "%s"), and of a configured or registered key none',
+    'usage and reset of a key nobody knows name the policy that decides it (unknownKeys "%s"), and of a configured or registered key none',
     async (unknownKeys) => {
       const { a } = fleet({ identity: { header: "x-api-key", unknownKeys }, keys: { [await hashOf("configured")]: "paid" } });
       await admin(a, "keys/set", { key: "registered", tier: "paid" });
-      const unknown = await admin(a, "usage", { key: `invented-${crypto.randomUUID()}` });
-      expect(unknown.status).toBe(200);
-      expect(unknown.body.unknownKey).toBe(unknownKeys === "defaultTier" ? undefined : unknownKeys);
-      for (const key of ["configured", "registered"]) expect((await admin(a, "usage", { key })).body).not.toHaveProperty("unknownKey");
-      expect((await admin(a, "usage", { ip: "198.51.100.63" })).body).not.toHaveProperty("unknownKey");
+      const invented = `invented-${crypto.randomUUID()}`;
+      // a reset that deletes nothing: under "ip" what the key's requests spent is their address's
+      for (const route of ["usage", "reset"]) {
+        const unknown = await admin(a, route, { key: invented });
+        expect(unknown.status).toBe(200);
+        expect(unknown.body.unknownKey, route).toBe(unknownKeys === "defaultTier" ? undefined : unknownKeys);
+        for (const key of ["configured", "registered"]) expect((await admin(a, route, { key })).body, route).not.toHaveProperty("unknownKey");
+        expect((await admin(a, route, { ip: "198.51.100.63" })).body, route).not.toHaveProperty("unknownKey");
+      }
     },
   );
 
