@@ -70,6 +70,11 @@ describe("parseRateLimits", () => {
       'RATE_LIMITS.rules[0].timeout: must be a number of milliseconds, not the string "500ms": write 500',
       'RATE_LIMITS.timeout: must be a number of milliseconds, not the string "2s": write 2000',
     ]);
+    // a number it may not take is never the one to write
+    expect(errorsOf({ timeout: "40s", rules: [{ name: "minute", limit: 100, window: "1m", timeout: "0s" }] })).toEqual([
+      'RATE_LIMITS.rules[0].timeout: must be a number of milliseconds from 1 to 30000, not the string "0s" (0 ms)',
+      'RATE_LIMITS.timeout: must be a number of milliseconds from 1 to 30000, not the string "40s" (40000 ms)',
+    ]);
   });
 
   it("refuses list addresses that readers disagree on, naming the entry, instead of reading 010 as octal", () => {
@@ -222,11 +227,26 @@ describe("parseRateLimits", () => {
     expect([said("fast"), said("0.5ms"), said("1e3")]).toEqual(
       Array(3).fill('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds'),
     );
+    // "M" is a month where ISO 8601 and date libraries write durations: "1m", a minute, would be a
+    // window some 43,000 times shorter than meant, so the guess is not offered
+    expect([said("1M"), said("3 M")]).toEqual(Array(2).fill('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds'));
+    // a number past what a whole number of ms holds exactly would be offered as "1e+23s", no duration at all
+    expect(said("100000000000000000000000 s")).toBe('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds');
     expect([said(0), said(1.5), said(400 * 86_400_000)]).toEqual([
       "RATE_LIMITS.rules[0].window: must be at least 1 ms",
       "RATE_LIMITS.rules[0].window: must be a whole number of milliseconds",
       "RATE_LIMITS.rules[0].window: must be at most 31622400000 ms (366d)",
     ]);
+  });
+
+  it("reads a long duration no further than a short one (no suggestion past 64 characters)", () => {
+    // its pattern backtracked over a long run of blanks: "1", 100,000 spaces and "!" took
+    // seconds of CPU, an admin body's window as much as the configuration's
+    const said = (window: unknown) => errorsOf({ rules: [{ name: "d", limit: 5, window }] });
+    const rule = 'RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds';
+    expect(said(`1${" ".repeat(100_000)}s`)).toEqual([rule]);
+    expect(said(`1${" ".repeat(100_000)}!`)).toEqual([rule]);
+    expect(said(`${" ".repeat(20)}10 s${" ".repeat(20)}`)).toEqual([`${rule}; did you mean "10s"?`]);
   });
 
   it("refuses an array where a table goes as one error, naming the fields the table takes", () => {

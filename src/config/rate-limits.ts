@@ -123,14 +123,20 @@ const UNIT_WORDS: Record<string, string> = {
  * durationSpelling("2 Hours"); // "2h"
  */
 export function durationSpelling(text: string): string | undefined {
-  // a number alone is milliseconds, as the same number unquoted would be
-  const m = /^\s*(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)\s*$/.exec(text);
-  const unit = m && UNIT_WORDS[m[2]!.toLowerCase() || "ms"];
+  // nobody writes a duration longer: a value of any length may be given, and none is read far
+  if (text.length > 64) return undefined;
+  // a number alone is milliseconds, as the same number unquoted would be. Trimmed first: blanks
+  // on both sides of an optional unit would leave the pattern many ways to fail on a long run
+  const m = /^(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)$/.exec(text.trim());
+  // "M" is a month in ISO 8601 and in date libraries: "1m", a minute, is no guess to offer for it
+  if (!m || m[2] === "M") return undefined;
+  const unit = UNIT_WORDS[m[2]!.toLowerCase() || "ms"];
   if (!unit) return undefined;
   const n = Number(m[1]);
-  if (Number.isInteger(n)) return `${n}${unit}`;
+  // past 2^53 a number is no longer written as its digits ("1e+23"), which no duration takes
+  if (Number.isSafeInteger(n)) return `${n}${unit}`;
   const ms = n * UNITS[unit]!;
-  return Number.isInteger(ms) ? `${ms}ms` : undefined;
+  return Number.isSafeInteger(ms) ? `${ms}ms` : undefined;
 }
 
 /**
@@ -199,7 +205,8 @@ const NAME = v.pipe(
 );
 const HEADER = v.pipe(v.string(), v.regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, "must be an HTTP header name"));
 const FAIL = v.picklist(["open", "closed"], 'must be "open" or "closed"');
-const TIMEOUT = int(1, 30_000);
+const MAX_TIMEOUT = 30_000;
+const TIMEOUT = int(1, MAX_TIMEOUT);
 // The object's own issues: a field it does not take (expected "never"), a field it needs that is
 // absent (expected its quoted name), or a value that is no object at all.
 const fields = <T extends v.ObjectEntries>(entries: T) => {
@@ -625,8 +632,13 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
       return `${root}${path}: must be a number, not the string ${JSON.stringify(quoted)}: write it without quotes`;
     // a window and denialCacheMaxAge take "10s", so "2s" is the natural slip here; a timeout is milliseconds alone
     const duration = WINDOW.exec(quoted);
-    if (issue.type === "number" && last?.key === "timeout" && duration)
-      return `${root}${path}: must be a number of milliseconds, not the string ${JSON.stringify(quoted)}: write ${Number(duration[1]) * UNITS[duration[2]!]!}`;
+    if (issue.type === "number" && last?.key === "timeout" && duration) {
+      const ms = Number(duration[1]) * UNITS[duration[2]!]!;
+      // a number the timeout would refuse next is no number to write
+      return ms >= 1 && ms <= MAX_TIMEOUT
+        ? `${root}${path}: must be a number of milliseconds, not the string ${JSON.stringify(quoted)}: write ${ms}`
+        : `${root}${path}: must be a number of milliseconds from 1 to ${MAX_TIMEOUT}, not the string ${JSON.stringify(quoted)} (${ms} ms)`;
+    }
     if (issue.type === "boolean" && (quoted === "true" || quoted === "false"))
       return `${root}${path}: must be true or false, not the string ${JSON.stringify(quoted)}: write it without quotes`;
   }
