@@ -87,6 +87,16 @@ const FORWARDING_HEADERS = [
   "x-forwarded-client-cert",
   "x-client-cert",
   "x-arr-clientcert",
+  // Traefik's PassTLSClientCert and an AWS Application Load Balancer's mutual TLS write these
+  // names as they stand (neither is configured per deployment)
+  "x-forwarded-tls-client-cert",
+  "x-forwarded-tls-client-cert-info",
+  "x-amzn-mtls-clientcert",
+  "x-amzn-mtls-clientcert-leaf",
+  "x-amzn-mtls-clientcert-serial-number",
+  "x-amzn-mtls-clientcert-issuer",
+  "x-amzn-mtls-clientcert-subject",
+  "x-amzn-mtls-clientcert-validity",
 ];
 
 /**

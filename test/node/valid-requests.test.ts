@@ -304,6 +304,15 @@ describe("the origin learns the client", () => {
     ["x-forwarded-client-cert", 'Hash=1;Subject="CN=admin"'],
     ["x-client-cert", "MIIBzz=="],
     ["x-arr-clientcert", "MIIBzz=="],
+    // Traefik's PassTLSClientCert, and an AWS Application Load Balancer's mutual TLS
+    ["x-forwarded-tls-client-cert", "MIIBzz=="],
+    ["x-forwarded-tls-client-cert-info", 'Subject="CN=admin"'],
+    ["x-amzn-mtls-clientcert", "-----BEGIN%20CERTIFICATE-----"],
+    ["x-amzn-mtls-clientcert-leaf", "-----BEGIN%20CERTIFICATE-----"],
+    ["x-amzn-mtls-clientcert-serial-number", "01"],
+    ["x-amzn-mtls-clientcert-issuer", "CN=Acme CA"],
+    ["x-amzn-mtls-clientcert-subject", "CN=admin"],
+    ["x-amzn-mtls-clientcert-validity", "NotBefore=2025-01-01T00:00:00Z;NotAfter=2099-01-01T00:00:00Z"],
   ];
 
   it("in X-Forwarded-For (the gate's canonical address, replacing the client's), with forged X-Forwarded-* dropped", async () => {
@@ -330,6 +339,14 @@ describe("the origin learns the client", () => {
       "x-forwarded-client-cert",
       "x-client-cert",
       "x-arr-clientcert",
+      "x-forwarded-tls-client-cert",
+      "x-forwarded-tls-client-cert-info",
+      "x-amzn-mtls-clientcert",
+      "x-amzn-mtls-clientcert-leaf",
+      "x-amzn-mtls-clientcert-serial-number",
+      "x-amzn-mtls-clientcert-issuer",
+      "x-amzn-mtls-clientcert-subject",
+      "x-amzn-mtls-clientcert-validity",
     ])
       expect(echo.headers[name], name).toBeUndefined();
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
@@ -362,6 +379,8 @@ describe("the origin learns the client", () => {
     expect(echo.headers.x_client_ip).toBeUndefined();
     expect(echo.headers["x-forwarded-host"]).toBe("admin.internal");
     expect(echo.headers["x-forwarded-for"]).toBe("10.9.8.7");
+    expect(echo.headers["x-forwarded-tls-client-cert"]).toBe("MIIBzz==");
+    expect(echo.headers["x-amzn-mtls-clientcert-subject"]).toBe("CN=admin");
   });
 });
 
