@@ -251,8 +251,10 @@ if (readyJson) {
       "",
       ...(registerDemo
         ? [
-            "Try it (six requests against the limits above; unknown keys are refused, so the demo key is registered first):",
-            `  ADMIN_TOKEN=${adminTokenSource ? `<your ADMIN_TOKEN from ${adminTokenSource}>` : workerVars.ADMIN_TOKEN} SLIDEGATE_URL=${gate} npm run --silent keys -- set demo`,
+            // a token of the user's own is never printed, and a placeholder in its place would not
+            // run as pasted (a shell reads "<your" as a redirection): the command takes it from the shell
+            `Try it (six requests against the limits above; unknown keys are refused, so the demo key is registered first${adminTokenSource ? `, with your ADMIN_TOKEN from ${adminTokenSource} exported in this shell` : ""}):`,
+            `  ${adminTokenSource ? "" : `ADMIN_TOKEN=${workerVars.ADMIN_TOKEN} `}SLIDEGATE_URL=${gate} npm run --silent keys -- set demo`,
           ]
         : ["Try it (six requests against the limits above):"]),
       // a gate that requires a key would answer a keyless demo with six 401s

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -191,6 +192,23 @@ describe("npm run dev", () => {
     const demo = /^Try it[^\n]*\n((?: {2}.*\n)+)/m.exec(banner)?.[1];
     expect(demo, banner).toMatch(/^ {2}ADMIN_TOKEN=[0-9a-f]{32} SLIDEGATE_URL=\S+ npm run --silent keys -- set demo\n {2}for i in /);
     const run = spawnSync("bash", ["-c", demo!], { encoding: "utf8", timeout: 60_000 });
+    expect(run.stdout.trim().split("\n").at(-1), run.stderr).toBe("200 200 429 429 429 429");
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev!.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
+  it("shows a demo that registers its key with the user's own ADMIN_TOKEN from the shell, never printing it, and the demo runs as printed", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+    const file = join(dir, ".dev.vars");
+    const limits = { identity: { header: "x-api-key", required: true, unknownKeys: "reject" }, rules: [{ name: "tight", limit: 2, window: "10s" }] };
+    writeFileSync(file, `RATE_LIMITS='${JSON.stringify(limits)}'\n`);
+    const token = `own-${randomBytes(16).toString("hex")}`;
+    const banner = await startBanner({ DEV_VARS_FILE: file, ADMIN_TOKEN: token });
+    expect(banner).not.toContain(token);
+    expect(banner).toMatch(/^Try it .*with your ADMIN_TOKEN from the environment exported in this shell/m);
+    const demo = /^Try it[^\n]*\n((?: {2}.*\n)+)/m.exec(banner)?.[1];
+    const run = spawnSync("bash", ["-c", demo!], { encoding: "utf8", timeout: 60_000, env: { ...process.env, ADMIN_TOKEN: token } });
     expect(run.stdout.trim().split("\n").at(-1), run.stderr).toBe("200 200 429 429 429 429");
     const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
     dev!.kill("SIGINT");
