@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Fleet } from "../../scripts/lib/fleet.ts";
 import { runTrials } from "../../scripts/lib/trials.ts";
 import { rateLimits, startGateFleet } from "../helpers/miniflare.ts";
+import { services } from "../helpers/shim.ts";
 
 // K isolates of the built Worker against one shim, M requests at once, limit L.
 const K = 4;
@@ -94,4 +95,77 @@ describe(`contention: ${K} isolates, 200 concurrent requests from one address, e
       expect(admitted).toEqual(Array(5).fill(Math.min(tierLimit, addressLimit)));
     }, 120_000);
   }
+});
+
+describe(`contention: ${K} isolates, API keys from one address beside an address rule (two calls per request, each recording what it admits)`, () => {
+  const ADMIN_TOKEN = crypto.randomUUID().replace(/-/g, "");
+  /** A fleet of API keys in one tier beside an address rule, an hour each (nothing expires during a test), with the admin API to read both sides' logs. */
+  const keysBesideFloor = async (keyLimit: number, floor: number) => {
+    const f = await startGateFleet(K, {
+      ADMIN_TOKEN,
+      RATE_LIMITS: rateLimits({
+        timeout: 30_000,
+        identity: { header: "x-api-key" },
+        defaultTier: "free",
+        tiers: { free: { rules: [{ name: "per-key", limit: keyLimit, window: "1h" }] } },
+        addressRules: [{ name: "per-address", limit: floor, window: "1h" }],
+      }),
+    });
+    fleets.push(f);
+    return f;
+  };
+  /** What `usage` says was used of each rule of the key's (or the address's) window. */
+  const used = async (f: Fleet, who: { key: string } | { ip: string }) => {
+    const res = await f.isolates[0]!.dispatchFetch("http://gate.example/__slidegate/usage", {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "192.0.2.200" },
+      body: JSON.stringify(who),
+    });
+    const body = (await res.json()) as { rules: { used: number }[]; addressRules?: { used: number }[] };
+    return "key" in who ? body.rules[0]!.used : body.addressRules![0]!.used;
+  };
+  /** `m` requests at once from `ip`, the i-th with `keyOf(i)`, round-robin over the isolates, all under one x-request-id the origin counts. */
+  const burst = async (f: Fleet, m: number, ip: string, keyOf: (i: number) => string) => {
+    const id = crypto.randomUUID();
+    const codes = await Promise.all(
+      Array.from({ length: m }, async (_, i) => {
+        const headers = { "cf-connecting-ip": ip, "x-api-key": keyOf(i), "x-request-id": id };
+        const res = await f.isolates[i % f.isolates.length]!.dispatchFetch("http://gate.example/", { headers });
+        await res.arrayBuffer();
+        return res.status;
+      }),
+    );
+    const reached = ((await (await fetch(`${services().originUrl}/__origin/hits/${id}`)).json()) as { hits: number }).hits;
+    return { codes, reached };
+  };
+
+  it("a client rotating 10 keys, each with room to spare, reaches the origin exactly the address rule's limit, in each of 5 trials", async () => {
+    const f = await keysBesideFloor(100, 30);
+    const run = crypto.randomUUID().slice(0, 4);
+    const reached: number[] = [];
+    for (let trial = 0; trial < 5; trial++) {
+      // a /64 of its own per trial: a fresh address each time; 30 requests per key, none over its own limit
+      const { codes, reached: n } = await burst(f, 300, `2001:db8:${run}:${trial.toString(16)}::1`, (i) => `rotating-${run}-${trial}-${i % 10}`);
+      expect(codes.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+      expect(codes.filter((c) => c === 200)).toHaveLength(n);
+      reached.push(n);
+    }
+    expect(reached).toEqual(Array(5).fill(30));
+  }, 120_000);
+
+  it("one key tighter than the address rule: the origin gets no more than the key's limit, and each side's log holds exactly its limit (a request refused by one side still counts on the other), in each of 5 trials", async () => {
+    const f = await keysBesideFloor(20, 30);
+    const run = crypto.randomUUID().slice(0, 4);
+    for (let trial = 0; trial < 5; trial++) {
+      const ip = `2001:db8:${run}:${trial.toString(16)}::1`;
+      const key = `tight-${run}-${trial}`;
+      const { codes, reached } = await burst(f, 200, ip, () => key);
+      expect(codes.filter((c) => c !== 200 && c !== 429)).toEqual([]);
+      expect(codes.filter((c) => c === 200)).toHaveLength(reached);
+      expect(reached).toBeLessThanOrEqual(20);
+      // the two calls run at once and record on their own: the key's admits exactly 20 of the
+      // 200, the address's exactly 30, and what reaches the origin is what both admitted
+      expect([await used(f, { key }), await used(f, { ip })]).toEqual([20, 30]);
+    }
+  }, 120_000);
 });
