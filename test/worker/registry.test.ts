@@ -75,7 +75,11 @@ describe("key registry", () => {
     const next = await b(request("/", { key: "cust-1" }));
     expect(next.status).toBe(200);
     expect(next.headers.get("RateLimit-Policy")).toBe('"minute";q=5;w=60');
+    // each tier counts in windows of its own: paid's whole quota, though free's was spent…
     expect(await statuses(b, 5, "/", { key: "cust-1" })).toEqual([200, 200, 200, 200, 429]);
+    // …and free's window is where it was left, for a key moved back within it
+    expect((await admin(a, "keys/set", { key: "cust-1", tier: "free" })).status).toBe(200);
+    expect(await statuses(b, 1, "/", { key: "cust-1" })).toEqual([429]);
   });
 
   it("a tier whose name reads like a number or a word of JSON is still that tier", async () => {
