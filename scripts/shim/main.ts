@@ -112,7 +112,7 @@ const shim = await startShim({
   maxStreams: positiveEnv("SHIM_MAX_STREAMS", 64),
   maxConnections: positiveEnv("SHIM_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS),
   tls,
-}).catch((e: Error) => fail(`cannot start: ${e.message}`));
+}).catch((e: Error) => fail(`cannot start: ${e.message}${e.message.startsWith("cannot reach Redis") ? ": start it there, or set REDIS_URL to the Redis to use" : ""}`));
 
 console.log(`slidegate shim listening on ${shim.url} -> ${shim.redis}`);
 

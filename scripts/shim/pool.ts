@@ -12,11 +12,13 @@ const AUTH_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
 
 /**
  * Why a first connection failed: ioredis rejects connect() with "Connection is closed." once
- * Redis has refused its AUTH, so the refusal it reported as an error event is named instead.
+ * Redis has refused its AUTH, or once the connection could not be made at all (nothing listens,
+ * a name that does not resolve), so what it reported as an error event is named instead.
  */
-function startError(error: unknown, refusal: Error | undefined, where = "the user name and password in the Redis URL"): unknown {
-  if (!refusal) return error;
-  return new Error(`Redis refused the shim's credentials (${refusal.message}): check ${where}`);
+function startError(error: unknown, refusal: Error | undefined, unreachable: Error | undefined, where = "the user name and password in the Redis URL"): unknown {
+  if (refusal) return new Error(`Redis refused the shim's credentials (${refusal.message}): check ${where}`);
+  if (unreachable) return new RedisUnavailable(unreachable.message);
+  return error;
 }
 
 /** Replies in order, one [error, reply] pair per command. */
@@ -154,8 +156,10 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   const open = async () => {
     const connection = new Redis(url, connectionOptions(options));
     let refusal: Error | undefined;
+    let unreachable: Error | undefined;
     connection.on("error", (e: Error) => {
       if (AUTH_REFUSED.test(e.message)) refusal = e;
+      else unreachable ??= e;
       if (healthy && started) options.onStatus?.("lost", e.message);
       healthy = false;
     });
@@ -167,7 +171,7 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
       await connection.connect();
     } catch (e) {
       connection.disconnect(); // or it would keep reconnecting in the background
-      throw startError(e, refusal);
+      throw startError(e, refusal, unreachable);
     }
     return connection;
   };
@@ -297,7 +301,7 @@ export async function createClusterPool(nodes: string[], options: PoolOptions & 
     await cluster.connect();
   } catch (e) {
     cluster.disconnect();
-    throw startError(e, refusal, "REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD");
+    throw startError(e, refusal, undefined, "REDIS_CLUSTER_USERNAME and REDIS_CLUSTER_PASSWORD");
   }
   return {
     async exec(commands) {

@@ -234,7 +234,10 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   };
   const pool: RedisPool = options.clusterNodes?.length
     ? await createClusterPool(options.clusterNodes, { ...poolOptions, ...options.clusterAuth })
-    : await createPool(redisUrl, poolOptions);
+    : await createPool(redisUrl, poolOptions).catch((e: unknown) => {
+        // "Connection is closed." said nothing of which Redis, nor why: name both (no password)
+        throw e instanceof RedisUnavailable ? new Error(`cannot reach Redis at ${redactUrl(redisUrl)} (${e.message})`) : e;
+      });
   await warnOfEviction(pool, log);
   const scripts = createScriptRegistry();
   const semantics = createSemantics(pool);

@@ -156,3 +156,23 @@ describe("the shim's start against a Redis that wants a password", () => {
     expect(run.stderr).not.toContain("a-wrong-one");
   });
 });
+
+describe("the shim's start without a Redis to reach", () => {
+  it('names the Redis it cannot reach and why, without its password, where it said only "Connection is closed."', async () => {
+    // a Redis that has stopped: nothing listens at its address any more, as when a newcomer has not started one
+    const redis = await startRedis();
+    await redis.stop();
+    const url = redis.url.replace("redis://", "redis://:a-secret-one@");
+    const where = redis.url.replaceAll(".", "\\.");
+    const started = startShim({ token: "unreachable-test", redisUrl: url, log: () => {} });
+    await expect(started).rejects.toThrow(new RegExp(`^cannot reach Redis at ${where} \\(connect ECONNREFUSED [^)]+\\)$`));
+    await expect(started).rejects.not.toThrow(/a-secret-one/);
+
+    const run = shimCli({ SHIM_TOKEN: "unreachable-test", REDIS_URL: url });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(
+      new RegExp(`^slidegate shim: cannot start: cannot reach Redis at ${where} \\(connect ECONNREFUSED [^)]+\\): start it there, or set REDIS_URL to the Redis to use$`, "m"),
+    );
+    expect(run.stderr + run.stdout).not.toContain("a-secret-one");
+  });
+});
