@@ -745,6 +745,18 @@ export function configurationWarnings(config: GateConfig): string[] {
     );
   }
   warnings.push(...narrowDenyEntries(config));
+  // a list's keys are compared with the key a request carries in identity.header: with none
+  // configured the gate reads no key, and the entries match no request, in silence
+  if (!config.keyHeader) {
+    for (const side of ["allow", "deny"] as const) {
+      const count = config.lists?.[side]?.keys?.length ?? 0;
+      if (count === 0) continue;
+      const entries = count === 1 ? "1 API key" : `${count} API keys`;
+      warnings.push(
+        `${side}.keys lists ${entries}, but no identity.header is configured: the gate reads no API key, so ${count === 1 ? "it matches" : "they match"} no request${side === "deny" ? " and no one is denied by key" : " and no one is let through by key"}. Set identity.header to the header your clients send their key in (like "x-api-key"), or list their addresses in ${side}.ips.`,
+      );
+    }
+  }
   // "GTE" is a valid token, and a method of its own: the rule would count nothing, in silence
   const rulesByList: [string, readonly Rule[]][] = [
     ...[...config.tiers].map(([tier, rules]) => [`tier ${tier}`, rules] as [string, readonly Rule[]]),

@@ -172,6 +172,25 @@ describe("npm run check-config", () => {
     expect(warnings(48)).toEqual([]);
   });
 
+  it("warns when allow or deny lists API keys but no identity.header says where to read one (the entries match no request), and still exits 0", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    const [hash, other] = ["a".repeat(64), "b".repeat(64)];
+    const warned = (more: Record<string, unknown>) => {
+      const r = run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ...more }));
+      expect(r.status).toBe(0);
+      return r.stdout.split("\n").filter((line) => line.startsWith("⚠"));
+    };
+    expect(warned({ allow: { keys: [hash], ips: ["192.0.2.0/24"] } })).toEqual([
+      expect.stringMatching(
+        /^⚠ allow\.keys lists 1 API key, but no identity\.header is configured: .*matches no request.*Set identity\.header .*or list their addresses in allow\.ips\.$/,
+      ),
+    ]);
+    expect(warned({ deny: { keys: [hash, other] } })).toEqual([expect.stringMatching(/^⚠ deny\.keys lists 2 API keys, but no identity\.header .*no one is denied by key/)]);
+    // with the header the gate reads the key (unknownKeys "reject" silences the made-up-keys warning)
+    expect(warned({ identity: { header: "x-api-key", unknownKeys: "reject" }, allow: { keys: [hash] }, deny: { keys: [other] } })).toEqual([]);
+    expect(warned({ allow: { ips: ["192.0.2.0/24"] }, deny: { keys: [] } })).toEqual([]);
+  });
+
   it("warns when the API-key header is one the gate never forwards to the origin, naming the field, why, and what made-up keys then get, and still exits 0", () => {
     const rules = [{ name: "minute", limit: 100, window: "60s" }];
     // a floor and "reject" silence the made-up-keys warning: only the header's is left
