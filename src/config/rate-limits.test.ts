@@ -388,6 +388,8 @@ describe("parseRateLimits", () => {
       expect.stringMatching(/^RATE_LIMITS\.identity\.header: "X-Forwarded-For" is where the gate writes the client address for the origin \(clientIpHeader, by default\)/),
     ]);
     expect(errorsOf({ rules, identity: { header: "X_Forwarded_For" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
+    // PHP reads `.` in a header's name as `_` too (behind Caddy's FastCGI or FrankenPHP)
+    expect(errorsOf({ rules, identity: { header: "X.Forwarded.For" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
     // with the address in a header of its own, X-Forwarded-For is one more dropped forwarding header (check-config warns)
     expect(parseRateLimits({ rules, identity: { header: "X-Forwarded-For" }, clientIpHeader: "x-client-address" }).ok).toBe(true);
     // another spelling is another header to the gate and the runtime, and goes on to the origin
@@ -410,6 +412,9 @@ describe("parseRateLimits", () => {
     // the same headers to a CGI-style origin, spelled with _ for -
     expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "X_API_Key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
     expect(errorsOf({ rules, clientIpHeader: "CF_Connecting_IP" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    // and with `.` for `-`, as PHP reads them
+    expect(errorsOf({ rules, identity: { header: "X-API-Key" }, clientIpHeader: "X.API.Key" })[0]).toMatch(/^RATE_LIMITS\.clientIpHeader: /);
+    expect(errorsOf({ rules, identity: { header: "CF.Connecting.IP" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);
     // a Cookie header holds every cookie of the request: one more beside the key would be a new identity
     expect(errorsOf({ rules, identity: { header: "Cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: "Cookie" holds every cookie/);
     expect(errorsOf({ rules, identity: { header: "cookie" } })[0]).toMatch(/^RATE_LIMITS\.identity\.header: /);

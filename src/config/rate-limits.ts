@@ -350,8 +350,8 @@ function crossCheck(c: Raw, root: string): string[] {
   if (!c.rules && !c.tiers) issue("", 'needs "rules" or "tiers"');
   if (c.identity?.required && !c.identity.header) issue(".identity.required", 'needs "identity.header" to name the API-key header');
   if (c.identity?.unknownKeys && !c.identity.header) issue(".identity.unknownKeys", 'needs "identity.header" to name the API-key header');
-  // compared as CGI-style origins read them: `X_API_Key` is `X-API-Key` there
-  const spelling = (h: string | undefined) => h?.toLowerCase().replaceAll("_", "-");
+  // compared as CGI-style origins read them: `X_API_Key` is `X-API-Key` there, and `X.API.Key` to PHP
+  const spelling = (h: string | undefined) => h?.toLowerCase().replace(/[_.]/g, "-");
   // the whole value is the key: in Cookie, any other cookie sent beside it would make a new
   // identity (fresh quota per cookie), where the origin reads the same one
   if (spelling(c.identity?.header) === "cookie") {

@@ -38,9 +38,11 @@ export class OriginError extends Error {
 
 /**
  * CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` and `X-Forwarded-For` as one
- * header: names are compared in that one spelling.
+ * header, and PHP `X.Forwarded.For` too (Caddy's FastCGI and FrankenPHP pass the name on as
+ * `HTTP_X.FORWARDED.FOR`, and PHP registers a variable's `.` as `_`): names are compared in
+ * that one spelling.
  */
-const oneSpelling = (name: string) => name.toLowerCase().replaceAll("_", "-");
+const oneSpelling = (name: string) => name.toLowerCase().replace(/[_.]/g, "-");
 
 const NONE: ReadonlySet<string> = new Set();
 
@@ -172,7 +174,7 @@ function connectionListed(headers: Headers, names: readonly string[]): ReadonlyS
  * Upgrade of a WebSocket handshake), those its `Connection` header lists (but the headers the
  * gate read), those in `drop` (lower case, with `_` read as `-`), and any spelling of a name in
  * `respelled` (one spelling → the one that goes on) but that one, since a CGI origin reads them
- * all as one header.
+ * all as one header (see `oneSpelling`).
  * Names only are read (the runtime yields them in lower case): values can be long, and each
  * one read is a copy out of the runtime.
  */
@@ -182,7 +184,7 @@ function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: 
   const dropped: string[] = [];
   for (const name of names) {
     if (keepUpgrade && name === "upgrade") continue;
-    const spelling = name.includes("_") ? oneSpelling(name) : name;
+    const spelling = name.includes("_") || name.includes(".") ? oneSpelling(name) : name;
     const exact = respelled.get(spelling);
     // a header the gate decided by goes on even when Connection lists it: dropping the key
     // header would let a made-up key buy fresh quota for a request the origin serves as anonymous
@@ -386,8 +388,8 @@ export interface ForwardOptions {
   passForwardedHeaders: boolean;
   /**
    * headers the gate reads (the API key's, the method overrides), as it reads them: only that
-   * spelling goes on, never another with `_` for `-` or `-` for `_` that a CGI origin (PHP,
-   * WSGI, Rack) reads as the same header; and it goes on whatever the client's `Connection`
+   * spelling goes on, never another with `_` (or `.`) for `-` or the other way that a CGI origin
+   * (PHP, WSGI, Rack; PHP alone for `.`) reads as the same header; and it goes on whatever the client's `Connection`
    * header lists, so the origin sees what the request was counted as
    */
   respelled?: readonly string[];

@@ -612,6 +612,41 @@ describe("headers an origin would read another way never reach it", () => {
     expect(Object.keys(echo.headers).filter((h) => /original|rewrite|prefix|script|_/.test(h))).toEqual([]);
   });
 
+  it("drops the dotted spellings of the key, client address, method-override and routing headers: PHP behind Caddy or FrankenPHP reads `.` in a name as `-`", async () => {
+    // Caddy's FastCGI transport and FrankenPHP pass `X.API.Key` on as HTTP_X.API.KEY, and PHP
+    // registers a server variable with `.` as `_` (php_register_variable_ex): Symfony and
+    // Laravel then read it as X-API-Key. A key the gate never counted (or deny-listed) would
+    // reach the origin as the caller's key, and a forged X.Forwarded.For as its address.
+    const asPhpReadsIt = (name: string) => `HTTP_${name.toUpperCase().replace(/[-.]/g, "_")}`;
+    const denied = `dotted-denied-${crypto.randomUUID()}`;
+    const lists = await gate({ identity: { header: "x-api-key" }, deny: { keys: [sha256(denied)] }, rules: [{ name: "m", limit: 100, window: "10m" }] });
+    const ip = freshIpv4();
+    const res = await via(lists, "/anything", ip, {
+      method: "POST",
+      headers: [
+        ["X-API-Key", "the-key-the-gate-counts"],
+        ["X.API.Key", denied],
+        ["x-api.key", denied],
+        ["X.Forwarded.For", "10.9.8.7"],
+        ["X-Forwarded.For", "10.9.8.7"],
+        ["X.HTTP.Method.Override", "DELETE"],
+        ["X.Original.URL", "/v1/users"],
+      ],
+    });
+    expect(res.status).toBe(200);
+    const echo = JSON.parse(res.body) as Echo;
+    const read = new Map<string, string[]>();
+    for (const name of Object.keys(echo.headers)) read.set(asPhpReadsIt(name), [...(read.get(asPhpReadsIt(name)) ?? []), name]);
+    expect(read.get("HTTP_X_API_KEY")).toEqual(["x-api-key"]);
+    expect(read.get("HTTP_X_FORWARDED_FOR")).toEqual(["x-forwarded-for"]);
+    expect(echo.headers["x-forwarded-for"]).toBe(ip);
+    expect(read.get("HTTP_X_HTTP_METHOD_OVERRIDE")).toBeUndefined();
+    expect(read.get("HTTP_X_ORIGINAL_URL")).toBeUndefined();
+    // alone, the deny-listed key reaches the origin in no spelling
+    const alone = JSON.parse((await via(lists, "/anything", freshIpv4(), { headers: [["X.API.Key", denied]] })).body) as Echo;
+    expect(Object.values(alone.headers)).not.toContain(denied);
+  });
+
   it("drops the headers origins route by even when the operator passes forwarding headers on", async () => {
     const passing = await gate({ passForwardedHeaders: true, rules: [{ name: "m", limit: 100, window: "10m" }] });
     const res = await via(passing, "/anything", freshIpv4(), {
