@@ -21,9 +21,11 @@ import {
   assertStoreOption,
   countedLogs,
   describe,
+  headerAddressWarning,
   isPromise,
   type LimitResult,
   limiterFor,
+  notOnCloudflare,
   parseLimits,
   type RateLimiter,
   type RateLimiterOptions,
@@ -52,7 +54,8 @@ export interface RateLimitMiddlewareOptions extends Omit<RateLimiterOptions, "ur
   /**
    * the client's address as the runtime knows it, in place of `CF-Connecting-IP`, which only
    * Cloudflare's edge sets and any client can write on Node, Bun or Deno: say,
-   * `(c) => getConnInfo(c).remote.address` with Hono's `getConnInfo` for the runtime. Once
+   * `(c) => getConnInfo(c).remote.address` with Hono's `getConnInfo` for the runtime (off
+   * Cloudflare, a middleware built without it says so in a warning). Once
    * given, the header is never read: undefined or null (a Unix socket) counts in the one
    * bucket of unknown callers. Returned synchronously; anything but a string, undefined or
    * null throws a TypeError, for `app.onError`.
@@ -119,6 +122,15 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   if (url !== undefined) assertStoreOption("url", url);
   if (token !== undefined) assertStoreOption("token", token);
   const config = parseLimits(limits, ["url", "token", "identify", "cost", "clientIp"]);
+  const runtime = clientIp === undefined ? notOnCloudflare() : undefined;
+  if (runtime !== undefined) {
+    console.warn(
+      headerAddressWarning(
+        runtime,
+        'Give rateLimit() clientIp, the address as the runtime knows it: (c) => getConnInfo(c).remote.address, with getConnInfo from @hono/node-server/conninfo, hono/bun or hono/deno; behind Cloudflare alone, clientIp: (c) => c.req.header("cf-connecting-ip") says so.',
+      ),
+    );
+  }
   // The store may come from the bindings, known only per request: one limiter per store, kept for the isolate.
   let limiter: { url: string; token: string; limiter: RateLimiter } | undefined;
   const limiterOf = (c: Context) => {
@@ -145,7 +157,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
       // named as the app set them: it wrote no options.url
       if (url === undefined && u) assertStoreOption("url", u, "the binding UPSTASH_REDIS_REST_URL");
       if (token === undefined && t) assertStoreOption("token", t, "the binding UPSTASH_REDIS_REST_TOKEN");
-      limiter = { url: u, token: t, limiter: limiterFor(config, u, t) };
+      limiter = { url: u, token: t, limiter: limiterFor(config, u, t, false) };
     }
     return limiter.limiter;
   };

@@ -267,9 +267,28 @@ const logsOf = new WeakMap<LimitResult, readonly CountedLog[]>();
 /** The logs the decision of `result` counted in (none for a request no rule decided): two stacked middlewares must not share one. */
 export const countedLogs = (result: LimitResult): readonly CountedLog[] => logsOf.get(result) ?? [];
 
-/** The limiter over a configuration already validated, on one store. */
-export function limiterFor(config: GateConfig, url: string, token: string): RateLimiter {
+/**
+ * The runtime, when it is not a Cloudflare Worker (workerd's `navigator.userAgent` says
+ * `Cloudflare-Workers`): there, `CF-Connecting-IP` is whatever the client wrote, and a caller
+ * who writes a new value with each request is a new caller each time, past the address rules.
+ */
+export function notOnCloudflare(): string | undefined {
+  const agent = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent;
+  return agent === "Cloudflare-Workers" ? undefined : typeof agent === "string" && agent ? agent : "not a Cloudflare Worker";
+}
+
+/** The warning for a limiter that reads the address from CF-Connecting-IP on `runtime`, naming the option as the caller gives it (`how`). */
+export const headerAddressWarning = (runtime: string, how: string) =>
+  `slidegate: the client address is read from CF-Connecting-IP, which only Cloudflare's edge sets: on this runtime (${runtime}) a client writes that header itself and is a new caller with each value it writes, past the address rules too. ${how}`;
+
+/**
+ * The limiter over a configuration already validated, on one store. `warnHeaderAddress`: say
+ * once, off Cloudflare, that a Request given without `clientIp` is counted by a header the
+ * client writes (the Hono middleware says it when it is built, and passes false).
+ */
+export function limiterFor(config: GateConfig, url: string, token: string, warnHeaderAddress = true): RateLimiter {
   assertStore(url, token);
+  let headerAddress = warnHeaderAddress ? notOnCloudflare() : undefined;
   const pipeline = createPipeline({ config, redisUrl: url, redisToken: token });
   // A store failure shows only in the result's reason; with fail "open" the request goes on as
   // if admitted, so a wrong token or URL would never limit and never say so. Logged as the
@@ -309,6 +328,15 @@ export function limiterFor(config: GateConfig, url: string, token: string): Rate
         const url = new URL(input.url);
         const canonical = canonicalPath(url.pathname);
         const client = clientIp === undefined ? undefined : givenAddress(clientIp, config.ipv6Prefix);
+        if (client === undefined && headerAddress !== undefined) {
+          console.warn(
+            headerAddressWarning(
+              headerAddress,
+              'Give limit(request, { clientIp }) the address your runtime read (the socket\'s remote address, or what your own proxy wrote); behind Cloudflare alone, clientIp: request.headers.get("cf-connecting-ip") says so.',
+            ),
+          );
+          headerAddress = undefined;
+        }
         // a path the gateway would refuse counts against every rule of its method; a path its query
         // routes to (`?rest_route=`, a front script's `?q=`) as the gateway counts it
         const paths = canonical.ok ? matchPaths(url.search, canonical.matchOn) : undefined;

@@ -61,6 +61,47 @@ describe("the library on Node", () => {
     }
   });
 
+  // Off Cloudflare, CF-Connecting-IP is the client's own: a caller who writes a new value with
+  // each request is a new caller each time, address rules and all. The README says so; an app
+  // that missed it must hear it from the limiter, once, not find it in its bill.
+  it("warns once, on Node, that a Request given without clientIp is counted by CF-Connecting-IP, which any client writes: a new caller with each value", async () => {
+    const warned = vi.spyOn(console, "warn").mockImplementation(() => {});
+    const s = services();
+    const store = { url: s.shimUrl, token: s.shimToken, prefix: `libnode${randomBytes(6).toString("hex")}`, rules: [{ name: "a", limit: 1, window: "1h" }] };
+    const from = (ip: string) => new Request("https://app.example/", { headers: { "cf-connecting-ip": ip } });
+    const header =
+      /^slidegate: the client address is read from CF-Connecting-IP, which only Cloudflare's edge sets: on this runtime \(Node\.js\/\d+\) a client writes that header itself/;
+    try {
+      const l = createRateLimiter(store);
+      expect(warned).not.toHaveBeenCalled();
+      // what the warning is about: each forged value is a fresh bucket
+      for (const ip of ["192.0.2.1", "192.0.2.2", "192.0.2.3"]) expect((await l.limit(from(ip))).reason, ip).toBe("admitted");
+      expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([expect.stringMatching(header)]);
+      expect(String(warned.mock.calls[0]![0])).toMatch(/limit\(request, \{ clientIp \}\)/);
+      // given the address the runtime read, the header is never read, and nothing is said
+      warned.mockClear();
+      const told = createRateLimiter(store);
+      expect((await told.limit(from("192.0.2.4"), { clientIp: "198.51.100.1" })).reason).toBe("admitted");
+      expect((await told.limit(from("192.0.2.5"), { clientIp: "198.51.100.1" })).reason).toBe("rate-limited");
+      expect((await told.limit("user-1")).reason).toBe("admitted");
+      expect(warned).not.toHaveBeenCalled();
+      // the middleware says it when it is built, not per request, and not once it has clientIp
+      rateLimit(store);
+      expect(warned.mock.calls.map((c) => String(c[0]))).toEqual([expect.stringMatching(header)]);
+      expect(String(warned.mock.calls[0]![0])).toMatch(/getConnInfo/);
+      warned.mockClear();
+      const app = new Hono();
+      app.use(rateLimit({ ...store, prefix: `${store.prefix}h` }));
+      app.get("/", (c) => c.text("ok"));
+      warned.mockClear();
+      for (const ip of ["192.0.2.6", "192.0.2.7"]) expect((await app.request("/", { headers: { "cf-connecting-ip": ip } })).status).toBe(200);
+      rateLimit({ ...store, clientIp: () => "198.51.100.2" });
+      expect(warned).not.toHaveBeenCalled();
+    } finally {
+      warned.mockRestore();
+    }
+  });
+
   // On Node an unhandled rejection ends the process (--unhandled-rejections=throw, the default):
   // an async callback whose Promise rejects (a user lookup that fails) would take the server
   // down with it, where the TypeError that says "a Promise" should have gone to app.onError.
