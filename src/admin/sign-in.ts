@@ -5,7 +5,7 @@ import { clientAddress, identify, sha256 } from "../decision/identity.ts";
 import type { FailureLog } from "../gateway/failure-log.ts";
 import { problem } from "../http/problem.ts";
 import { retryAfterSeconds } from "../http/rate-limit-headers.ts";
-import { createLimiter, decisionOf, isStoreFull, type Limit, redisKeys } from "../script/limiter.ts";
+import { createLimiter, decisionOf, type Limit, redisKeys, refusesWrites } from "../script/limiter.ts";
 import { createLocalAttempts } from "./local-attempts.ts";
 import { isStoreFailure, storeFailed } from "./store-failure.ts";
 
@@ -103,7 +103,7 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
     try {
       attempt = decisionOf(await check(tag, AUTH_SCOPE, [ADMIN_AUTH_FAILURES], options.storeTimeoutMs));
     } catch (e) {
-      if (!isStoreFull(e)) throw e;
+      if (!refusesWrites(e)) throw e;
       failures.record({ error: e instanceof Error ? e.message : String(e) });
       return authenticateHere(request, tag, now);
     }
@@ -117,8 +117,9 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
   }
 
   /**
-   * `authenticate` with the attempts counted in this isolate (the store is full: the routes that
-   * only read or delete still work, and they are what frees it). Counted before the comparison,
+   * `authenticate` with the attempts counted in this isolate (the store takes no writes: full,
+   * where the routes that only read or delete still work, and they are what frees it, or a
+   * replica, or a failed snapshot, where the reads still tell the operator what holds). Counted before the comparison,
    * as in the store, so a burst of guesses cannot all pass the check first.
    */
   async function authenticateHere(request: Request, tag: string, now: number): Promise<Response | undefined> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isStoreFull, type Limit, LimiterError, toReply } from "./limiter.ts";
+import { type Limit, LimiterError, refusesWrites, toReply } from "./limiter.ts";
 
 const second: Limit = { name: "second", limit: 1, windowMs: 1000 };
 const hour: Limit = { name: "hour", limit: 100, windowMs: 3_600_000 };
@@ -61,12 +61,22 @@ describe("toReply", () => {
   });
 });
 
-describe("isStoreFull", () => {
+describe("refusesWrites", () => {
+  const failed = (message: string) => new LimiterError(`rate-limit store failed: ${message}`, { cause: new Error(message) });
   it("reads a full store from Redis's OOM refusal, not from a command that names OOM", () => {
-    const failed = (message: string) => new LimiterError(`rate-limit store failed: ${message}`, { cause: new Error(message) });
-    expect(isStoreFull(failed(`OOM command not allowed when used memory > 'maxmemory'., command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
+    expect(refusesWrites(failed(`OOM command not allowed when used memory > 'maxmemory'., command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
     // a tier, rule or prefix named OOM is quoted in every error about that command
-    expect(isStoreFull(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","OOM:{a}:block","OOM:{a}:key","OOM:{a}:t:OOM"]`))).toBe(false);
-    expect(isStoreFull(new LimiterError("rate-limit store failed: timeout"))).toBe(false);
+    expect(refusesWrites(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","OOM:{a}:block","OOM:{a}:key","OOM:{a}:t:OOM"]`))).toBe(false);
+    expect(refusesWrites(new LimiterError("rate-limit store failed: timeout"))).toBe(false);
+  });
+
+  it.each([
+    ["a replica (a primary a failover demoted)", "READONLY You can't write against a read only replica."],
+    ["a failed snapshot under stop-writes-on-bgsave-error", "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk."],
+    ["too few replicas for min-replicas-to-write", "NOREPLICAS Not enough good replicas to write."],
+  ])("reads %s as a store that takes no writes, and a busy or unreachable one as not", (_, refusal) => {
+    expect(refusesWrites(failed(`${refusal}, command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
+    expect(refusesWrites(failed(`BUSY Redis is busy running a script., command was: ["evalsha","x","3","READONLY:{a}:block"]`))).toBe(false);
+    expect(refusesWrites(failed("ERR redis unavailable"))).toBe(false);
   });
 });

@@ -91,13 +91,16 @@ export function blockLeft(value: string | null, ttlMs: number, nowUs: number): n
 }
 
 /**
- * Redis's refusal of a script that may write while it is at `maxmemory` under `noeviction`: the
- * start of the store's error, as the rest quotes the command, whose keys and arguments hold the
- * prefix, tier and rule names (any of which may be "OOM").
+ * Redis's refusal of a script that may write, from a Redis that takes no writes but still
+ * answers reads: at `maxmemory` under `noeviction` (OOM), a replica (READONLY: a primary a
+ * failover demoted, with the shim still on it), a snapshot that failed under
+ * `stop-writes-on-bgsave-error` (MISCONF), fewer replicas than `min-replicas-to-write`
+ * (NOREPLICAS). The start of the store's error, as the rest quotes the command, whose keys and
+ * arguments hold the prefix, tier and rule names (any of which may be "OOM").
  */
-const OUT_OF_MEMORY = /^OOM /;
+const WRITES_REFUSED = /^(OOM|READONLY|MISCONF|NOREPLICAS) /;
 
-/** Redis's answer to an EVALSHA of a script it has lost, which alone calls for the EVAL: its start, as for `OUT_OF_MEMORY`. */
+/** Redis's answer to an EVALSHA of a script it has lost, which alone calls for the EVAL: its start, as for `WRITES_REFUSED`. */
 const NO_SCRIPT = /^NOSCRIPT /;
 
 /** Anything that kept the limiter from a decision: timeout, unreachable store, odd reply. */
@@ -105,14 +108,14 @@ export class LimiterError extends Error {
   override name = "LimiterError";
   /**
    * The store refused the script but answered the reads of what refuses a caller whatever the
-   * rules (a full Redis): the operator's block and, for an API key, its registry entry were read
-   * and refuse nothing. Only the rules' counts went undecided.
+   * rules (a Redis that takes no writes: full, a replica, …): the operator's block and, for an
+   * API key, its registry entry were read and refuse nothing. Only the rules' counts went undecided.
    */
   refusalsRead = false;
 }
 
-/** Whether the limiter failed because the store is full and refused the script's write. */
-export const isStoreFull = (error: unknown) => error instanceof LimiterError && error.cause instanceof Error && OUT_OF_MEMORY.test(error.cause.message);
+/** Whether the limiter failed because the store takes no writes (full, a replica, …) and refused the script, which may write. */
+export const refusesWrites = (error: unknown) => error instanceof LimiterError && error.cause instanceof Error && WRITES_REFUSED.test(error.cause.message);
 
 /** `startedAt`: when the decision this call is part of began (Date.now()), for a call that asks no registry (for one that does, `key.startedAt`) */
 export type CheckLimits = (tag: string, scope: string, limits: readonly Limit[], timeoutMs: number, key?: KeyLookup, startedAt?: number) => Promise<Reply>;
@@ -215,10 +218,10 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
         return within(left(), () => redis.eval(SLIDING_WINDOW_SCRIPT, keys, args));
       });
     } catch (e) {
-      // a full Redis refuses the script, which may write, but still answers reads: an
-      // operator's block holds even then, whatever the rules' fail mode
+      // a Redis that takes no writes (full, a replica, …) refuses the script, which may write,
+      // but still answers reads: an operator's block holds even then, whatever the rules' fail mode
       let refusalsRead = false;
-      if (e instanceof Error && OUT_OF_MEMORY.test(e.message)) {
+      if (e instanceof Error && WRITES_REFUSED.test(e.message)) {
         const refused = await refusalWhenFull(redis, keys, scope, key, deadline, edgeNow).catch(() => undefined);
         if (refused) return refused;
         refusalsRead = refused === null;
@@ -232,8 +235,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
 }
 
 /**
- * What refuses a caller whatever the rules' fail mode, read without the script (which a full
- * Redis refuses), within what is left of the budget: an operator's block (see `blockLeft`),
+ * What refuses a caller whatever the rules' fail mode, read without the script (which a Redis
+ * that takes no writes refuses), within what is left of the budget: an operator's block (see `blockLeft`),
  * and for an API key, its registry entry disabling it or, for a key nobody configured, its
  * absence. For an API key asked about in another tier than its own (`tier`), that tier, as the
  * script would answer it: the fail mode is its rules'. Null: all that was read, and nothing

@@ -573,7 +573,27 @@ describe("faults between the Worker and Redis", () => {
     expect(codes).toEqual([200, 200, 200, 200, 200, 429, 429]);
   });
 
-  it("a full Redis (noeviction) still refuses a blocked caller, a disabled or unknown key, and follows the fail mode for the rest", async () => {
+  // ways a Redis takes no writes yet answers reads: each refuses the script (it may write), and
+  // the reads of what refuses a caller whatever the rules still hold
+  const refusingWrites = {
+    "full (noeviction)": {
+      refuse: (admin: Redis) => admin.config("SET", "maxmemory", "1"), // every write refused: the script, which may write, included
+      restore: (admin: Redis) => admin.config("SET", "maxmemory", "0"),
+    },
+    // a primary a failover demoted, the shim still on it; port 1: no primary answers, so the
+    // replica keeps what it holds, serving it as it stands
+    "a replica (READONLY)": {
+      refuse: (admin: Redis) => admin.replicaof("127.0.0.1", "1"),
+      restore: (admin: Redis) => admin.replicaof("NO", "ONE"),
+    },
+    "short of replicas (NOREPLICAS, min-replicas-to-write)": {
+      refuse: (admin: Redis) => admin.config("SET", "min-replicas-to-write", "1"),
+      restore: (admin: Redis) => admin.config("SET", "min-replicas-to-write", "0"),
+    },
+  };
+
+  it.each(Object.keys(refusingWrites))("a Redis %s still refuses a blocked caller, a disabled or unknown key, and follows the fail mode for the rest", async (how) => {
+    const { refuse, restore } = refusingWrites[how as keyof typeof refusingWrites];
     const blocked = fresh();
     const tag = (await identify("i", ipIdentity(blocked["cf-connecting-ip"], 64))).tag;
     const admin = new Redis(redis.url);
@@ -583,21 +603,23 @@ describe("faults between the Worker and Redis", () => {
     const byHand = fresh();
     const handTag = (await identify("i", ipIdentity(byHand["cf-connecting-ip"], 64))).tag;
     await admin.set(`${prefixOf.open}:{${handTag}}:block`, "blocked by hand", "PX", 600_000);
-    // API keys: one the registry disables, one it holds, and one nobody registered (refused: unknownKeys "reject")
+    // API keys: one the registry disables, one it holds, and one nobody registered (refused:
+    // unknownKeys "reject"); named afresh each time, as an isolate holds a key's refusal
     const entry = async (key: string) => `${prefixOf.keyed}:{${(await identify("k", key)).tag}}:key`;
-    await admin.hset(await entry("disabled-key"), { tier: "default", disabled: "1" });
-    await admin.hset(await entry("registered-key"), { tier: "default" });
-    await admin.config("SET", "maxmemory", "1"); // every write refused: the script, which may write, included
+    const [disabledKey, registeredKey, madeUpKey] = ["disabled", "registered", "made-up"].map((k) => `${k}-${randomBytes(6).toString("hex")}`) as [string, string, string];
+    await admin.hset(await entry(disabledKey), { tier: "default", disabled: "1" });
+    await admin.hset(await entry(registeredKey), { tier: "default" });
+    await refuse(admin);
     try {
       expect(await ask(open, blocked)).toMatchObject({ status: 403, failOpen: false });
       expect(await ask(open, byHand)).toMatchObject({ status: 403, failOpen: false });
       expect(await ask(open, fresh())).toMatchObject({ status: 200, failOpen: true });
       expect(await ask(closed, fresh())).toMatchObject({ status: 503, failOpen: false });
-      expect(await ask(keyed, { ...fresh(), "x-api-key": "disabled-key" })).toMatchObject({ status: 403, failOpen: false });
-      expect(await ask(keyed, { ...fresh(), "x-api-key": "made-up-key" })).toMatchObject({ status: 401, failOpen: false });
-      expect(await ask(keyed, { ...fresh(), "x-api-key": "registered-key" })).toMatchObject({ status: 200, failOpen: true });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": disabledKey })).toMatchObject({ status: 403, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": madeUpKey })).toMatchObject({ status: 401, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": registeredKey })).toMatchObject({ status: 200, failOpen: true });
     } finally {
-      await admin.config("SET", "maxmemory", "0");
+      await restore(admin);
       admin.disconnect();
     }
     await expectExactWithinASecond(performance.now());

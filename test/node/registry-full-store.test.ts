@@ -143,7 +143,7 @@ describe("the registry on a full store (noeviction)", () => {
   });
 });
 
-describe("the admin API on a full store (noeviction)", () => {
+describe("the admin API on a full store (noeviction), or one that takes no writes otherwise", () => {
   /** An admin call from `ip` with `token`, on a store that stays full for the whole test. */
   const from = async (ip: string, token: string, route: string, body: unknown) => {
     const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
@@ -170,6 +170,26 @@ describe("the admin API on a full store (noeviction)", () => {
       await admin.config("SET", "maxmemory", "0");
     }
     expect((await call("keys/get", { key })).status).toBe(404);
+  });
+
+  it.each([
+    // a primary a failover demoted, the shim still on it (port 1: no primary answers, so it keeps what it holds)
+    ["a replica (READONLY)", () => admin.replicaof("127.0.0.1", "1"), () => admin.replicaof("NO", "ONE")],
+    ["short of replicas (NOREPLICAS)", () => admin.config("SET", "min-replicas-to-write", "1"), () => admin.config("SET", "min-replicas-to-write", "0")],
+  ])("lets the operator in to read while the store is %s, which takes no writes but answers reads, as a full one does", async (_, refuse, restore) => {
+    const key = `replica-admin-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "paid", label: "held" })).status).toBe(200);
+    await refuse();
+    try {
+      const ip = "198.51.100.44";
+      expect((await from(ip, ADMIN, "keys/get", { key })).body).toMatchObject({ tier: "paid", label: "held" });
+      expect((await from(ip, ADMIN, "usage", { key })).status).toBe(200);
+      // a wrong token is still counted, in the isolate
+      expect((await from(ip, randomBytes(32).toString("hex"), "keys/list", {})).status).toBe(401);
+      expect((await from(ip, ADMIN, "block", { key, seconds: 60 })).status).toBe(503);
+    } finally {
+      await restore();
+    }
   });
 
   it("still limits wrong tokens per address while the store cannot count them: the eleventh try is refused, the right token with it", async () => {
