@@ -7,6 +7,16 @@ export class RedisUnavailable extends Error {}
 /** Every transaction connection is busy and the queue for one is full or too slow: 503. */
 export class ShimBusy extends Error {}
 
+/**
+ * A replica's refusal of a write: on a connection the shim opened to the primary, a failover
+ * has demoted that server. Its address (a DNS name, a floating address) now leads to the new
+ * primary, but the connections already open stay with the old one, which does not close them.
+ */
+const DEMOTED = /^READONLY /;
+
+/** How often a connection may be opened afresh for meeting a demoted primary. */
+const REOPEN_AT_MOST_EVERY_MS = 1000;
+
 /** Redis's answers to a wrong password or user (WRONGPASS) and to none where one is needed (NOAUTH). */
 const AUTH_REFUSED = /^(WRONGPASS|NOAUTH)\b/;
 
@@ -76,8 +86,9 @@ function connectionOptions(options: PoolOptions): RedisOptions {
     // anything past 2^53, and the REST reply must carry Redis's exact digits.
     stringNumbers: true,
     connectTimeout: 2000,
-    // Retry soon and often: a Redis that comes back should serve again within a fraction of a second.
-    retryStrategy: (attempt) => Math.min(attempt * 50, 200),
+    // Retry soon and often: a Redis that comes back should serve again within a fraction of a
+    // second; the first at once, for a connection opened afresh on a Redis that is up (a demoted primary's).
+    retryStrategy: (attempt) => Math.min((attempt - 1) * 50, 200),
   };
 }
 
@@ -154,7 +165,17 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   // Until the pool is up, a failure is the start's error to report, not a connection "lost".
   let started = false;
   const open = async () => {
-    const connection = new Redis(url, connectionOptions(options));
+    // a connection that meets a demoted primary is opened afresh (the command that met it gets
+    // the refusal, never sent again): else it would refuse every write until the shim restarts.
+    // Once a second at most: an address that still leads to a replica is answered READONLY as
+    // it stands, not with the commands in flight beside it cut off at every write.
+    let reopenedAt = Number.NEGATIVE_INFINITY;
+    const reopen = (e: Error) => {
+      if (!DEMOTED.test(e.message) || performance.now() - reopenedAt < REOPEN_AT_MOST_EVERY_MS) return false;
+      reopenedAt = performance.now();
+      return 1;
+    };
+    const connection = new Redis(url, { ...connectionOptions(options), reconnectOnError: reopen });
     let refusal: Error | undefined;
     let unreachable: Error | undefined;
     connection.on("error", (e: Error) => {

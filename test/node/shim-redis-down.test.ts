@@ -1,4 +1,6 @@
+import { createConnection, createServer, type Server, type Socket } from "node:net";
 import { Redis } from "@upstash/redis";
+import IORedis from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { createPool } from "../../scripts/shim/pool.ts";
@@ -119,6 +121,75 @@ describe("a Redis that evicts keys when full", () => {
     } finally {
       await evicting.stop();
       await capped.stop();
+    }
+  });
+});
+
+/**
+ * One address in front of whichever Redis is the primary, as a DNS name, a floating address or
+ * a load balancer is: a failover moves it, and the connections already open stay where they were.
+ */
+async function oneAddress(port: number): Promise<{ url: string; moveTo(port: number): void; close(): Promise<void> }> {
+  let target = port;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = createConnection({ host: "127.0.0.1", port: target });
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(a);
+      a.pipe(b);
+      a.on("error", () => b.destroy());
+      a.on("close", () => {
+        sockets.delete(a);
+        b.destroy();
+      });
+    }
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `redis://127.0.0.1:${(server.address() as { port: number }).port}`,
+    moveTo(port) {
+      target = port;
+    },
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+describe("a failover behind the one address the shim knows", () => {
+  it("the demoted primary's READONLY makes the shim open its connections afresh: writes reach the new primary within a second, not never", async () => {
+    const [oldPrimary, newPrimary] = await Promise.all([startRedis(), startRedis()]);
+    const address = await oneAddress(oldPrimary.port);
+    const failover = await startShim({ token: "failover-test", redisUrl: address.url, log: () => {} });
+    const demoted = new IORedis(oldPrimary.url);
+    try {
+      const client = new Redis({ url: failover.url, token: "failover-test", enableTelemetry: false });
+      expect(await client.set("k", "before")).toBe("OK");
+      // the failover: the address moves to the new primary, the old one becomes its replica,
+      // and every connection the shim holds still ends at the old one
+      address.moveTo(newPrimary.port);
+      await demoted.replicaof("127.0.0.1", String(newPrimary.port));
+      const answers: string[] = [];
+      const deadline = performance.now() + 1000;
+      let written = false;
+      while (!written && performance.now() < deadline) {
+        const answer = String(await client.set("k", "after").catch((e: Error) => e.message));
+        answers.push(answer);
+        written = answer === "OK";
+      }
+      expect(written, `answers: ${[...new Set(answers)].join(" | ")}`).toBe(true);
+      const direct = new IORedis(newPrimary.url);
+      expect(await direct.get("k")).toBe("after");
+      direct.disconnect();
+    } finally {
+      demoted.disconnect();
+      await failover.close();
+      await address.close();
+      await Promise.all([oldPrimary.stop(), newPrimary.stop()]);
     }
   });
 });
