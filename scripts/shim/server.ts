@@ -153,14 +153,34 @@ function requestPath(target: string | undefined): string {
   return url.pathname.replace(/(.)\/$/, "$1");
 }
 
-/** A Redis URL with its password blanked, for logs and banners. */
+/** ioredis takes every query parameter as an option, a password among them (?password=, ?sentinelPassword=). */
+function withoutPasswordParameters(params: URLSearchParams): void {
+  for (const name of [...params.keys()]) if (/password/i.test(name)) params.delete(name);
+}
+
+/**
+ * A Redis URL with its password blanked, for logs and banners, read as ioredis reads it (its
+ * `parseURL`): a path starting with `/` is a Unix socket's, and a URL without `redis://` or
+ * `rediss://` is read as one with `redis://` (`//host` with `redis:`). Read as a WHATWG URL
+ * instead, `default:pw@host:6379` is a URL of scheme `default:` with no password, and was
+ * printed whole. A fragment, which ioredis ignores, is dropped.
+ */
 export function redactUrl(url: string): string {
+  if (url.startsWith("/") && !url.startsWith("//")) {
+    const query = url.indexOf("?");
+    if (query < 0) return url;
+    const params = new URLSearchParams(url.slice(query + 1));
+    withoutPasswordParameters(params);
+    return `${url.slice(0, query)}${params.size ? `?${params}` : ""}`;
+  }
   try {
-    const u = new URL(url);
+    const u = new URL(/^rediss?:\/\//i.test(url) ? url : url.startsWith("//") ? `redis:${url}` : `redis://${url}`);
+    withoutPasswordParameters(u.searchParams);
+    // an @ after the host: a password holding an unencoded / ? or # ended there, and the rest
+    // of it follows (the user name read as the host, the password's first digits as the port)
+    if (`${u.pathname}${u.search}${u.hash}`.includes("@")) return "(a Redis URL with an @ after its host: percent-encode any / ? # @ : % in its user name and password)";
     u.password = "";
-    // ioredis takes every query parameter as an option, a password among them (?password=,
-    // ?sentinelPassword=): a URL may carry one there instead
-    for (const name of [...u.searchParams.keys()]) if (/password/i.test(name)) u.searchParams.delete(name);
+    u.hash = "";
     return u.href.replace(/\/$/, "");
   } catch {
     return "(unparseable Redis URL)";

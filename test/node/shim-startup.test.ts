@@ -140,6 +140,20 @@ describe("the shim's start against a Redis that wants a password", () => {
     }
   });
 
+  it("names the Redis it serves without its password for a URL without a scheme, which ioredis reads as redis://", async () => {
+    // ioredis connects by `default:password@host:port` as by redis://…; read as a WHATWG URL it
+    // has a scheme "default:" and no password, and the ready line printed the password whole
+    const bare = redis.url.replace("redis://", "default:the-right-one@");
+    const shim = await startShim({ token: "auth-test", redisUrl: bare, log: () => {} });
+    try {
+      const res = await fetch(shim.url, { method: "POST", body: '["PING"]', headers: { authorization: "Bearer auth-test" } });
+      expect(await res.json()).toEqual({ result: "PONG" });
+      expect(shim.redis).toBe(redis.url.replace("redis://", "redis://default@"));
+    } finally {
+      await shim.close();
+    }
+  });
+
   it("refuses cluster credentials without cluster nodes, pointing to the Redis URL, without printing them", () => {
     for (const name of ["REDIS_CLUSTER_PASSWORD", "REDIS_CLUSTER_USERNAME"]) {
       const run = shimCli({ SHIM_TOKEN: "auth-test", [name]: "a-wrong-one" });
