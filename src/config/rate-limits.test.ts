@@ -230,6 +230,11 @@ describe("parseRateLimits", () => {
     // "M" is a month where ISO 8601 and date libraries write durations: "1m", a minute, would be a
     // window some 43,000 times shorter than meant, so the guess is not offered
     expect([said("1M"), said("3 M")]).toEqual(Array(2).fill('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds'));
+    // a unit is one of the words, not any name an object answers to: "1 constructor" was offered
+    // as 'did you mean "1function Object() { [native code] }"?'
+    expect([said("1 constructor"), said("10 Constructor")]).toEqual(
+      Array(2).fill('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds'),
+    );
     // a number past what a whole number of ms holds exactly would be offered as "1e+23s", no duration at all
     expect(said("100000000000000000000000 s")).toBe('RATE_LIMITS.rules[0].window: must be a duration like "10s", "1m", "500ms" or a number of milliseconds');
     expect([said(0), said(1.5), said(400 * 86_400_000)]).toEqual([

@@ -130,7 +130,9 @@ export function durationSpelling(text: string): string | undefined {
   const m = /^(\d+(?:\.\d+)?|\.\d+)\s*([A-Za-z]*)$/.exec(text.trim());
   // "M" is a month in ISO 8601 and in date libraries: "1m", a minute, is no guess to offer for it
   if (!m || m[2] === "M") return undefined;
-  const unit = UNIT_WORDS[m[2]!.toLowerCase() || "ms"];
+  const word = m[2]!.toLowerCase() || "ms";
+  // its own words alone: "constructor" is a name every object answers to
+  const unit = Object.hasOwn(UNIT_WORDS, word) ? UNIT_WORDS[word] : undefined;
   if (!unit) return undefined;
   const n = Number(m[1]);
   // past 2^53 a number is no longer written as its digits ("1e+23"), which no duration takes
