@@ -256,7 +256,14 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
     ? await createClusterPool(options.clusterNodes, { ...poolOptions, ...options.clusterAuth })
     : await createPool(redisUrl, poolOptions).catch((e: unknown) => {
         // "Connection is closed." said nothing of which Redis, nor why: name both (no password)
-        throw e instanceof RedisUnavailable ? new Error(`cannot reach Redis at ${redactUrl(redisUrl)} (${e.message})`) : e;
+        if (e instanceof RedisUnavailable) throw new Error(`cannot reach Redis at ${redactUrl(redisUrl)} (${e.message})`);
+        // ioredis's "Invalid URL" (new URL) or "URI malformed" (its decoding of the user name and
+        // password) named neither the URL nor what to change
+        if (e instanceof URIError || (e as { code?: unknown })?.code === "ERR_INVALID_URL")
+          throw new Error(
+            `the Redis URL does not parse (${e instanceof Error ? e.message : String(e)}): write it as redis://user:password@host:port, with any / ? # @ : % in the user name or password percent-encoded`,
+          );
+        throw e;
       });
   await warnOfEviction(pool, log);
   const scripts = createScriptRegistry();

@@ -190,3 +190,21 @@ describe("the shim's start without a Redis to reach", () => {
     expect(run.stderr + run.stdout).not.toContain("a-secret-one");
   });
 });
+
+describe("the shim's start with a Redis URL that does not parse", () => {
+  it('says the URL does not parse and how to write it, without printing it, where it said only "Invalid URL" or "URI malformed"', async () => {
+    // a password with an unencoded / before the host (new URL refuses it), and one with a % that
+    // starts no escape (ioredis's decodeURIComponent refuses it)
+    for (const url of ["redis://:a/secret-one@127.0.0.1:6379", "redis://:a%zzsecret-one@127.0.0.1:6379"]) {
+      const started = startShim({ token: "unparseable-test", redisUrl: url, log: () => {} });
+      await expect(started, url).rejects.toThrow(
+        /^the Redis URL does not parse \((Invalid URL|URI malformed)\): write it as redis:\/\/user:password@host:port, with any \/ \? # @ : % in the user name or password percent-encoded$/,
+      );
+      await expect(started).rejects.not.toThrow(/secret-one/);
+      const run = shimCli({ SHIM_TOKEN: "unparseable-test", REDIS_URL: url });
+      expect(run.status, url).toBe(1);
+      expect(run.stderr).toMatch(/^slidegate shim: cannot start: the Redis URL does not parse /m);
+      expect(run.stderr + run.stdout).not.toContain("secret-one");
+    }
+  });
+});
