@@ -193,3 +193,40 @@ describe("a failover behind the one address the shim knows", () => {
     }
   });
 });
+
+describe("a REDIS_URL that leads to a replica for good", () => {
+  it("opens each connection afresh at most once a second, not at every write, and answers each write READONLY but those cut off as it does", async () => {
+    // a replica of a primary that never answers: it takes no write, whatever the shim does
+    const replica = await startRedis();
+    const admin = new IORedis(replica.url);
+    await admin.replicaof("127.0.0.1", "1");
+    const shimOnReplica = await startShim({ token: "replica-test", redisUrl: replica.url, log: () => {} });
+    try {
+      // each write a request of its own, as each of a gate's decisions is
+      const client = new Redis({ url: shimOnReplica.url, token: "replica-test", enableTelemetry: false, enableAutoPipelining: false });
+      const connections = async () => Number(/total_connections_received:(\d+)/.exec(await admin.info("stats"))![1]);
+      const before = await connections();
+      const started = performance.now();
+      // writes side by side, as a gate's decisions come: each may meet a connection mid-reopen
+      const answers: string[] = [];
+      for (let round = 0; round < 20; round++) {
+        answers.push(...(await Promise.all(Array.from({ length: 10 }, (_, i) => client.set(`k${i}`, "v").then(String, (e: Error) => e.message)))));
+      }
+      const seconds = (performance.now() - started) / 1000;
+      const opened = (await connections()) - before;
+      // a write in flight on a connection as it is opened afresh is cut off (503 "redis
+      // unavailable"), at most the writes side by side for each opening; any other answer would
+      // be a fault of the shim's
+      const readOnly = answers.filter((a) => a.startsWith("READONLY You can't write against a read only replica.")).length;
+      const cutOff = answers.filter((a) => a.startsWith("ERR redis unavailable")).length;
+      expect(readOnly + cutOff).toBe(answers.length);
+      expect(cutOff).toBeLessThanOrEqual(10 * opened);
+      // the pool's 4 connections, each at most once a second (and once more at the start of it)
+      expect(opened, `${opened} connections in ${seconds.toFixed(2)} s`).toBeLessThanOrEqual(4 * (Math.ceil(seconds) + 1));
+    } finally {
+      await shimOnReplica.close();
+      admin.disconnect();
+      await replica.stop();
+    }
+  });
+});
