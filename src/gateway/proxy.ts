@@ -110,10 +110,18 @@ const FORWARDING_HEADERS = [
 const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x-script-name"];
 
 /**
+ * `Proxy`, which no HTTP standard defines and no client needs to send: CGI origins (PHP, Go's
+ * net/http/cgi, Python's CGI handlers) hand it to the application as HTTP_PROXY, which their HTTP
+ * clients read as the proxy for their own outbound requests (httpoxy, CVE-2016-5385). It never
+ * goes on, whatever `passForwardedHeaders` says.
+ */
+const HTTPOXY = "proxy";
+
+/**
  * Why the origin never receives a client's header of this name when the gate reads an API key
  * from it, or undefined when it goes on — decided as `prepare` decides it (the key header's
  * own spelling goes on whatever `Connection` lists): hop-by-hop, the client address header
- * (the gate's value replaces the client's), Expect, a header origins route by, or a
+ * (the gate's value replaces the client's), Expect, a header origins route by, `Proxy`, or a
  * forwarding header that the operator does not pass on.
  *
  * @example
@@ -122,12 +130,13 @@ const ROUTING_HEADERS = ["x-original-url", "x-rewrite-url", "x-original-uri", "x
 export function withheldFromOrigin(
   name: string,
   options: Pick<ForwardOptions, "clientIpHeader" | "passForwardedHeaders">,
-): "hop-by-hop" | "client-address" | "expect" | "routing" | "forwarding" | undefined {
+): "hop-by-hop" | "client-address" | "expect" | "routing" | "httpoxy" | "forwarding" | undefined {
   const spelling = oneSpelling(name);
   if (HOP_BY_HOP.has(name.toLowerCase())) return "hop-by-hop";
   if (spelling === oneSpelling(options.clientIpHeader)) return "client-address";
   if (spelling === "expect") return "expect";
   if (ROUTING_HEADERS.includes(spelling)) return "routing";
+  if (spelling === HTTPOXY) return "httpoxy";
   if (!options.passForwardedHeaders && FORWARDING_HEADERS.includes(spelling)) return "forwarding";
   return undefined;
 }
@@ -137,6 +146,7 @@ const WITHHELD_BECAUSE = {
   "client-address": "and writes the client address there instead",
   expect: "and sends the body whole instead",
   routing: "among the headers origins route by (X-Original-URL and the like), whatever passForwardedHeaders says",
+  httpoxy: "as CGI origins take it for the proxy of their own outbound requests (httpoxy), whatever passForwardedHeaders says",
   forwarding: "among the forwarding headers clients send unless passForwardedHeaders is true",
 } as const;
 
@@ -426,7 +436,7 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const clientIpValue = clientIpHeader === "forwarded" ? (ip: string) => (ip.includes(":") ? `for="[${ip}]"` : `for=${ip}`) : (ip: string) => ip;
   // Expect: the runtime's fetch hands an origin's "100 Continue" back as if it were the answer;
   // the body is sent whole without waiting for it
-  const dropped = [oneSpelling(clientIpHeader), "expect", ...ROUTING_HEADERS, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
+  const dropped = [oneSpelling(clientIpHeader), "expect", ...ROUTING_HEADERS, HTTPOXY, ...(options.passForwardedHeaders ? [] : FORWARDING_HEADERS)];
   const drop = new Set(dropped);
   const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));
   // without ORIGIN_URL the request went to its own URL: the origin's address is the public one

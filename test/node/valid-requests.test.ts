@@ -352,6 +352,24 @@ describe("the origin learns the client", () => {
     expect(echo.rawHeaders.filter((h) => h.toLowerCase() === "x-forwarded-for")).toHaveLength(1);
   });
 
+  it.each([false, true])(
+    "never forwards a client's Proxy header, which CGI origins take for the proxy of their own outbound requests (httpoxy), whatever passForwardedHeaders (%s) says",
+    async (passForwardedHeaders) => {
+      const base = await gate({ passForwardedHeaders, rules: [{ name: "m", limit: 10, window: "10m" }] });
+      const res = await rawRequest(base, {
+        target: "/v1/users",
+        headers: [
+          ["cf-connecting-ip", "192.0.2.11"],
+          ["Proxy", "http://attacker.example:3128"],
+          ["X-Kept", "yes"],
+        ],
+      });
+      const echo = JSON.parse(res.body) as Echo;
+      expect(echo.headers.proxy).toBeUndefined();
+      expect(echo.headers["x-kept"]).toBe("yes");
+    },
+  );
+
   it("in a header of the operator's choosing spelled with _, which no spelling of the client's can join", async () => {
     const base = await gate({ clientIpHeader: "X_Client_Addr", rules: [{ name: "m", limit: 10, window: "10m" }] });
     const res = await rawRequest(base, {

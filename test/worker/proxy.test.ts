@@ -84,6 +84,7 @@ describe("proxy to the origin", () => {
       "X_Real_IP",
       "x-forwarded-for",
       "x-original-url",
+      "Proxy",
     ];
     for (const passForwardedHeaders of [false, true]) {
       for (const name of names) {
