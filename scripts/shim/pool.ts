@@ -194,6 +194,19 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
       connection.disconnect(); // or it would keep reconnecting in the background
       throw startError(e, refusal, unreachable);
     }
+    // ioredis reports a SELECT Redis refuses as an error event only, and serves database 0 in
+    // its place: another application's data, perhaps
+    const db = connection.options.db ?? 0;
+    if (db !== 0) {
+      try {
+        await connection.select(db);
+      } catch (e) {
+        connection.disconnect();
+        throw new Error(
+          `the Redis URL names database ${db}, which this Redis does not have (${e instanceof Error ? e.message : String(e)}): its databases setting says how many it has (16 unless set)`,
+        );
+      }
+    }
     return connection;
   };
 

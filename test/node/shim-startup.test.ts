@@ -191,6 +191,26 @@ describe("the shim's start without a Redis to reach", () => {
   });
 });
 
+describe("the shim's start with a Redis URL that names a database", () => {
+  it("refuses a database the Redis does not have, naming it, where it served database 0 in its place", async () => {
+    const { redisUrl } = services();
+    const started = startShim({ token: "database-test", redisUrl: `${redisUrl}/99`, log: () => {} });
+    await expect(started).rejects.toThrow(/^the Redis URL names database 99, which this Redis does not have \(ERR DB index is out of range\)/);
+    // one it has is served, and is that one
+    const shim = await startShim({ token: "database-test", redisUrl: `${redisUrl}/7`, log: () => {} });
+    try {
+      const key = `database-test-${process.pid}`;
+      const res = await fetch(shim.url, { method: "POST", body: JSON.stringify(["SET", key, "7"]), headers: { authorization: "Bearer database-test" } });
+      expect(await res.json()).toEqual({ result: "OK" });
+      const direct = new IORedis(`${redisUrl}/7`);
+      expect(await direct.getdel(key)).toBe("7");
+      direct.disconnect();
+    } finally {
+      await shim.close();
+    }
+  });
+});
+
 describe("the shim's start with a Redis URL that does not parse", () => {
   it('says the URL does not parse and how to write it, without printing it, where it said only "Invalid URL" or "URI malformed"', async () => {
     // a password with an unencoded / before the host (new URL refuses it), and one with a % that
