@@ -269,12 +269,16 @@ export const countedLogs = (result: LimitResult): readonly CountedLog[] => logsO
 
 /**
  * The runtime, when it is not a Cloudflare Worker (workerd's `navigator.userAgent` says
- * `Cloudflare-Workers`): there, `CF-Connecting-IP` is whatever the client wrote, and a caller
- * who writes a new value with each request is a new caller each time, past the address rules.
+ * `Cloudflare-Workers`; a Worker without `navigator`, from a compatibility date before
+ * 2022-03-21 or with `no_global_navigator`, still has workerd's own `WebSocketPair`): there,
+ * `CF-Connecting-IP` is whatever the client wrote, and a caller who writes a new value with
+ * each request is a new caller each time, past the address rules.
  */
 export function notOnCloudflare(): string | undefined {
-  const agent = (globalThis as { navigator?: { userAgent?: unknown } }).navigator?.userAgent;
-  return agent === "Cloudflare-Workers" ? undefined : typeof agent === "string" && agent ? agent : "not a Cloudflare Worker";
+  const { navigator, WebSocketPair } = globalThis as { navigator?: { userAgent?: unknown }; WebSocketPair?: unknown };
+  const agent = navigator?.userAgent;
+  if (agent === "Cloudflare-Workers" || (agent === undefined && typeof WebSocketPair === "function")) return undefined;
+  return typeof agent === "string" && agent ? agent : "not a Cloudflare Worker";
 }
 
 /** The warning for a limiter that reads the address from CF-Connecting-IP on `runtime`, naming the option as the caller gives it (`how`). */
