@@ -347,19 +347,22 @@ export const CONSOLE_JS = String.raw`
       ] : ["—"]);
     }
     var shownRules = usage.rules.map(function (rule) { return rule.name; });
+    function usageRow(rule, address) {
+      return el("tr", { "data-rule": (address ? "address/" : "") + rule.name }, [
+        el("td", {}, [rule.name, address ? " " : null, address ? el("span", { class: "pill", text: "address rule" }) : null, rule.shadow ? " " : null, rule.shadow ? el("span", { class: "pill", text: "shadow" }) : null]),
+        el("td", { "data-used": rule.used, text: rule.used }),
+        el("td", { text: rule.limit }),
+        el("td", { text: duration(rule.windowMs) }),
+        el("td", { text: rule.remaining }),
+        el("td", { text: rule.resetMs ? duration(Math.ceil(rule.resetMs / 1000) * 1000) : "—" }),
+        address ? el("td", { text: "—" }) : overrideCell(rule.name),
+      ]);
+    }
     var rules = el("table", { id: "usage" }, [
       el("thead", {}, [el("tr", {}, ["Rule", "Used", "Limit", "Window", "Remaining", "Frees in", "Override"].map(function (h) { return el("th", { text: h }); }))]),
-      el("tbody", {}, usage.rules.map(function (rule) {
-        return el("tr", { "data-rule": rule.name }, [
-          el("td", {}, [rule.name, rule.shadow ? el("span", { class: "pill", text: "shadow" }) : null]),
-          el("td", { "data-used": rule.used, text: rule.used }),
-          el("td", { text: rule.limit }),
-          el("td", { text: duration(rule.windowMs) }),
-          el("td", { text: rule.remaining }),
-          el("td", { text: rule.resetMs ? duration(Math.ceil(rule.resetMs / 1000) * 1000) : "—" }),
-          overrideCell(rule.name),
-        ]);
-      }).concat(Object.keys(overrides).filter(function (name) { return shownRules.indexOf(name) < 0; }).map(function (name) {
+      // an address's address rules too: every request from it counts there, whatever key it
+      // carries, so they are what stops a caller that rotates keys
+      el("tbody", {}, usage.rules.map(function (rule) { return usageRow(rule, false); }).concat((usage.addressRules || []).map(function (rule) { return usageRow(rule, true); }), Object.keys(overrides).filter(function (name) { return shownRules.indexOf(name) < 0; }).map(function (name) {
         // an override of a rule another tier has (or none does now): it holds once the key moves
         // there, so it is shown, and can be cleared, as keys/get holds it
         return el("tr", { "data-rule": name }, [el("td", { text: name + " (not a rule of this tier)" }), "—", "—", "—", "—", "—"].map(function (c) {
@@ -413,14 +416,17 @@ export const CONSOLE_JS = String.raw`
         act("Register this key in tier \"" + usage.tier + "\" with rule \"" + rule + "\" set to " + JSON.stringify(o) + "?", "keys/import", { entries: [created] });
       } }, [el("button", { "data-action": "override", text: "Override" }), ruleSelect, limit, windowText]));
     }
-    view.replaceChildren(
+    // append, not replaceChildren, which writes a null child as the word "null": an address has
+    // no hash line
+    view.replaceChildren();
+    append(view, [
       el("p", {}, [el("a", { href: "#/health", text: "← Health" })]),
       el("h2", {}, name),
       isKey ? el("p", { class: "mono muted", text: "SHA-256 " + who.hash }) : null,
       el("div", { class: "card" }, [facts]),
       el("div", { class: "card" }, [el("h3", { text: "Usage per rule" }), rules]),
       el("div", { class: "card" }, [el("h3", { text: "Act" }), el("div", { class: "actions" }, controls), result]),
-    );
+    ]);
   }
 
   /* ---------- configuration ---------- */

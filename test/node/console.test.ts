@@ -319,11 +319,56 @@ describe("the console in a browser", () => {
     // the key's view stays until the address's is drawn
     await expect.poll(() => text("[data-fact=tag]")).toBe(page.url().split("/").pop());
     expect(await text("[data-rule=hour] [data-used]")).toBe("5");
+    // what the view draws is elements alone: no stray word between its heading and its facts
+    expect(await page.locator("#view").evaluate((view) => [...view.childNodes].filter((n) => n.nodeType === 3 /* a text node */).map((n) => n.textContent))).toEqual([]);
     expect(await act("[data-action=block]")).toMatch(/^block: done/);
     expect(await fromIp(IP)).toBe(403);
     expect(await act("[data-action=unblock]")).toMatch(/^unblock: done/);
     expect(await act("[data-action=reset]")).toMatch(/^reset: done/);
     expect(await fromIp(IP)).toBe(200);
+  }, 60_000);
+
+  it("shows an address's usage of the address rules beside its tier's: what every key it sends also spends", async () => {
+    const gate = await startGateIsolate({
+      ADMIN_TOKEN,
+      RATE_LIMITS: rateLimits({
+        identity: { header: "x-api-key" },
+        rules: [{ name: "hour", limit: 1000, window: "1h" }],
+        addressRules: [{ name: "per-address", limit: 300, window: "1h" }],
+      }),
+    });
+    const other = await context.newPage();
+    try {
+      const url = (await gate.ready).href;
+      // two made-up keys and one request without a key, from one address: the address rule
+      // counts all three, the address's own (tier) rule the keyless one alone
+      for (const headers of [{ "x-api-key": "sk-first" }, { "x-api-key": "sk-second" }, {}]) {
+        const res = await gate.dispatchFetch(`${url}v1/things`, { headers: { "cf-connecting-ip": "198.51.100.77", ...headers } });
+        expect(res.status).toBe(200);
+        await res.arrayBuffer();
+      }
+      await other.goto(`${url}__slidegate/`);
+      await other.locator("#token").fill(ADMIN_TOKEN);
+      await other.locator("#login-form button").click();
+      await other.locator("#refresh").waitFor();
+      await other.locator("#lookup-kind").selectOption("ip");
+      await other.locator("#lookup-value").fill("198.51.100.77");
+      await other.locator("#lookup button").click();
+      await other.locator("[data-fact=tag]").waitFor();
+      expect(await other.locator('[data-rule="hour"] td').allInnerTexts()).toEqual(["hour", "1", "1000", "1h", "999", expect.stringMatching(/^\d+[smh]$/), "—"]);
+      expect(await other.locator('[data-rule="address/per-address"] td').allInnerTexts()).toEqual([
+        "per-address address rule",
+        "3",
+        "300",
+        "1h",
+        "297",
+        expect.stringMatching(/^\d+[smh]$/),
+        "—",
+      ]);
+    } finally {
+      await other.close();
+      await gate.dispose();
+    }
   }, 60_000);
 
   it("shows the effective configuration read-only, without a secret", async () => {
