@@ -318,13 +318,28 @@ export const CONSOLE_JS = String.raw`
       var r;
       // an import names its key in its entries, and its body takes no other field: the route refuses one
       var sent = route === "keys/import" ? body : Object.assign({}, who, body || {});
-      try { r = await call(route, sent); } catch (e) { return; }
+      var unanswered = null;
+      try { r = await call(route, sent); } catch (e) {
+        if (e.message === "unauthorized" || e.message === "throttled" || e.message === "signed out") return;
+        unanswered = e;
+      }
       if (mine !== drawn) return;
       await showIdentity(view, who);
       if (mine !== drawn) return;
+      // a change the store failed (a 5xx) or that was never answered may have landed all the
+      // same: "refused" would tell the operator it did not, and a block thought missing is sent
+      // again, one thought in place is not
+      var text = unanswered ? "not confirmed — the gate could not be reached (" + unanswered.message + ")."
+        : r.ok ? "done — " + quoted(r.data)
+        : r.status >= 500 ? "not confirmed — " + problemText(r)
+        : "refused — " + problemText(r);
+      if (unanswered || r.status >= 500) text += " It may have landed all the same: send it again to know it did.";
+      // the store that failed the change fails the view's own reading too, which then shows its
+      // error in place of the view: the answer goes above it, never lost
       var shown = $("result");
-      shown.textContent = route + ": " + (r.ok ? "done — " + quoted(r.data) : "refused — " + problemText(r));
-      shown.className = "result " + (r.ok ? "ok" : "bad");
+      if (!shown) view.prepend(shown = el("p", { id: "result", role: "status" }));
+      shown.textContent = route + ": " + text;
+      shown.className = "result " + (r && r.ok ? "ok" : "bad");
     }
 
     // the label in an isolate of its own: its bidirectional controls (a right-to-left override
