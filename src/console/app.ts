@@ -349,7 +349,7 @@ export const CONSOLE_JS = String.raw`
       el("div", { class: "stat" }, [el("dt", { text: "tag" }), el("dd", { class: "mono", "data-fact": "tag", text: usage.identity.tag })]),
       el("div", { class: "stat" }, [el("dt", { text: "tier" }), el("dd", { "data-fact": "tier", text: usage.tier })]),
       el("div", { class: "stat" }, [el("dt", { text: "block" }), el("dd", { "data-fact": "block", class: blocked ? "bad" : "", text: usage.blockedForMs === null ? "blocked, no end" : usage.blockedForMs > 0 ? "blocked for " + Math.ceil(usage.blockedForMs / 1000) + " s" : "not blocked" })]),
-      isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", text: entry ? (entry.disabled ? "disabled" : "registered") : usage.unknownKey === "reject" ? "not registered: refused (401)" : usage.unknownKey === "ip" ? "not registered: limited as its address" : "not registered" })]),
+      isKey && el("div", { class: "stat" }, [el("dt", { text: "registry" }), el("dd", { "data-fact": "registry", class: entry && entry.disabled ? "bad" : "", text: entry ? (entry.disabled ? "disabled" : "registered") : usage.unknownKey === "reject" ? "not registered: refused (401)" : usage.unknownKey === "ip" ? "not registered: limited as its address" : "not registered" })]),
     ]);
     var overrides = (entry && entry.overrides) || {};
     function overrideCell(name) {
@@ -412,6 +412,19 @@ export const CONSOLE_JS = String.raw`
         if (entry) act(question, "keys/update", { tier: tiers.value });
         else act(question, "keys/import", { entries: [Object.assign({}, who, { tier: tiers.value })] });
       } }, [el("button", { "data-action": "tier", text: "Set tier" }), tiers]));
+      // the flag alone, as the tier: keys/update for a key the registry holds, so a key deleted
+      // meanwhile stays deleted; a key nobody registered is registered disabled (an import merges)
+      if (entry && entry.disabled) {
+        controls.push(el("button", { type: "button", "data-action": "enable", text: "Enable", onclick: function () {
+          act("Enable this key again? Its requests will be decided by its tier's rules.", "keys/update", { disabled: false });
+        } }));
+      } else {
+        controls.push(el("button", { type: "button", class: "danger", "data-action": "disable", text: "Disable", onclick: function () {
+          var question = "Disable this key? Its requests will be answered 403 everywhere.";
+          if (entry) act(question, "keys/update", { disabled: true });
+          else act(question, "keys/import", { entries: [Object.assign({}, who, { disabled: true })] });
+        } }));
+      }
       var ruleNames = [];
       Object.keys(cfg.tiers).forEach(function (t) { cfg.tiers[t].forEach(function (r) { if (ruleNames.indexOf(r.name) < 0) ruleNames.push(r.name); }); });
       var ruleSelect = el("select", { id: "override-rule", "aria-label": "Rule" }, ruleNames.map(function (n) { return el("option", { value: n, text: n }); }));

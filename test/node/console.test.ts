@@ -250,6 +250,39 @@ describe("the console in a browser", () => {
     expect((await adminCall("keys/get", { key: KEY })).status).toBe(404);
   }, 60_000);
 
+  it("disables a key from its detail (403 on its next request) and enables it again (it passes), its tier and label kept", async () => {
+    const key = "sk-disabled-from-the-page";
+    const send = () => request({ "cf-connecting-ip": "203.0.113.51", "x-api-key": key });
+    expect((await adminCall("keys/set", { key, tier: "paid", label: "Lapsed Ltd" })).status).toBe(200);
+    expect(await send()).toBe(200);
+    await page.locator("#lookup-kind").selectOption("key");
+    await page.locator("#lookup-value").fill(key);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("#view h2")).toBe("Lapsed Ltd (API key)");
+    expect(await text("[data-fact=registry]")).toBe("registered");
+
+    expect(await act("[data-action=disable]")).toMatch(/^keys\/update: done — /);
+    expect(dialogs.at(-1)).toBe("Disable this key? Its requests will be answered 403 everywhere.");
+    expect(await text("[data-fact=registry]")).toBe("disabled");
+    expect([await send(), await send()]).toEqual([403, 403]);
+    expect((await adminCall("keys/get", { key })).body).toMatchObject({ tier: "paid", label: "Lapsed Ltd", disabled: true });
+
+    expect(await act("[data-action=enable]")).toMatch(/^keys\/update: done — /);
+    expect(await text("[data-fact=registry]")).toBe("registered");
+    expect([await send(), await send()]).toEqual([200, 200]);
+    expect((await adminCall("keys/get", { key })).body).toMatchObject({ tier: "paid", label: "Lapsed Ltd", disabled: false });
+
+    // a key nobody registered, disabled from the page: registered so, in the default tier
+    const unknown = "sk-made-up-and-disabled";
+    await page.locator("#lookup-value").fill(unknown);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("[data-fact=registry]")).toBe("not registered");
+    expect(await act("[data-action=disable]")).toMatch(/^keys\/import: done — /);
+    expect(await text("[data-fact=registry]")).toBe("disabled");
+    expect(await request({ "cf-connecting-ip": "203.0.113.52", "x-api-key": unknown })).toBe(403);
+    expect((await adminCall("keys/get", { key: unknown })).body).toMatchObject({ tier: "free", disabled: true });
+  }, 60_000);
+
   it("registers a key it showed as unregistered without replacing an entry another operator made meanwhile", async () => {
     const key = "sk-registered-behind-the-page";
     await page.locator("#lookup-kind").selectOption("key");
