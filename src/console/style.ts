@@ -9,16 +9,19 @@ header h1 span { color: #8fb3ff; font-weight: 400; }
 nav { display: flex; flex-wrap: wrap; gap: 8px 16px; align-items: center; flex: 1; }
 nav a { color: #dbe6ff; text-decoration: none; }
 nav a:hover, nav a.current { color: #fff; text-decoration: underline; }
-nav form { display: flex; gap: 6px; margin-left: auto; }
+nav form { display: flex; flex-wrap: wrap; gap: 6px; margin-left: auto; max-width: 100%; }
+nav form input { flex: 1 1 10em; min-width: 0; }
 main { max-width: 1100px; margin: 0 auto; padding: 16px 20px 40px; }
 h2 { font-size: 18px; margin: 8px 0 12px; }
 h3 { font-size: 14px; margin: 0 0 8px; color: var(--muted); font-weight: 600; text-transform: uppercase; letter-spacing: .04em; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; margin-bottom: 16px; }
+/* a table as wide as its columns (a rule's ten) scrolls in its card on a phone, the page stays its width */
+.card:has(> table) { overflow-x: auto; }
 .grid { display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 10px; }
 .stat { border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px; background: #fbfcfd; }
 .stat dt { color: var(--muted); font-size: 12px; }
 .stat dd { margin: 0; font-size: 20px; font-variant-numeric: tabular-nums; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: 0 16px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(min(360px, 100%), 1fr)); gap: 0 16px; }
 .charts .wide { grid-column: 1 / -1; }
 svg.chart { width: 100%; height: auto; display: block; }
 svg.chart text { font-size: 11px; fill: var(--muted); }
@@ -36,7 +39,7 @@ button.danger { border-color: #e2b4b0; color: var(--bad); }
 button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
 input, select { font: inherit; padding: 4px 8px; border: 1px solid #b8c2cf; border-radius: 6px; background: #fff; }
 .actions { display: flex; flex-wrap: wrap; gap: 10px 14px; align-items: center; }
-.actions form { display: flex; gap: 6px; align-items: center; }
+.actions form { display: flex; flex-wrap: wrap; gap: 6px; align-items: center; }
 /* what the registry names a key by (a label, up to 200 characters of anything) breaks where it
    must: one long word would widen its table past the page, and the tier and counts beside it with it */
 .label, h2, .result { overflow-wrap: anywhere; }

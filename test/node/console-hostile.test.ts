@@ -152,6 +152,29 @@ describe("the console against hostile data", () => {
     expect(await overflow()).toBe(0);
   }, 90_000);
 
+  it("fits a phone's width: no view reaches past the window's right edge, and Sign out and Look up stay in view", async () => {
+    const key = "sk-on-a-phone";
+    expect((await adminCall("keys/set", { key, tier: "free", label: "On a phone" })).status).toBe(200);
+    await page.setViewportSize({ width: 360, height: 740 });
+    try {
+      await signIn();
+      const width = await page.evaluate<number>("document.documentElement.clientWidth");
+      for (const button of ["#sign-out", "#lookup button"]) {
+        const box = await page.locator(button).boundingBox();
+        expect(box!.x + box!.width, button).toBeLessThanOrEqual(width);
+      }
+      expect(await overflow(), "health").toBe(0);
+      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(key)}"`);
+      await page.locator("#override-form").waitFor();
+      expect(await overflow(), "identity").toBe(0);
+      await page.evaluate('location.hash = "#/config"');
+      await page.locator("#rules").waitFor();
+      expect(await overflow(), "configuration").toBe(0);
+    } finally {
+      await page.setViewportSize({ width: 1280, height: 900 });
+    }
+  }, 60_000);
+
   it("keeps a label's bidirectional controls to the label: the console's own words read as written after it", async () => {
     const key = "sk-bidi-label";
     // right-to-left override, never closed: it would run on over whatever follows in the same line
