@@ -538,7 +538,15 @@ export const CONSOLE_JS = String.raw`
   ${READ_KEY_JS}
 
   $("lookup").onsubmit = lookUp;
-  $("sign-out").onclick = function () { signOut("Signed out."); };
+  // A tab opened from the console (a link opened in a new tab, a duplicated tab) starts with a
+  // copy of this tab's session storage, the token in it: signing out of one must forget it in
+  // every tab of this console, or the token stays in the browser the operator thinks is clear.
+  var tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel("slidegate.console") : null;
+  if (tabs) tabs.onmessage = function (event) { if (event.data === "sign-out" && token()) signOut("Signed out in another tab."); };
+  $("sign-out").onclick = function () {
+    signOut("Signed out.");
+    if (tabs) tabs.postMessage("sign-out");
+  };
   window.addEventListener("hashchange", route);
   route();
 })();

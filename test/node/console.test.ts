@@ -497,6 +497,30 @@ describe("the console in a browser", () => {
     60_000,
   );
 
+  it("signs every tab of the console out when the operator signs out of one, a tab opened from it holding the token too", async () => {
+    await page.goto(consoleUrl);
+    await page.evaluate(() => sessionStorage.clear());
+    await page.reload();
+    await page.locator("#token").fill(ADMIN_TOKEN);
+    await page.locator("#login-form button").click();
+    await page.locator("#refresh").waitFor();
+    // a tab opened from the console starts with a copy of its session storage: the token
+    const opened = context.waitForEvent("page");
+    await page.evaluate('window.open(location.href, "_blank")');
+    const other = await opened;
+    try {
+      await other.locator("#refresh").waitFor();
+      expect(await other.evaluate(() => sessionStorage.getItem("slidegate.adminToken"))).toBe(ADMIN_TOKEN);
+      await page.locator("#sign-out").click();
+      await expect.poll(() => other.locator("#login").isVisible()).toBe(true);
+      expect(await other.evaluate(() => sessionStorage.length)).toBe(0);
+      expect(await other.locator("#login-error").innerText()).toBe("Signed out in another tab.");
+      expect(await other.locator("#view > *").count()).toBe(0);
+    } finally {
+      await other.close();
+    }
+  }, 60_000);
+
   it("draws nothing and calls nothing once signed out, though an answer asked for before arrives after", async () => {
     await page.goto(consoleUrl);
     await page.locator("#token").fill(ADMIN_TOKEN);
