@@ -386,7 +386,8 @@ export const CONSOLE_JS = String.raw`
       }))),
     ]);
 
-    var minutes = el("input", { id: "block-minutes", type: "number", min: 1, max: 43200, value: 10, "aria-label": "Block for minutes" });
+    // required: an empty field is Number("") = 0, a block "for 0 minutes" the gate refuses in seconds
+    var minutes = el("input", { id: "block-minutes", type: "number", min: 1, max: 43200, step: 1, value: 10, required: true, "aria-label": "Block for minutes" });
     var controls = [
       el("form", { id: "block-form", onsubmit: function (e) {
         e.preventDefault();
@@ -483,7 +484,7 @@ export const CONSOLE_JS = String.raw`
     var settings = [
       ["identity header", cfg.identity.header || "none (client IP)"], ["key required", yes(cfg.identity.required)], ["unknown keys", cfg.identity.unknownKeys],
       ["default tier", cfg.defaultTier], ["fail", cfg.fail], ["timeout", duration(cfg.timeoutMs)], ["denial cache", cfg.denialCacheSize + " identities, " + duration(cfg.denialCacheMaxAgeMs)],
-      ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client IP header", cfg.clientIpHeader],
+      ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client address, to the origin in", cfg.clientIpHeader],
       ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["key prefix", cfg.prefix],
       ["CORS", cfg.cors ? cfg.cors.origins.join(", ") + (cfg.cors.credentials ? " (credentials)" : "") : "off"],
     ];

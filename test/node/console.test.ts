@@ -354,6 +354,13 @@ describe("the console in a browser", () => {
     expect(await text("[data-rule=hour] [data-used]")).toBe("5");
     // what the view draws is elements alone: no stray word between its heading and its facts
     expect(await page.locator("#view").evaluate((view) => [...view.childNodes].filter((n) => n.nodeType === 3 /* a text node */).map((n) => n.textContent))).toEqual([]);
+    // a minutes field left empty: no block "for 0 minutes" is asked for, nor sent
+    const asked = dialogs.length;
+    await page.locator("#block-minutes").fill("");
+    await page.locator("[data-action=block]").click();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(dialogs.length, "no block was offered").toBe(asked);
+    await page.locator("#block-minutes").fill("10");
     expect(await act("[data-action=block]")).toMatch(/^block: done/);
     expect(await fromIp(IP)).toBe(403);
     expect(await act("[data-action=unblock]")).toMatch(/^unblock: done/);
@@ -416,6 +423,8 @@ describe("the console in a browser", () => {
     expect(all).toContain("free/burst");
     expect(all).toContain("192.0.2.66");
     expect(await page.locator("#settings tr", { hasText: "key required" }).innerText()).toBe("key required\tno");
+    // the header the gate writes the client address in for the origin, not one it reads callers by
+    expect(await page.locator("#settings tr", { hasText: "x-forwarded-for" }).innerText()).toBe("client address, to the origin in\tx-forwarded-for");
     expect(all).not.toContain(ADMIN_TOKEN);
     expect(all).not.toContain(KEY);
     for (const input of await page.locator("input").all()) expect(await input.inputValue()).not.toContain(ADMIN_TOKEN);
