@@ -14,7 +14,7 @@ export class ShimBusy extends Error {}
  */
 const DEMOTED = /^READONLY /;
 
-/** How often a connection may be opened afresh for meeting a demoted primary. */
+/** How often a shared connection may be replaced for meeting a demoted primary. */
 const REOPEN_AT_MOST_EVERY_MS = 1000;
 
 /** Redis's answers to a wrong password or user (WRONGPASS) and to none where one is needed (NOAUTH). */
@@ -87,7 +87,7 @@ function connectionOptions(options: PoolOptions): RedisOptions {
     stringNumbers: true,
     connectTimeout: 2000,
     // Retry soon and often: a Redis that comes back should serve again within a fraction of a
-    // second; the first at once, for a connection opened afresh on a Redis that is up (a demoted primary's).
+    // second; the first at once, for a connection closed on purpose on a Redis that is up (see `retire`).
     retryStrategy: (attempt) => Math.min((attempt - 1) * 50, 200),
   };
 }
@@ -164,18 +164,25 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
   let healthy = true;
   // Until the pool is up, a failure is the start's error to report, not a connection "lost".
   let started = false;
+  let closed = false;
+  // Connections on which Redis answered READONLY: a failover demoted the server they reached,
+  // and they would refuse every write until the shim restarts. A shared one is replaced (see
+  // `replace`), a transaction's is not reused.
+  const demoted = new WeakSet<Redis>();
+  let shared: Redis[] = [];
+  /** when each place in `shared` was last replaced (performance.now()) */
+  const replacedAt = new Map<number, number>();
   const open = async () => {
-    // a connection that meets a demoted primary is opened afresh (the command that met it gets
-    // the refusal, never sent again): else it would refuse every write until the shim restarts.
-    // Once a second at most: an address that still leads to a replica is answered READONLY as
-    // it stands, not with the commands in flight beside it cut off at every write.
-    let reopenedAt = Number.NEGATIVE_INFINITY;
-    const reopen = (e: Error) => {
-      if (!DEMOTED.test(e.message) || performance.now() - reopenedAt < REOPEN_AT_MOST_EVERY_MS) return false;
-      reopenedAt = performance.now();
-      return 1;
+    // ioredis's hook for a reply error; false: the connection stays as it is (closing it here
+    // would cut off every command sent on it, the reads a gate makes after the refusal among them)
+    const notice = (e: Error) => {
+      if (DEMOTED.test(e.message)) {
+        demoted.add(connection);
+        replace(connection);
+      }
+      return false;
     };
-    const connection = new Redis(url, { ...connectionOptions(options), reconnectOnError: reopen });
+    const connection: Redis = new Redis(url, { ...connectionOptions(options), reconnectOnError: notice });
     let refusal: Error | undefined;
     let unreachable: Error | undefined;
     connection.on("error", (e: Error) => {
@@ -210,8 +217,35 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
     return connection;
   };
 
-  const shared = await Promise.all(Array.from({ length: options.size ?? 4 }, open));
+  shared = await Promise.all(Array.from({ length: options.size ?? 4 }, open));
   started = true;
+
+  /**
+   * A shared connection that met a demoted primary is replaced by one opened afresh on the
+   * same URL (whose name or address the failover moved to the new primary), and only then
+   * closed, with QUIT, which Redis answers after every command sent before it: nothing sent on
+   * it is cut off, and new commands go to the new one. Once a second at most for each place
+   * in the pool: a URL that leads to a replica for good is answered READONLY as it stands, and
+   * does not open a connection at every write. A replacement that cannot be opened leaves the
+   * old one serving, to be tried again.
+   */
+  function replace(old: Redis): void {
+    const place = shared.indexOf(old);
+    if (place < 0 || closed || performance.now() - (replacedAt.get(place) ?? Number.NEGATIVE_INFINITY) < REOPEN_AT_MOST_EVERY_MS) return;
+    replacedAt.set(place, performance.now());
+    open().then(
+      (fresh) => {
+        if (closed || shared[place] !== old) {
+          fresh.disconnect();
+          return;
+        }
+        shared[place] = fresh;
+        old.quit().catch(() => old.disconnect());
+      },
+      () => {},
+    );
+  }
+
   healthy = true;
   const idle: Redis[] = [];
   const maxTransactions = options.maxTransactions ?? 16;
@@ -271,7 +305,7 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
           reusable = false; // a broken transaction may leave the connection mid-MULTI
           throw e;
         } finally {
-          if (reusable && idle.length < MAX_IDLE_LEASES && connection.status === "ready") idle.push(connection);
+          if (reusable && !demoted.has(connection) && idle.length < MAX_IDLE_LEASES && connection.status === "ready") idle.push(connection);
           else connection.disconnect();
         }
       } finally {
@@ -287,6 +321,7 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
     dedicated: () => new Redis(url, { ...connectionOptions(options), retryStrategy: () => null }),
     stats: leases.stats,
     async close() {
+      closed = true;
       for (const c of [...shared, ...idle]) c.disconnect();
     },
   };
