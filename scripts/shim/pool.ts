@@ -209,9 +209,13 @@ export async function createPool(url: string, options: PoolOptions = {}): Promis
         await connection.select(db);
       } catch (e) {
         connection.disconnect();
-        throw new Error(
-          `the Redis URL names database ${db}, which this Redis does not have (${e instanceof Error ? e.message : String(e)}): its databases setting says how many it has (16 unless set)`,
-        );
+        const why = e instanceof Error ? e.message : String(e);
+        // a Redis Cluster's node refuses any SELECT: how many databases it has is not the question
+        if (/cluster mode/i.test(why))
+          throw new Error(
+            `the Redis URL names database ${db}, but this Redis is a Redis Cluster's node (${why}), which has database 0 alone: set REDIS_CLUSTER_NODES to the cluster's nodes, and no database`,
+          );
+        throw new Error(`the Redis URL names database ${db}, which this Redis does not have (${why}): its databases setting says how many it has (16 unless set)`);
       }
     }
     return connection;

@@ -1,6 +1,10 @@
 import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import IORedis from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../scripts/lib/ports.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
 import { services } from "../helpers/shim.ts";
@@ -207,6 +211,21 @@ describe("the shim's start with a Redis URL that names a database", () => {
       direct.disconnect();
     } finally {
       await shim.close();
+    }
+  });
+
+  it("says of a database on a Redis Cluster's node that a cluster has database 0 alone and takes REDIS_CLUSTER_NODES, not how many databases the Redis has", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "shim-cluster-node-"));
+    const node = await startRedis({ args: ["--cluster-enabled", "yes", "--cluster-port", String(await freePort()), "--dir", dir] });
+    try {
+      const started = startShim({ token: "database-test", redisUrl: `${node.url}/3`, log: () => {} });
+      await expect(started).rejects.toThrow(
+        /^the Redis URL names database 3, but this Redis is a Redis Cluster's node \(ERR SELECT is not allowed in cluster mode\), which has database 0 alone: set REDIS_CLUSTER_NODES to the cluster's nodes, and no database/,
+      );
+      await expect(started).rejects.not.toThrow(/databases setting/);
+    } finally {
+      await node.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
