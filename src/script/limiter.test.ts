@@ -67,6 +67,7 @@ describe("refusesWrites", () => {
     expect(refusesWrites(failed(`OOM command not allowed when used memory > 'maxmemory'., command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
     // a tier, rule or prefix named OOM is quoted in every error about that command
     expect(refusesWrites(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","OOM:{a}:block","OOM:{a}:key","OOM:{a}:t:OOM"]`))).toBe(false);
+    expect(refusesWrites(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","sg:{a}:block","sg:{a}:key","sg:{a}:t:OOM command"]`))).toBe(false);
     expect(refusesWrites(new LimiterError("rate-limit store failed: timeout"))).toBe(false);
   });
 
@@ -77,6 +78,10 @@ describe("refusesWrites", () => {
   ])("reads %s as a store that takes no writes, and a busy or unreachable one as not", (_, refusal) => {
     expect(refusesWrites(failed(`${refusal}, command was: ["evalsha","x","1","sg:{a}:block"]`))).toBe(true);
     expect(refusesWrites(failed(`BUSY Redis is busy running a script., command was: ["evalsha","x","3","READONLY:{a}:block"]`))).toBe(false);
+    // the refusal's own words, quoted inside another error (a rule named so, or a script's error), are no refusal
+    const word = refusal.slice(0, refusal.indexOf(" "));
+    expect(refusesWrites(failed(`ERR Error running script, ${refusal}`))).toBe(false);
+    expect(refusesWrites(failed(`NOSCRIPT No matching script., command was: ["evalsha","x","3","sg:{a}:block","sg:{a}:key","sg:{a}:t:${word} x"]`))).toBe(false);
     expect(refusesWrites(failed("ERR redis unavailable"))).toBe(false);
   });
 });
