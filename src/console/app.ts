@@ -160,12 +160,20 @@ export const CONSOLE_JS = String.raw`
     return showHealth(view);
   }
 
+  /** A call ended by a sign-out (a refused token, a throttled address, another tab): nothing more to say. */
+  function signedOut(e) {
+    return e && (e.message === "unauthorized" || e.message === "throttled" || e.message === "signed out");
+  }
+  /** An answer is told from silence: a 503 sends the operator to the store, not to the network. */
+  function failureText(e) {
+    return e && e.status ? "The gate answered " + e.status + ": " + e.detail : "The gate could not be reached: " + (e && e.message);
+  }
+
   function failed(view, e) {
-    if (e && (e.message === "unauthorized" || e.message === "throttled" || e.message === "signed out")) return;
-    // an answer is told from silence: a 503 sends the operator to the store, not to the network.
-    // And the view can be asked for again: with the view went its own Refresh button
+    if (signedOut(e)) return;
+    // the view can be asked for again: with the view went its own Refresh button
     view.replaceChildren(
-      el("p", { class: "card bad", role: "alert", text: e && e.status ? "The gate answered " + e.status + ": " + e.detail : "The gate could not be reached: " + (e && e.message) }),
+      el("p", { class: "card bad", role: "alert", text: failureText(e) }),
       el("button", { type: "button", "data-action": "retry", text: "Try again", onclick: route }),
     );
   }
@@ -502,37 +510,65 @@ export const CONSOLE_JS = String.raw`
 
   /* ---------- lookup ---------- */
 
+  /** The view target names, drawn again when the address names it already (no hashchange then). */
+  function go(target) {
+    if (location.hash === target) route();
+    else location.hash = target;
+  }
+
+  /**
+   * A look-up that found nobody, shown in place of the view. What was typed stays in the field to
+   * be corrected; Try again repeats this look-up where its answer may differ (a store failure, a
+   * gate out of reach), never for a value the gate refused, which would be refused again; Back
+   * draws again the view the address names.
+   */
+  function lookUpFailed(message, again) {
+    // what is shown is no longer the view the address names: none of its late answers or
+    // refreshes may replace this one
+    clearInterval(refreshTimer);
+    drawn++;
+    var view = $("view");
+    view.replaceChildren();
+    append(view, [
+      el("p", { class: "card bad", role: "alert", text: message }),
+      again ? el("button", { type: "button", "data-action": "retry", text: "Try again", onclick: again }) : null,
+      el("button", { type: "button", "data-action": "back", text: "Back", onclick: route }),
+    ]);
+    if (!again) $("lookup-value").focus();
+  }
+
   async function lookUp(event) {
     event.preventDefault();
     var value = $("lookup-value").value.trim();
-    if (!value) return;
-    $("lookup-value").value = "";
-    if ($("lookup-kind").value === "key") {
-      // read as the gate reads its key header (padded, or Bearer <token> from Authorization), and
-      // hashed here: the raw key never leaves the browser
-      var header;
-      try {
-        header = (await config()).identity.header || "";
-      } catch (e) {
-        return failed($("view"), e);
-      }
-      var read = readKey(header, value);
-      if (read.kind !== "key") {
-        return $("view").replaceChildren(el("p", { class: "card bad", role: "alert",
-          text: "The gate reads no single key from that: it refuses a key with a comma" + (header === "authorization" ? ", more words than a scheme and a token, or a ; in the token." : ".") }));
-      }
-      var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(read.key)));
-      location.hash = "#/identity/hash/" + Array.from(digest, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
-      return;
-    }
+    if (value) await find($("lookup-kind").value, value);
+  }
+
+  async function find(kind, value) {
+    var target;
     try {
-      // an address or an application's user: the raw value goes only into this call, the view is by tag
-      var r = await call("usage", $("lookup-kind").value === "user" ? { user: value } : { ip: value });
-      if (!r.ok) return failed($("view"), refusal(r));
-      location.hash = "#/identity/tag/" + r.data.identity.tag;
+      if (kind === "key") {
+        // read as the gate reads its key header (padded, or Bearer <token> from Authorization), and
+        // hashed here: the raw key never leaves the browser
+        var header = (await config()).identity.header || "";
+        var read = readKey(header, value);
+        if (read.kind !== "key") {
+          return lookUpFailed("The gate reads no single key from that: it refuses a key with a comma" + (header === "authorization" ? ", more words than a scheme and a token, or a ; in the token." : "."), null);
+        }
+        var digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(read.key)));
+        target = "#/identity/hash/" + Array.from(digest, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+      } else {
+        // an address or an application's user: the raw value goes only into this call, the view is by tag
+        var r = await call("usage", kind === "user" ? { user: value } : { ip: value });
+        if (!r.ok) throw refusal(r);
+        target = "#/identity/tag/" + r.data.identity.tag;
+      }
     } catch (e) {
-      failed($("view"), e);
+      if (signedOut(e)) return;
+      return lookUpFailed(failureText(e), e.status && e.status < 500 ? null : function () { find(kind, value); });
     }
+    // found: what was looked up leaves the field (a raw key is not left in sight), what was typed since stays
+    if ($("lookup-value").value.trim() === value) $("lookup-value").value = "";
+    go(target);
   }
 
   $("login-form").onsubmit = signIn;

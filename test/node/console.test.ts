@@ -368,6 +368,47 @@ describe("the console in a browser", () => {
     expect(await fromIp(IP)).toBe(200);
   }, 60_000);
 
+  it("keeps a look-up the gate refused in its field to be corrected, offers no Try again of it, and tries again the look-up itself when the gate was out of reach", async () => {
+    await page.evaluate('location.hash = "#/config"');
+    await page.locator("#rules").waitFor();
+    await page.locator("#lookup-kind").selectOption("ip");
+    await page.locator("#lookup-value").fill(IP);
+    await page.locator("#lookup button").click();
+    await page.waitForURL(/#\/identity\/tag\/i[\w-]{22}$/);
+    const tag = page.url().split("/").pop();
+    await expect.poll(() => text("[data-fact=tag]")).toBe(tag);
+    expect(await page.locator("#lookup-value").inputValue(), "found: what was looked up leaves the field").toBe("");
+
+    // a typo: what was typed stays, and nothing offers to send it again to the same refusal
+    await page.locator("#lookup-value").fill("198.51.100.1O");
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("#view [role=alert]")).toBe('The gate answered 400: "ip": "198.51.100.1O" is not an IP address.');
+    expect(await page.locator("#lookup-value").inputValue()).toBe("198.51.100.1O");
+    expect(await page.locator("#view [data-action=retry]").count()).toBe(0);
+    // Back: the view the address still names, drawn again
+    await page.locator("#view [data-action=back]").click();
+    await expect.poll(() => text("[data-fact=tag]")).toBe(tag);
+    // corrected in the field to the identity the address already names: drawn though the address does not change
+    await page.locator("#lookup-value").fill("198.51.100.1O");
+    await page.locator("#lookup button").click();
+    await page.locator("#view [role=alert]").waitFor();
+    await page.locator("#lookup-value").fill(IP);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("[data-fact=tag]")).toBe(tag);
+
+    // the gate out of reach: Try again looks up what was typed, not the identity shown before
+    await page.route("**/__slidegate/usage", (route) => route.abort("connectionreset"), { times: 1 });
+    await page.locator("#lookup-value").fill(OTHER_IP);
+    await page.locator("#lookup button").click();
+    await expect.poll(() => text("#view [role=alert]")).toMatch(/^The gate could not be reached: /);
+    expect(await page.locator("#lookup-value").inputValue()).toBe(OTHER_IP);
+    await page.locator("#view [data-action=retry]").click();
+    await page.waitForURL((url) => url.hash !== `#/identity/tag/${tag}`);
+    await expect.poll(() => text("[data-fact=tag]")).toBe(page.url().split("/").pop());
+    expect(await text("[data-rule=hour] [data-used]"), "the other address's three requests").toBe("3");
+    expect(await page.locator("#lookup-value").inputValue()).toBe("");
+  }, 60_000);
+
   it("shows an address's usage of the address rules beside its tier's: what every key it sends also spends", async () => {
     const gate = await startGateIsolate({
       ADMIN_TOKEN,
