@@ -25,6 +25,12 @@ export const CONSOLE_JS = String.raw`
   // the operator has left (a slow usage call, an action's reply) would replace the view now
   // shown, its buttons acting on the identity left while the address names another.
   var drawn = 0;
+  // Admin calls in flight, shown in the header while there are any: on a slow store a click
+  // that seems to do nothing is clicked again.
+  var inFlight = 0;
+  // Whether a health view's figures are on their way: Refresh and the 15 s refresh ask for
+  // them once, not again over the answer still coming.
+  var healthLoading = -1;
 
   function $(id) { return document.getElementById(id); }
   function token() { return sessionStorage.getItem(STORE); }
@@ -79,12 +85,20 @@ export const CONSOLE_JS = String.raw`
   async function call(route, body) {
     var sent = token();
     if (!sent) throw new Error("signed out");
-    var res = await fetch(BASE + route, {
-      method: "POST", cache: "no-store", credentials: "omit",
-      headers: { "Authorization": "Bearer " + sent, "Content-Type": "application/json" },
-      body: JSON.stringify(body || {}),
-    });
-    var text = await res.text();
+    var res, text;
+    inFlight++;
+    showBusy();
+    try {
+      res = await fetch(BASE + route, {
+        method: "POST", cache: "no-store", credentials: "omit",
+        headers: { "Authorization": "Bearer " + sent, "Content-Type": "application/json" },
+        body: JSON.stringify(body || {}),
+      });
+      text = await res.text();
+    } finally {
+      inFlight--;
+      showBusy();
+    }
     if (token() !== sent) throw new Error("signed out");
     var data;
     try { data = JSON.parse(text); } catch (e) { data = { detail: text }; }
@@ -116,8 +130,12 @@ export const CONSOLE_JS = String.raw`
     return e;
   }
 
+  /** Signed out, a call still on its way is no concern of the page: its answer is dropped. */
+  function showBusy() { $("busy").hidden = !inFlight || !token(); }
+
   function signOut(message) {
     sessionStorage.removeItem(STORE);
+    showBusy();
     clearInterval(refreshTimer);
     configuration = null;
     $("nav").hidden = true;
@@ -130,8 +148,11 @@ export const CONSOLE_JS = String.raw`
 
   async function signIn(event) {
     event.preventDefault();
+    var button = $("login-form").querySelector("button");
+    if (button.disabled) return;
     sessionStorage.setItem(STORE, $("token").value);
     $("token").value = "";
+    button.disabled = true;
     try {
       var r = await call("configuration", {});
       if (!r.ok) return signOut(problemText(r));
@@ -139,6 +160,8 @@ export const CONSOLE_JS = String.raw`
       // a refused token has signed out already, with its reason; anything else must not leave the token behind
       if (token()) signOut("The gate did not answer: " + e.message);
       return;
+    } finally {
+      button.disabled = false;
     }
     $("login").hidden = true;
     $("nav").hidden = false;
@@ -154,6 +177,9 @@ export const CONSOLE_JS = String.raw`
     var parts = location.hash.replace(/^#\/?/, "").split("/");
     document.querySelectorAll("[data-nav]").forEach(function (a) { a.classList.toggle("current", a.getAttribute("data-nav") === parts[0]); });
     var view = $("view");
+    // the view being left stays in sight until the next is drawn, but inert: its buttons act on
+    // an identity the address no longer names, and their answer would be drawn nowhere
+    Array.prototype.forEach.call(view.children, function (c) { c.inert = true; });
     if (parts[0] === "config") return showConfiguration(view);
     if (parts[0] === "identity" && parts[1] === "hash" && /^[0-9a-f]{64}$/.test(parts[2] || "")) return showIdentity(view, { hash: parts[2] });
     if (parts[0] === "identity" && parts[1] === "tag" && /^[iu][A-Za-z0-9_-]{22}$/.test(parts[2] || "")) return showIdentity(view, { tag: parts[2] });
@@ -239,14 +265,21 @@ export const CONSOLE_JS = String.raw`
 
   /* ---------- health ---------- */
 
+  /** Refresh and the 15 s refresh: a view whose figures are on their way is not asked for again. */
+  function refreshHealth(view) { if (healthLoading !== drawn) showHealth(view); }
+
   async function showHealth(view) {
     var figures, mine = drawn;
+    healthLoading = mine;
+    if ($("refresh")) $("refresh").disabled = true;
     try {
       var r = await call("figures", { minutes: 60 });
       if (!r.ok) throw refusal(r);
       figures = r.data;
     } catch (e) {
       return mine === drawn && failed(view, e);
+    } finally {
+      if (healthLoading === mine) healthLoading = -1;
     }
     if (mine !== drawn) return;
     var t = figures.totals;
@@ -294,12 +327,12 @@ export const CONSOLE_JS = String.raw`
     ]);
     var head = el("div", { class: "actions" }, [
       el("h2", { text: "Health — last 60 minutes" }),
-      el("button", { id: "refresh", type: "button", text: "Refresh", onclick: function () { showHealth(view); } }),
+      el("button", { id: "refresh", type: "button", text: "Refresh", onclick: function () { refreshHealth(view); } }),
       el("span", { class: "muted", id: "updated", text: "updated " + new Date(figures.generatedAt).toLocaleTimeString() + " · figures reach the console within seconds" }),
     ]);
     view.replaceChildren(head, el("div", { class: "card" }, [stats]), el("div", { class: "charts" }, [decisions, failOpen, latency]), top);
     clearInterval(refreshTimer);
-    refreshTimer = setInterval(function () { showHealth(view); }, 15000);
+    refreshTimer = setInterval(function () { refreshHealth(view); }, 15000);
   }
 
   /* ---------- identity ---------- */
@@ -320,9 +353,17 @@ export const CONSOLE_JS = String.raw`
     var result = el("p", { class: "result", id: "result", role: "status" });
     var blocked = usage.blockedForMs === null || usage.blockedForMs > 0;
 
+    var acting = false;
     /** Asks, calls, shows the answer, and shows the identity again. */
     async function act(question, route, body) {
-      if (!confirm(question)) return;
+      if (acting || !confirm(question)) return;
+      // one action at a time, said while its answer is on its way: on a slow store a second
+      // click would send it again (a second registration, a block restarted)
+      acting = true;
+      view.querySelectorAll("button, input, select").forEach(function (c) { c.disabled = true; });
+      result.textContent = route + ": sending…";
+      result.className = "result";
+      result.setAttribute("aria-busy", "true");
       var r;
       // an import names its key in its entries, and its body takes no other field: the route refuses one
       var sent = route === "keys/import" ? body : Object.assign({}, who, body || {});
@@ -348,6 +389,7 @@ export const CONSOLE_JS = String.raw`
       if (!shown) view.prepend(shown = el("p", { id: "result", role: "status" }));
       shown.textContent = route + ": " + text;
       shown.className = "result " + (r && r.ok ? "ok" : "bad");
+      shown.removeAttribute("aria-busy");
     }
 
     // the label in an isolate of its own: its bidirectional controls (a right-to-left override
@@ -544,6 +586,9 @@ export const CONSOLE_JS = String.raw`
   }
 
   async function find(kind, value) {
+    var button = $("lookup").querySelector("button");
+    if (button.disabled) return;
+    button.disabled = true;
     var target;
     try {
       if (kind === "key") {
@@ -565,6 +610,8 @@ export const CONSOLE_JS = String.raw`
     } catch (e) {
       if (signedOut(e)) return;
       return lookUpFailed(failureText(e), e.status && e.status < 500 ? null : function () { find(kind, value); });
+    } finally {
+      button.disabled = false;
     }
     // found: what was looked up leaves the field (a raw key is not left in sight), what was typed since stays
     if ($("lookup-value").value.trim() === value) $("lookup-value").value = "";

@@ -36,6 +36,7 @@ const CONSOLE_HTML = `<!doctype html>
     </form>
     <button id="sign-out" type="button">Sign out</button>
   </nav>
+  <span id="busy" role="status" hidden>waiting for the gate…</span>
 </header>
 <main>
   <section id="login" class="card" hidden>

@@ -52,5 +52,10 @@ input, select { font: inherit; padding: 4px 8px; border: 1px solid #b8c2cf; bord
 #login form { display: grid; gap: 10px; }
 .pill { display: inline-block; padding: 1px 8px; border-radius: 10px; font-size: 12px; background: #eef2f7; }
 .pill.bad { background: #fbe9e7; }
+/* a call in flight: said in the header (a slow store must not look like a click that did nothing) */
+#busy { font-size: 12px; color: #ffd47a; }
+/* the view being left while the next one loads: seen as such, and not acted on */
+[inert] { opacity: .55; cursor: progress; }
+button:disabled { opacity: .55; cursor: progress; }
 [hidden] { display: none !important; }
 `;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { Miniflare } from "miniflare";
-import type { Page } from "playwright-core";
+import type { Page, Request } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
 import { startShim } from "../../scripts/shim/server.ts";
@@ -204,11 +204,88 @@ describe("the console against hostile data", () => {
     // an action's answer quotes the entry, label and all: its controls are shown, not obeyed
     await page.locator("#tier-select").selectOption("paid");
     await page.locator("[data-action=tier]").click();
-    await page.locator("#result:not(:empty)").waitFor();
+    await page.locator("#result:not(:empty):not([aria-busy])").waitFor();
     const result = await text("#result");
     expect(result).toMatch(/^keys\/update: done — /);
     expect(result).not.toMatch(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/);
     expect(JSON.parse(result.slice(result.indexOf("{")))).toMatchObject({ tier: "paid", label });
+  }, 60_000);
+});
+
+describe("the console on a slow store", () => {
+  it("shows an action on its way and sends it once however often it is clicked; a view, a refresh and a look-up on their way likewise", async () => {
+    const key = "sk-clicked-twice";
+    expect((await adminCall("keys/set", { key, tier: "free", label: "Clicked twice" })).status).toBe(200);
+    await signIn();
+    const sent: string[] = [];
+    const count = (r: Request) => void (r.resourceType() === "fetch" && sent.push(new URL(r.url()).pathname.replace("/__slidegate/", "")));
+    page.on("request", count);
+    const busy = page.locator("#busy");
+    let late: Awaited<ReturnType<typeof holdCalls>> | undefined;
+    try {
+      // a refresh on its way: shown, and not asked for again over it
+      late = await holdCalls(page, "figures");
+      await page.locator("#refresh").click();
+      await expect.poll(() => sent).toEqual(["figures"]);
+      expect(await busy.isVisible(), "the header says a call is on its way").toBe(true);
+      expect(await page.locator("#refresh").isDisabled()).toBe(true);
+      await page.locator("#refresh").click({ force: true });
+      late.release();
+      await expect.poll(() => page.locator("#refresh").isEnabled()).toBe(true);
+      // stopped once nothing is on its way: an answer held when the hold stops is handled twice
+      await late.stop();
+      expect(sent).toEqual(["figures"]);
+      expect(await busy.isVisible()).toBe(false);
+
+      // a view on its way: the one being left is still in sight, and inert
+      late = await holdCalls(page, "usage");
+      await page.evaluate(`location.hash = "#/identity/hash/${hashOf(key)}"`);
+      await expect.poll(() => sent.at(-1)).toBe("usage");
+      expect(await busy.isVisible()).toBe(true);
+      expect(await page.locator("#view > *:not([inert])").count(), "every part of the view being left is inert").toBe(0);
+      late.release();
+      await expect.poll(() => text("#view h2")).toBe("Clicked twice (API key)");
+      await late.stop();
+
+      // an action on its way: said where its answer will be, and sent once
+      sent.length = 0;
+      const asked = dialogs.length;
+      late = await holdCalls(page, "block");
+      await page.locator("[data-action=block]").click();
+      await expect.poll(() => sent).toEqual(["block"]);
+      expect(await busy.isVisible()).toBe(true);
+      expect(await text("#result")).toBe("block: sending…");
+      expect(await page.locator("[data-action=block]").isDisabled()).toBe(true);
+      await page.locator("[data-action=block]").click({ force: true });
+      // a submission no disabled button stops (a script's requestSubmit): the view's own guard must
+      await page.evaluate('document.getElementById("block-form").requestSubmit()');
+      await page.locator("[data-action=reset]").click({ force: true });
+      late.release();
+      await page.locator("#result:not(:empty):not([aria-busy])").waitFor();
+      await late.stop();
+      expect(await text("#result")).toBe('block: done — {"blocked":true,"seconds":600}');
+      expect(dialogs.length, "one confirmation asked").toBe(asked + 1);
+      expect(sent).toEqual(["block", "usage"]);
+      expect(await busy.isVisible()).toBe(false);
+
+      // a look-up on its way: sent once
+      sent.length = 0;
+      late = await holdCalls(page, "usage");
+      await page.locator("#lookup-kind").selectOption("ip");
+      await page.locator("#lookup-value").fill("198.51.100.41");
+      await page.locator("#lookup button").click();
+      await expect.poll(() => sent).toEqual(["usage"]);
+      expect(await page.locator("#lookup button").isDisabled()).toBe(true);
+      await page.locator("#lookup-value").press("Enter");
+      late.release();
+      await page.waitForURL(/#\/identity\/tag\/i[\w-]{22}$/);
+      await expect.poll(() => text("[data-fact=tag]")).toBe(page.url().split("/").pop());
+      await late.stop();
+      expect(sent, "the look-up's, then its view's").toEqual(["usage", "usage"]);
+    } finally {
+      await late?.stop();
+      page.off("request", count);
+    }
   }, 60_000);
 });
 
@@ -284,7 +361,7 @@ describe("the console when the store fails", () => {
       // answer is what the operator must read (a 503 change may have landed, README: Admin API)
       await redis.stop();
       await page.locator("[data-action=block]").click();
-      const result = page.locator("#result:not(:empty)");
+      const result = page.locator("#result:not(:empty):not([aria-busy])");
       await result.waitFor();
       expect(await result.innerText()).toBe("block: not confirmed — 503 The rate-limit store failed. It may have landed all the same: send it again to know it did.");
       expect(await page.locator("#view [role=alert]").innerText()).toBe("The gate answered 503: The rate-limit store failed.");

@@ -64,7 +64,7 @@ async function act(selector: string): Promise<string> {
   const before = dialogs.length;
   await page.evaluate('document.getElementById("result").textContent = ""');
   await page.locator(selector).click();
-  await page.locator("#result:not(:empty)").waitFor();
+  await page.locator("#result:not(:empty):not([aria-busy])").waitFor();
   expect(dialogs.length, "the action asked for confirmation").toBe(before + 1);
   return page.locator("#result").innerText();
 }
