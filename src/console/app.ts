@@ -465,15 +465,23 @@ export const CONSOLE_JS = String.raw`
       } }, [el("button", { "data-action": "tier", text: "Set tier" }), tiers]));
       // the flag alone, as the tier: keys/update for a key the registry holds, so a key deleted
       // meanwhile stays deleted; a key nobody registered is registered disabled (an import merges)
+      // in the tier it is decided by now: without one the import takes the default tier, and a
+      // key RATE_LIMITS.keys gives another would keep the default one once enabled (the
+      // registry's entry wins). Not under unknownKeys "reject", where a key nobody knows is
+      // refused (401) already: registered disabled, it would be one Enable away from admitted
       if (entry && entry.disabled) {
         controls.push(el("button", { type: "button", "data-action": "enable", text: "Enable", onclick: function () {
           act("Enable this key again? Its requests will be decided by its tier's rules.", "keys/update", { disabled: false });
         } }));
-      } else {
+      } else if (entry) {
         controls.push(el("button", { type: "button", class: "danger", "data-action": "disable", text: "Disable", onclick: function () {
-          var question = "Disable this key? Its requests will be answered 403 everywhere.";
-          if (entry) act(question, "keys/update", { disabled: true });
-          else act(question, "keys/import", { entries: [Object.assign({}, who, { disabled: true })] });
+          act("Disable this key? Its requests will be answered 403 everywhere.", "keys/update", { disabled: true });
+        } }));
+      } else if (usage.unknownKey !== "reject") {
+        controls.push(el("button", { type: "button", class: "danger", "data-action": "disable", text: "Disable", onclick: function () {
+          act("Register this key disabled, in tier \"" + usage.tier + "\"? Its requests will be answered 403 everywhere.", "keys/import", {
+            entries: [Object.assign({}, who, { tier: usage.tier, disabled: true })],
+          });
         } }));
       }
       var ruleNames = [];

@@ -283,6 +283,62 @@ describe("the console in a browser", () => {
     expect((await adminCall("keys/get", { key: unknown })).body).toMatchObject({ tier: "free", disabled: true });
   }, 60_000);
 
+  it("disables a key RATE_LIMITS.keys gives a tier, which the registry does not hold, in that tier, and enables it again in that tier", async () => {
+    const key = "sk-configured-paid";
+    const gate = await startGateIsolate({
+      ADMIN_TOKEN,
+      RATE_LIMITS: rateLimits({
+        identity: { header: "x-api-key" },
+        defaultTier: "free",
+        keys: { [createHash("sha256").update(key).digest("hex")]: "paid" },
+        tiers: { free: { rules: [{ name: "hour", limit: 1, window: "1h" }] }, paid: { rules: [{ name: "hour", limit: 1000, window: "1h" }] } },
+      }),
+    });
+    const other = await context.newPage();
+    other.on("dialog", (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
+    const url = (await gate.ready).href;
+    const send = async () => {
+      const res = await gate.dispatchFetch(`${url}v1/things`, { headers: { "cf-connecting-ip": "203.0.113.53", "x-api-key": key } });
+      await res.arrayBuffer();
+      return res.status;
+    };
+    const entry = async () => {
+      const res = await gate.dispatchFetch(`${url}__slidegate/keys/get`, { method: "POST", body: JSON.stringify({ key }), headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+      return (await res.json()) as Record<string, unknown>;
+    };
+    const act = async (action: string) => {
+      await other.locator(`[data-action=${action}]`).click();
+      await other.locator("#result:not(:empty):not([aria-busy])").waitFor();
+      return other.locator("#result").innerText();
+    };
+    try {
+      await other.goto(`${url}__slidegate/`);
+      await other.locator("#token").fill(ADMIN_TOKEN);
+      await other.locator("#login-form button").click();
+      await other.locator("#refresh").waitFor();
+      await other.locator("#lookup-kind").selectOption("key");
+      await other.locator("#lookup-value").fill(key);
+      await other.locator("#lookup button").click();
+      await expect.poll(() => other.locator("[data-fact=registry]").innerText()).toBe("not registered");
+      expect(await other.locator("[data-fact=tier]").innerText()).toBe("paid");
+
+      expect(await act("disable")).toMatch(/^keys\/import: done — /);
+      expect(dialogs.at(-1)).toBe('Register this key disabled, in tier "paid"? Its requests will be answered 403 everywhere.');
+      expect(await entry()).toMatchObject({ tier: "paid", disabled: true });
+      expect(await send()).toBe(403);
+      expect(await act("enable")).toMatch(/^keys\/update: done — /);
+      // its configured tier's quota, not the default tier's one request an hour
+      expect(await other.locator("[data-fact=tier]").innerText()).toBe("paid");
+      expect([await send(), await send()]).toEqual([200, 200]);
+    } finally {
+      await other.close();
+      await gate.dispose();
+    }
+  }, 60_000);
+
   it("registers a key it showed as unregistered without replacing an entry another operator made meanwhile", async () => {
     const key = "sk-registered-behind-the-page";
     await page.locator("#lookup-kind").selectOption("key");
@@ -520,11 +576,11 @@ describe("the console in a browser", () => {
   }, 60_000);
 
   it.each([
-    ["reject", "not registered: refused (401)"],
-    ["ip", "not registered: limited as its address"],
+    ["reject", "not registered: refused (401)", 0],
+    ["ip", "not registered: limited as its address", 1],
   ])(
-    'says how a key nobody knows is decided under unknownKeys "%s", not only that it is unregistered',
-    async (unknownKeys, shown) => {
+    'says how a key nobody knows is decided under unknownKeys "%s", not only that it is unregistered, and offers to disable it only where that stops it',
+    async (unknownKeys, shown, disable) => {
       const gate = await startGateIsolate({
         ADMIN_TOKEN,
         RATE_LIMITS: rateLimits({ identity: { header: "x-api-key", unknownKeys }, rules: [{ name: "hour", limit: 1000, window: "1h" }] }),
@@ -539,6 +595,8 @@ describe("the console in a browser", () => {
         await other.locator("#lookup-value").fill("sk-nobody-knows");
         await other.locator("#lookup button").click();
         await expect.poll(() => other.locator("[data-fact=registry]").innerText()).toBe(shown);
+        // under "reject" it is refused already: registered disabled, it would be one Enable away from admitted
+        expect(await other.locator("[data-action=disable]").count()).toBe(disable);
       } finally {
         await other.close();
         await gate.dispose();
