@@ -3,8 +3,8 @@ import { READ_KEY_JS } from "./key-reading.ts";
 /**
  * The console's script, as the page inlines it (plain ES2020, no build step, no dependency).
  * Every value from the gate is put in the page as text (textContent, SVG attributes), never
- * as markup. The admin token lives in sessionStorage under one name, and goes only into the
- * Authorization header of calls to this gate's admin routes.
+ * as markup. The admin token lives in this page's memory alone (no storage, no cookie, no URL),
+ * and goes only into the Authorization header of calls to this gate's admin routes.
  *
  * Views, by the URL's fragment (which never holds the token): #/health, #/config,
  * #/identity/hash/<sha256 hex>, #/identity/tag/<address tag>.
@@ -12,6 +12,7 @@ import { READ_KEY_JS } from "./key-reading.ts";
 export const CONSOLE_JS = String.raw`
 "use strict";
 (function () {
+  // where an earlier build kept the token, in the tab's session storage
   var STORE = "slidegate.adminToken";
   // fixed, never read from the page's own path: that path may be a crafted spelling that
   // would make the calls (and the token) go to another host
@@ -33,7 +34,13 @@ export const CONSOLE_JS = String.raw`
   var healthLoading = -1;
 
   function $(id) { return document.getElementById(id); }
-  function token() { return sessionStorage.getItem(STORE); }
+  // The admin token, in this page's memory and nowhere else. Every storage a page has
+  // (sessionStorage, localStorage, cookies, IndexedDB) belongs to the origin, which the console
+  // shares with the API behind the gate: a page of the API opened in this tab or another (user
+  // content, an XSS, a third-party script) would read the token there. So a reload, or a new
+  // tab, asks for it again.
+  var adminToken = null;
+  function token() { return adminToken; }
 
   /** An element with attributes (text: its text) and children (nodes or strings, as text). */
   function el(tag, attrs, children) {
@@ -134,7 +141,7 @@ export const CONSOLE_JS = String.raw`
   function showBusy() { $("busy").hidden = !inFlight || !token(); }
 
   function signOut(message) {
-    sessionStorage.removeItem(STORE);
+    adminToken = null;
     showBusy();
     clearInterval(refreshTimer);
     configuration = null;
@@ -150,7 +157,7 @@ export const CONSOLE_JS = String.raw`
     event.preventDefault();
     var button = $("login-form").querySelector("button");
     if (button.disabled) return;
-    sessionStorage.setItem(STORE, $("token").value);
+    adminToken = $("token").value;
     $("token").value = "";
     button.disabled = true;
     try {
@@ -630,9 +637,8 @@ export const CONSOLE_JS = String.raw`
   ${READ_KEY_JS}
 
   $("lookup").onsubmit = lookUp;
-  // A tab opened from the console (a link opened in a new tab, a duplicated tab) starts with a
-  // copy of this tab's session storage, the token in it: signing out of one must forget it in
-  // every tab of this console, or the token stays in the browser the operator thinks is clear.
+  // Each tab of the console is signed in on its own; signing out of one must forget the token
+  // in every one, or it stays in the browser the operator thinks is clear.
   var tabs = typeof BroadcastChannel === "function" ? new BroadcastChannel("slidegate.console") : null;
   if (tabs) tabs.onmessage = function (event) { if (event.data === "sign-out" && token()) signOut("Signed out in another tab."); };
   $("sign-out").onclick = function () {
@@ -640,6 +646,14 @@ export const CONSOLE_JS = String.raw`
     if (tabs) tabs.postMessage("sign-out");
   };
   window.addEventListener("hashchange", route);
+  // Leaving the page forgets the token. The browser may keep the page left, its memory with it,
+  // to show it again on Back (the back/forward cache): whoever presses Back at this browser
+  // after the operator went on to another page would be signed in. Signed out before the page is
+  // put away, it is kept showing the sign-in form, and no figures.
+  window.addEventListener("pagehide", function () { if (token()) signOut("You left the console: sign in again."); });
+  // An earlier build kept the token in this tab's session storage, where any page of the origin
+  // opened in the tab reads it: it is removed, not read. Storage the browser refuses holds none.
+  try { sessionStorage.removeItem(STORE); } catch (e) {}
   route();
 })();
 `;

@@ -4,9 +4,9 @@ import { CONSOLE_CSS } from "./style.ts";
 /**
  * The operator's console: one HTML page with its stylesheet and script inline, shipped in the
  * Worker's bundle — no framework, no CDN, no request but to the gate's own admin API. The page
- * holds no data and no secret: it asks for the admin token, keeps it in the tab's
- * sessionStorage only (never a cookie, never a URL) and sends it as a bearer token with each
- * admin call. A Content-Security-Policy allows exactly this script and stylesheet (by hash)
+ * holds no data and no secret: it asks for the admin token, keeps it in the page's memory
+ * only (never in storage of the origin, never a cookie, never a URL) and sends it as a bearer
+ * token with each admin call. A Content-Security-Policy allows exactly this script and stylesheet (by hash)
  * and connections to this origin only; no page may frame it, and no page that opened it keeps
  * its window (Cross-Origin-Opener-Policy).
  *
@@ -47,7 +47,7 @@ const CONSOLE_HTML = `<!doctype html>
       <button class="primary">Sign in</button>
       <p id="login-error" class="bad" role="alert"></p>
     </form>
-    <p class="muted">The token stays in this tab's session storage and goes only to this gate's admin API, as a bearer token.</p>
+    <p class="muted">The token stays in this page's memory alone, until you sign out or leave or reload the page, and goes only to this gate's admin API, as a bearer token.</p>
   </section>
   <section id="view" aria-live="polite"></section>
 </main>
@@ -82,7 +82,7 @@ function pageHeaders(): Promise<Headers> {
       "X-Frame-Options": "DENY",
       // The console shares its origin with the API behind the gate: a page of that origin (user
       // content, an XSS) that opened it, or that it was opened from, would otherwise hold its
-      // window, and read the token from its sessionStorage or script its page. Same-origin
+      // window, and script its page (and read the token it holds). Same-origin
       // only: such an opener gets a closed window.
       "Cross-Origin-Opener-Policy": "same-origin",
     }))();

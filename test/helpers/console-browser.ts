@@ -14,19 +14,22 @@ export interface ConsoleBrowser {
 }
 
 /**
- * A headless Chromium with a profile of its own (so the console's sessionStorage starts empty)
- * and one page, whose dialogs (the console's confirmations) are accepted and their messages
- * kept in `dialogs`.
+ * A headless Chromium with a profile of its own (so the origin's storage starts empty) and one
+ * page, whose dialogs (the console's confirmations) are accepted and their messages kept in
+ * `dialogs`. With `backForwardCache`, pages left are kept for Back as a browser keeps them
+ * (Playwright turns that off, since a page restored so fires no load event: wait for
+ * `commit` on goBack).
  *
  * @example
  * const browser = await consoleBrowser(dialogs);
  * await browser.page.goto(consoleUrl);
  */
-export async function consoleBrowser(dialogs: string[]): Promise<ConsoleBrowser> {
+export async function consoleBrowser(dialogs: string[], options: { backForwardCache?: boolean } = {}): Promise<ConsoleBrowser> {
   const profile = mkdtempSync(join(tmpdir(), "slidegate-chromium-"));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
+    ignoreDefaultArgs: options.backForwardCache ? ["--disable-back-forward-cache"] : undefined,
     args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     viewport: { width: 1280, height: 900 },
   });
