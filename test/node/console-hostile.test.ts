@@ -287,23 +287,36 @@ describe("the console on a slow store", () => {
   }, 60_000);
 });
 
+/**
+ * Runs `body` with the console signed in on a gate whose store is a Redis of its own (which
+ * `body` may stop and start), then takes them all down.
+ */
+async function signedInOnStoreOfItsOwn(body: (redis: Awaited<ReturnType<typeof startRedis>>) => Promise<void>) {
+  const redis = await startRedis();
+  const shimToken = crypto.randomUUID().replace(/-/g, "");
+  const shim = await startShim({ token: shimToken, redisUrl: redis.url, log: () => {} });
+  const own = await startGateIsolate({
+    ADMIN_TOKEN,
+    UPSTASH_REDIS_REST_URL: shim.url,
+    UPSTASH_REDIS_REST_TOKEN: shimToken,
+    RATE_LIMITS: rateLimits({ rules: [{ name: "hour", limit: 1, window: "1h" }] }),
+  });
+  try {
+    await page.goto(`${await own.ready}__slidegate/`);
+    await page.locator("#token").fill(ADMIN_TOKEN);
+    await page.locator("#login-form button").click();
+    await page.locator("#refresh").waitFor();
+    await body(redis);
+  } finally {
+    await own.dispose();
+    await shim.close();
+    await redis.stop();
+  }
+}
+
 describe("the console when the store fails", () => {
   it("says the gate answered that the store failed (not that it could not be reached), and tries again when asked", async () => {
-    // a Redis of its own, which this test stops and starts
-    const redis = await startRedis();
-    const shimToken = crypto.randomUUID().replace(/-/g, "");
-    const shim = await startShim({ token: shimToken, redisUrl: redis.url, log: () => {} });
-    const own = await startGateIsolate({
-      ADMIN_TOKEN,
-      UPSTASH_REDIS_REST_URL: shim.url,
-      UPSTASH_REDIS_REST_TOKEN: shimToken,
-      RATE_LIMITS: rateLimits({ rules: [{ name: "hour", limit: 1, window: "1h" }] }),
-    });
-    try {
-      await page.goto(`${await own.ready}__slidegate/`);
-      await page.locator("#token").fill(ADMIN_TOKEN);
-      await page.locator("#login-form button").click();
-      await page.locator("#refresh").waitFor();
+    await signedInOnStoreOfItsOwn(async (redis) => {
       await redis.stop();
       await page.locator("#refresh").click();
       const alert = page.locator("#view [role=alert]");
@@ -321,68 +334,50 @@ describe("the console when the store fails", () => {
           { timeout: 30_000, interval: 1000 },
         )
         .toBe(true);
-    } finally {
-      await own.dispose();
-      await shim.close();
-      await redis.stop();
-    }
+    });
   }, 90_000);
 
   it("tells an action the store failed as not confirmed, though the view cannot be read again, and one the gate never answered likewise", async () => {
-    const redis = await startRedis();
-    const shimToken = crypto.randomUUID().replace(/-/g, "");
-    const shim = await startShim({ token: shimToken, redisUrl: redis.url, log: () => {} });
-    const own = await startGateIsolate({
-      ADMIN_TOKEN,
-      UPSTASH_REDIS_REST_URL: shim.url,
-      UPSTASH_REDIS_REST_TOKEN: shimToken,
-      RATE_LIMITS: rateLimits({ rules: [{ name: "hour", limit: 1, window: "1h" }] }),
-    });
     const errors: string[] = [];
     const onError = (e: Error) => void errors.push(e.message);
     page.on("pageerror", onError);
     try {
-      await page.goto(`${await own.ready}__slidegate/`);
-      await page.locator("#token").fill(ADMIN_TOKEN);
-      await page.locator("#login-form button").click();
-      await page.locator("#refresh").waitFor();
-      await page.locator("#lookup-kind").selectOption("ip");
-      await page.locator("#lookup-value").fill("198.51.100.40");
-      await page.locator("#lookup button").click();
-      await page.locator("[data-fact=block]").waitFor();
+      await signedInOnStoreOfItsOwn(async (redis) => {
+        await page.locator("#lookup-kind").selectOption("ip");
+        await page.locator("#lookup-value").fill("198.51.100.40");
+        await page.locator("#lookup button").click();
+        await page.locator("[data-fact=block]").waitFor();
 
-      // the block's call and the view's usage after it both meet the store down: the block's
-      // answer is what the operator must read (a 503 change may have landed, README: Admin API)
-      await redis.stop();
-      await page.locator("[data-action=block]").click();
-      const result = page.locator("#result:not(:empty):not([aria-busy])");
-      await result.waitFor();
-      expect(await result.innerText()).toBe("block: not confirmed — 503 The rate-limit store failed. It may have landed all the same: send it again to know it did.");
-      expect(await page.locator("#view [role=alert]").innerText()).toBe("The gate answered 503: The rate-limit store failed.");
+        // the block's call and the view's usage after it both meet the store down: the block's
+        // answer is what the operator must read (a 503 change may have landed, README: Admin API)
+        await redis.stop();
+        await page.locator("[data-action=block]").click();
+        const result = page.locator("#result:not(:empty):not([aria-busy])");
+        await result.waitFor();
+        expect(await result.innerText()).toBe("block: not confirmed — 503 The rate-limit store failed. It may have landed all the same: send it again to know it did.");
+        expect(await page.locator("#view [role=alert]").innerText()).toBe("The gate answered 503: The rate-limit store failed.");
 
-      await redis.start();
-      await expect
-        .poll(
-          async () => {
-            if (await page.locator("#view [role=alert]").isVisible()) await page.locator("#view [data-action=retry]").click();
-            return page.locator("[data-fact=block]").isVisible();
-          },
-          { timeout: 30_000, interval: 1000 },
-        )
-        .toBe(true);
+        await redis.start();
+        await expect
+          .poll(
+            async () => {
+              if (await page.locator("#view [role=alert]").isVisible()) await page.locator("#view [data-action=retry]").click();
+              return page.locator("[data-fact=block]").isVisible();
+            },
+            { timeout: 30_000, interval: 1000 },
+          )
+          .toBe(true);
 
-      // the gate out of reach for the block alone: said so, not left as if nothing was clicked
-      await page.route("**/__slidegate/block", (route) => route.abort("connectionreset"));
-      await page.locator("[data-action=block]").click();
-      await result.waitFor();
-      expect(await result.innerText()).toMatch(/^block: not confirmed — the gate could not be reached \(.+\)\. It may have landed all the same: send it again to know it did\.$/);
-      await page.unroute("**/__slidegate/block");
+        // the gate out of reach for the block alone: said so, not left as if nothing was clicked
+        await page.route("**/__slidegate/block", (route) => route.abort("connectionreset"));
+        await page.locator("[data-action=block]").click();
+        await result.waitFor();
+        expect(await result.innerText()).toMatch(/^block: not confirmed — the gate could not be reached \(.+\)\. It may have landed all the same: send it again to know it did\.$/);
+        await page.unroute("**/__slidegate/block");
+      });
       expect(errors).toEqual([]);
     } finally {
       page.off("pageerror", onError);
-      await own.dispose();
-      await shim.close();
-      await redis.stop();
     }
   }, 90_000);
 });
