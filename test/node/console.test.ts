@@ -85,6 +85,29 @@ async function gateBeforeOriginPage() {
   return { gate, origin };
 }
 
+/**
+ * Runs `body` with the URL of a gate in front of an origin page (`gateBeforeOriginPage`) and a
+ * tab of the browser's own, then takes them all down.
+ */
+async function withGateBeforeOriginPage(body: (url: string, tab: Page) => Promise<void>) {
+  const { gate, origin } = await gateBeforeOriginPage();
+  const tab = await context.newPage();
+  try {
+    await body((await gate.ready).href, tab);
+  } finally {
+    await tab.close();
+    await gate.dispose();
+    origin.close();
+  }
+}
+
+/** Signs in at the console `tab` shows, and waits for its first view. */
+async function signInHere(tab: Page) {
+  await tab.locator("#token").fill(ADMIN_TOKEN);
+  await tab.locator("#login-form button").click();
+  await tab.locator("#refresh").waitFor();
+}
+
 /** Everything of the origin that a script of any of its pages reads in `tab`: its storages, its cookies, its databases. */
 function originStorage(tab: Page) {
   return tab.evaluate(`(async () => ({
@@ -557,14 +580,9 @@ describe("the console in a browser", () => {
   }, 60_000);
 
   it("keeps the admin token in the page's memory alone: no storage of the origin holds it, nor a page of the API the tab goes on to, and Back or a reload asks for it again", async () => {
-    const { gate, origin } = await gateBeforeOriginPage();
-    const tab = await context.newPage();
-    try {
-      const url = (await gate.ready).href;
+    await withGateBeforeOriginPage(async (url, tab) => {
       await tab.goto(`${url}__slidegate/`);
-      await tab.locator("#token").fill(ADMIN_TOKEN);
-      await tab.locator("#login-form button").click();
-      await tab.locator("#refresh").waitFor();
+      await signInHere(tab);
       expect(await originStorage(tab)).toEqual({ session: {}, local: {}, cookie: "", databases: [] });
       expect((await context.cookies()).length).toBe(0);
       expect(tab.url()).not.toContain(ADMIN_TOKEN);
@@ -582,9 +600,7 @@ describe("the console in a browser", () => {
       expect(await tab.locator("#view > *").count()).toBe(0);
 
       // signed in again, a reload asks again, and calls nothing meanwhile
-      await tab.locator("#token").fill(ADMIN_TOKEN);
-      await tab.locator("#login-form button").click();
-      await tab.locator("#refresh").waitFor();
+      await signInHere(tab);
       const called: string[] = [];
       tab.on("request", (r) => void (r.resourceType() === "fetch" && called.push(r.url())));
       await tab.reload();
@@ -592,53 +608,42 @@ describe("the console in a browser", () => {
       expect(await tab.locator("#nav").isVisible()).toBe(false);
       expect(called).toEqual([]);
       expect(await originStorage(tab)).toEqual({ session: {}, local: {}, cookie: "", databases: [] });
-    } finally {
-      await tab.close();
-      await gate.dispose();
-      origin.close();
-    }
+    });
   }, 60_000);
 
   it("signs out a console page the browser keeps for Back: restored, the same page asks for the token again and shows no figures", async () => {
-    const { gate, origin } = await gateBeforeOriginPage();
-    const keeping = await consoleBrowser([], { backForwardCache: true });
-    const tab = keeping.page;
-    try {
-      const url = (await gate.ready).href;
-      // This Chromium keeps no page served no-store (the console's, its admin answers) for Back;
-      // Safari does, and Chrome is starting to. The header is taken off on the way to stand in
-      // for such a browser: the page and its script are the gate's own.
-      await tab.route("**/__slidegate/**", async (route) => {
-        const response = await route.fetch();
-        const { "cache-control": _, ...headers } = response.headers();
-        await route.fulfill({ response, headers });
-      });
-      await tab.goto(`${url}__slidegate/`);
-      await tab.locator("#token").fill(ADMIN_TOKEN);
-      await tab.locator("#login-form button").click();
-      await tab.locator("#refresh").waitFor();
-      await tab.evaluate('window.samePage = true; addEventListener("pageshow", (e) => { window.restored = e.persisted; })');
-      await tab.goto(`${url}docs`);
-      await tab.goBack({ waitUntil: "commit" });
-      await tab.waitForFunction("window.restored !== undefined");
-      // the page kept, its memory with it: not one loaded again, which would ask for the token anyway
-      expect(await tab.evaluate("[window.samePage, window.restored]")).toEqual([true, true]);
-      expect(await tab.locator("#login").isVisible()).toBe(true);
-      expect(await tab.locator("#login-error").innerText()).toBe("You left the console: sign in again.");
-      expect(await tab.locator("#nav").isVisible()).toBe(false);
-      expect(await tab.locator("#view > *").count()).toBe(0);
-    } finally {
-      await keeping.close();
-      await gate.dispose();
-      origin.close();
-    }
+    await withGateBeforeOriginPage(async (url) => {
+      const keeping = await consoleBrowser([], { backForwardCache: true });
+      const tab = keeping.page;
+      try {
+        // This Chromium keeps no page served no-store (the console's, its admin answers) for Back;
+        // Safari does, and Chrome is starting to. The header is taken off on the way to stand in
+        // for such a browser: the page and its script are the gate's own.
+        await tab.route("**/__slidegate/**", async (route) => {
+          const response = await route.fetch();
+          const { "cache-control": _, ...headers } = response.headers();
+          await route.fulfill({ response, headers });
+        });
+        await tab.goto(`${url}__slidegate/`);
+        await signInHere(tab);
+        await tab.evaluate('window.samePage = true; addEventListener("pageshow", (e) => { window.restored = e.persisted; })');
+        await tab.goto(`${url}docs`);
+        await tab.goBack({ waitUntil: "commit" });
+        await tab.waitForFunction("window.restored !== undefined");
+        // the page kept, its memory with it: not one loaded again, which would ask for the token anyway
+        expect(await tab.evaluate("[window.samePage, window.restored]")).toEqual([true, true]);
+        expect(await tab.locator("#login").isVisible()).toBe(true);
+        expect(await tab.locator("#login-error").innerText()).toBe("You left the console: sign in again.");
+        expect(await tab.locator("#nav").isVisible()).toBe(false);
+        expect(await tab.locator("#view > *").count()).toBe(0);
+      } finally {
+        await keeping.close();
+      }
+    });
   }, 60_000);
 
   it("removes, unread, a token an earlier build left in the tab's session storage", async () => {
-    const { gate, origin } = await gateBeforeOriginPage();
-    const tab = await context.newPage();
-    try {
-      const url = (await gate.ready).href;
+    await withGateBeforeOriginPage(async (url, tab) => {
       await tab.goto(`${url}docs`);
       await tab.evaluate((token) => sessionStorage.setItem("slidegate.adminToken", token), ADMIN_TOKEN);
       const called: string[] = [];
@@ -651,28 +656,20 @@ describe("the console in a browser", () => {
       // gone for the pages of the API the tab goes on to as well
       await tab.goto(`${url}docs`);
       expect(await tab.evaluate(() => sessionStorage.getItem("slidegate.adminToken"))).toBeNull();
-    } finally {
-      await tab.close();
-      await gate.dispose();
-      origin.close();
-    }
+    });
   }, 60_000);
 
   it("keeps a page of the origin it shares that opened it from its window: the opener cannot read the token or the page", async () => {
     // the API's own origin serves a page (user content, an XSS): same origin as the console,
     // since the gate answers /__slidegate/ in front of it
-    const { gate, origin } = await gateBeforeOriginPage();
-    const opener = await context.newPage();
-    try {
-      await opener.goto(`${(await gate.ready).href}docs`);
+    await withGateBeforeOriginPage(async (url, opener) => {
+      await opener.goto(`${url}docs`);
       expect(await opener.title()).toBe("an origin page");
       // it opens the console, and the operator signs in there (the address bar shows the gate's own console)
       const opened = context.waitForEvent("page");
       await opener.evaluate('window.consoleWindow = window.open("/__slidegate/")');
       const popup = await opened;
-      await popup.locator("#token").fill(ADMIN_TOKEN);
-      await popup.locator("#login-form button").click();
-      await popup.locator("#refresh").waitFor();
+      await signInHere(popup);
       // what the origin page's script can reach of it: the page, whose script holds the token, and its storage
       const reach = await opener.evaluate(`(() => {
         const w = window.consoleWindow;
@@ -685,11 +682,7 @@ describe("the console in a browser", () => {
       expect(JSON.stringify(reach)).not.toContain(ADMIN_TOKEN);
       expect(JSON.stringify(reach)).not.toContain("<html");
       await popup.close();
-    } finally {
-      await opener.close();
-      await gate.dispose();
-      origin.close();
-    }
+    });
   }, 60_000);
 
   it.each([
