@@ -36,6 +36,13 @@ describe("canonicalPath", () => {
     expect(path("/v1%252Fusers").matchOn).toContain("/v1/users");
   });
 
+  it("matches a backslash the path decodes to twice as a slash too: IIS behind a proxy that decodes once reads it so", () => {
+    expect(path("/x/..%255C..%255Cv1/users").matchOn).toEqual(expect.arrayContaining(["/x/..\\..\\v1/users", "/v1/users", "/v1/users/"]));
+    expect(path("/v1%255cusers%255c").matchOn).toContain("/v1/users/");
+    // a path that decodes to none is matched as before
+    expect(path("/v1%255Fusers").matchOn).not.toContain("/v1/users");
+  });
+
   it("matches without a format suffix or trailing dots, and with a trailing slash added, as lenient routers do", () => {
     expect(path("/v1/users.json").matchOn).toEqual(["/v1/users.json", "/v1/users.json/", "/v1/users", "/v1/users/"]);
     expect(path("/v1/users.").matchOn).toContain("/v1/users");

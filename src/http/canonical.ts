@@ -12,7 +12,8 @@ import { memo } from "../memo.ts";
  *   escapes upper-cased (RFC 3986 §6.2.2) and a `%` that starts no escape written `%25`, runs
  *   of `/` merged, dot segments resolved. What the
  *   origin receives has nothing left for it to normalise differently.
- * - the match forms: the forwarded path as it is, fully decoded (once, and twice), cut at a
+ * - the match forms: the forwarded path as it is, fully decoded (once, and twice, with a `\`
+ *   that decodes to read as `/` as well, as IIS behind a decoding proxy reads it), cut at a
  *   `;` or a `?` or `#` it decodes to (a rewrite that puts it back into a URL ends it there),
  *   each without ASP.NET's cookieless session data (`/(S(x))/v1` is `/v1` to the .NET
  *   Framework) and without a script's segment that more path follows (`/index.php/v1` is `/v1`
@@ -378,8 +379,14 @@ function canonicalPathOf(pathname: string): CanonicalPath {
   const seen = stringSet();
   // decoded twice too, for a stack where a proxy and the application each decode once
   const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
+  // `%255C` is the `%5C` refused above to the application behind such a proxy, and the `\` it
+  // decodes to is a `/` to IIS: `/x/..%255C..%255Cv1` is `/v1` there, so that reading counts too
+  const slashed = twice.includes("\\") ? normaliseSegments(twice.replaceAll("\\", "/")) : twice;
   // each distinct: most are the path itself, which a long path of many segments makes costly
-  const bases = distinct([path, decoded, twice, untilQuery(path), untilQuery(decoded), untilQuery(twice)]).flatMap((base) => [base, withoutCookieless(base)]);
+  const bases = distinct([path, decoded, twice, slashed, untilQuery(path), untilQuery(decoded), untilQuery(twice), untilQuery(slashed)]).flatMap((base) => [
+    base,
+    withoutCookieless(base),
+  ]);
   const pages = distinct(bases).flatMap((base) => [base, ...nextPages(base), ...routerDataPages(base)]);
   for (const form of distinct(pages).flatMap((base) => [base, withoutScript(base)])) {
     if (seen.has(form)) continue;

@@ -196,6 +196,7 @@ const atom = fc.constantFrom(
   "%8",
   "%2f",
   "%5c",
+  "%255c",
   "\\",
   "%00",
   "%C0%AF",
@@ -211,11 +212,14 @@ const anyPath = fc.oneof(
 /**
  * Forms matched since aee9edd, each worked out from a form it gives: a directory's index script
  * (fe0c41b) or a controller's index action as the directory, a page's Next.js data route or segment prefetch as the page
- * (6b1b65c), a page's SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page. The reference stays
+ * (6b1b65c), a page's SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page, a
+ * path decoded twice with its backslashes as slashes. The reference stays
  * as aee9edd had it; these are tested in canonical.test.ts.
  */
 function addedSince(form: string, forms: readonly string[]): boolean {
   return forms.some((f) => {
+    // a backslash the path decodes to twice, also read as a slash (IIS behind a proxy that decodes once)
+    if (f.includes("\\")) return true;
     if (/\/_next\/data\/|\.segments\/|\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|page-data\.json|q-data\.json)$/i.test(f)) return true;
     const dir = f.slice(0, f.lastIndexOf("/") + 1);
     return /^(?:(?:index|default)\.[^/]*|index)$/i.test(f.slice(dir.length)) && (form === dir || form === dir.slice(0, -1));
