@@ -1,6 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { posix } from "node:path";
+import fc from "fast-check";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rawRequest } from "../helpers/framework-origin.ts";
@@ -81,4 +82,23 @@ describe("a path decoded twice: a backslash it decodes to is a slash to the stac
     expect(res.status).toBe(200);
     expect(JSON.parse(res.body)).toEqual({ target: "/v2%255Cusers", route: "/v2/users" });
   });
+
+  // spellings of /v1/users built from what such a stack decodes twice: slashes and dot segments
+  // spelt with backslashes, escaped once or twice, and letters escaped once or twice
+  const slash = fc.constantFrom("/", "%252F", "%255C", "%255c", "/x/..%255C", "/x%255C..%255C", "%255Cx%255C%252e%252e%255C", "/x/%252e%252e%255C", "/./", "//");
+  const word = (w: string) => fc.tuple(...[...w].map((c) => fc.constantFrom(c, c.toUpperCase(), `%25${c.charCodeAt(0).toString(16)}`))).map((cs) => cs.join(""));
+  const spelling = fc.tuple(slash, word("v1"), slash, word("users"), fc.constantFrom("", "/", "%255C")).map((parts) => parts.join(""));
+
+  it("no spelling the stack routes to /v1/users gets past the spent rule (fast-check)", async () => {
+    await fc.assert(
+      fc.asyncProperty(spelling, async (target) => {
+        const ip = freshIpv4();
+        expect((await via("/v1/users", ip)).status).toBe(200);
+        const before = origin.hits.get("/v1/users") ?? 0;
+        const res = await via(target, ip);
+        expect((origin.hits.get("/v1/users") ?? 0) - before, `${target} reached the users handler (gate answered ${res.status})`).toBe(0);
+      }),
+      { numRuns: 150 },
+    );
+  }, 120_000);
 });
