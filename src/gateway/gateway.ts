@@ -50,7 +50,7 @@ const UNREAD_METHODS: readonly string[] = [];
 /** An Expect header asking for 100 Continue (its one defined expectation, in any case). */
 const EXPECTS_CONTINUE = /^\s*100-continue\s*$/i;
 
-/** The most of an unread upload the gate reads (and drops) before answering on its own. */
+/** The most of an unread upload the gate reads (and drops) after answering on its own. */
 const DRAIN_LIMIT = 1 << 20;
 
 /**
@@ -70,6 +70,32 @@ async function discard(body: ReadableStream<Uint8Array>): Promise<void> {
   } catch {
     // a client that went away: nothing left to answer
   }
+}
+
+/**
+ * `response`, sent at once while `body` is drained (see `discard`), as nginx answers and then
+ * reads what is left of the request ("lingering close"): an answer sent only once the upload
+ * was drained would never reach a client that sends more only once it is answered (an
+ * interactive upload). The answer is held open, its length told, so the client has it whole
+ * while the runtime still lets the request's body be read, which it does not once the answer
+ * is over.
+ */
+async function answerWhileDraining(response: Response, body: ReadableStream<Uint8Array>, method: string): Promise<Response> {
+  const drained = discard(body);
+  // an answer with no body on the wire (a HEAD's) is over once sent: drained first, as before
+  if (response.body === null || method === "HEAD") {
+    await drained;
+    return response;
+  }
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  const { readable, writable } = new FixedLengthStream(bytes.byteLength);
+  const writer = writable.getWriter();
+  // a client gone before its answer was sent fails the write: nothing left to answer
+  Promise.all([writer.write(bytes), drained]).then(
+    () => writer.close().catch(() => {}),
+    () => writer.abort().catch(() => {}),
+  );
+  return new Response(readable, response);
 }
 
 const defaultLog: NonNullable<GateOptions["log"]> = (level, line) => console[level](JSON.stringify(line));
@@ -171,8 +197,10 @@ export function createGate(options: GateOptions): Gate {
     }
     // a client that asked to be told before it sends its body (Expect: 100-continue) has sent
     // none: it takes this answer in place of 100 Continue, which workerd never sends, and
-    // sends nothing (RFC 9110 §10.1.1); draining would wait for a body that is not coming
-    if (pending.body && !EXPECTS_CONTINUE.test(request.headers.get("expect") ?? "")) await discard(pending.body);
+    // sends nothing (RFC 9110 §10.1.1); draining would wait for a body that is not coming.
+    // A body the gate's own code read (the admin API's) is no upload left unread.
+    if (pending.body && !pending.body.locked && !EXPECTS_CONTINUE.test(request.headers.get("expect") ?? ""))
+      response = await answerWhileDraining(response, pending.body, request.method);
     if (failures.due()) failures.flush();
     if (denials.due()) {
       if (ctx) ctx.waitUntil(denials.flush());
