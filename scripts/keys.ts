@@ -467,10 +467,30 @@ async function main(): Promise<unknown> {
 async function importFile(path: string | undefined): Promise<unknown> {
   if (!path) throw new UsageError("name the file: import <file.csv | file.json>");
   const entries = readEntries(path);
+  let imported = 0;
+  let sending: string | undefined;
+  // Ctrl-C: what has landed, and that running the file again is safe (an import merges). While
+  // the gate checks the file, nothing has: said so, where a silent exit leaves the operator to guess
+  let checking = true;
+  process.once("SIGINT", () => {
+    console.error(
+      checking
+        ? `interrupted while the gate checked the file: nothing was imported (${entries.length} entries in ${path})`
+        : `interrupted: ${imported} of ${entries.length} imported${sending ? `; ${sending} were being sent and may have landed` : ""}. An import merges entries, so running it again is safe.`,
+    );
+    process.exit(130);
+  });
   // From Authorization the gate reads the token after the scheme ("Bearer K" is K), which trimKey
   // alone does not: asked of the gate, as only it knows its key header
   if (entries.some(({ entry }) => typeof entry.key === "string")) {
-    const identity = (await call("configuration", {})).identity as { header?: unknown } | undefined;
+    let configuration: Record<string, unknown>;
+    try {
+      configuration = await call("configuration", {});
+    } catch (e) {
+      if (e instanceof RefusedError) throw new RefusedError(`${path}: nothing was imported; the gate's configuration, read before the check, did not come: ${e.message}`);
+      throw e;
+    }
+    const identity = configuration.identity as { header?: unknown } | undefined;
     if (identity?.header === "authorization") {
       refuseTwice(path, entries, (key) => {
         const read = readKey("authorization", key);
@@ -485,7 +505,12 @@ async function importFile(path: string | undefined): Promise<unknown> {
     try {
       answer = await call("keys/import", { entries: batch.map((e) => e.entry), check: true });
     } catch (e) {
-      if (!(e instanceof RefusedError && e.message.startsWith("400 "))) throw e;
+      // a gate that failed or went away mid-check wrote nothing: said, as a failed write says what landed
+      if (e instanceof RefusedError && !e.message.startsWith("400 "))
+        throw new RefusedError(
+          `${path}: nothing was imported; the check of ${batch[0]!.at} to ${batch.at(-1)!.at} (entries ${i + 1}–${i + batch.length}) did not complete: ${e.message}`,
+        );
+      if (!(e instanceof RefusedError)) throw e;
       const entry = /entries\[(\d+)\]/.exec(e.message);
       const where = entry ? ` (${batch[Number(entry[1])]?.at ?? `entry ${i + Number(entry[1]) + 1}`})` : "";
       throw new UsageError(`${path}${where}: ${e.message}`);
@@ -495,15 +520,7 @@ async function importFile(path: string | undefined): Promise<unknown> {
   }
   // a header line alone, or [], is a file that imports nothing: said, as a botched export would be
   if (entries.length === 0) console.error(`${path} holds no entries: nothing to import`);
-  let imported = 0;
-  let sending: string | undefined;
-  // Ctrl-C: what has landed, and that running the file again is safe (an import merges)
-  process.once("SIGINT", () => {
-    console.error(
-      `interrupted: ${imported} of ${entries.length} imported${sending ? `; ${sending} were being sent and may have landed` : ""}. An import merges entries, so running it again is safe.`,
-    );
-    process.exit(130);
-  });
+  checking = false;
   for (let i = 0; i < entries.length; i += IMPORT_BATCH) {
     const batch = entries.slice(i, i + IMPORT_BATCH);
     sending = `${batch[0]!.at} to ${batch.at(-1)!.at}`;

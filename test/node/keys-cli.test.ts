@@ -493,7 +493,7 @@ function cli(args: string[], env: Record<string, string>, killAfterMs = 20_000) 
   });
 }
 
-/** A server that answers every call with `answer(route, body)` (status and JSON), counting the calls. */
+/** A server that answers every call with `answer(route, body)` (status and JSON; status 0: the connection dropped unanswered), counting the calls. */
 async function fakeGate(answer: (route: string, body: Record<string, unknown>) => [number, unknown], host = "127.0.0.1") {
   const { createServer } = await import("node:http");
   const calls: string[] = [];
@@ -504,6 +504,7 @@ async function fakeGate(answer: (route: string, body: Record<string, unknown>) =
       const route = (req.url ?? "").replace("/__slidegate/", "");
       calls.push(route);
       const [status, body] = answer(route, text ? (JSON.parse(text) as Record<string, unknown>) : {});
+      if (status === 0) return void res.socket?.destroy();
       res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
     });
   });
@@ -541,6 +542,73 @@ describe("npm run keys, against a hostile file or server", () => {
       slow.close();
     }
   });
+  it("says nothing was imported when the gate fails or goes away while it checks the file, and exits 1", async () => {
+    const lines = ["key"];
+    for (let i = 0; i < 1500; i++) lines.push(`sk-checked-${i}`);
+    writeFileSync(join(dir, "checked.csv"), `${lines.join("\n")}\n`);
+    // the first batch passes the check; the second meets a store failure, or a gate that went away
+    for (const second of [
+      [503, { title: "Service Unavailable", detail: "The rate-limit store failed." }],
+      [0, undefined],
+    ] as const) {
+      let checks = 0;
+      const failing = await fakeGate((route, body) => {
+        if (route === "configuration") return [200, { identity: { header: "x-api-key" } }];
+        if (body.check && ++checks === 1) return [200, { checked: (body.entries as unknown[]).length }];
+        return [second[0], second[1]];
+      });
+      try {
+        const r = await cli(["import", join(dir, "checked.csv")], { SLIDEGATE_URL: `http://127.0.0.1:${failing.port}` });
+        expect([r.code, r.stdout]).toEqual([1, ""]);
+        expect(r.stderr).toMatch(/nothing was imported; the check of line 1002 to line 1501 \(entries 1001–1500\) did not complete: (503 Service Unavailable|could not reach)/);
+        expect(failing.calls.filter((c) => c === "keys/import")).toHaveLength(2);
+      } finally {
+        await failing.close();
+      }
+    }
+  });
+
+  it("says what landed when interrupted (Ctrl-C): nothing while the gate checks the file, the entries imported once it writes", async () => {
+    const lines = ["key"];
+    for (let i = 0; i < 1500; i++) lines.push(`sk-interrupted-${i}`);
+    writeFileSync(join(dir, "interrupted.csv"), `${lines.join("\n")}\n`);
+    // a gate that answers until `stall` calls have come, then holds the next one open
+    for (const [stall, said] of [
+      [1, /^interrupted while the gate checked the file: nothing was imported/m],
+      [4, /^interrupted: 1000 of 1500 imported; line 1002 to line 1501 were being sent and may have landed/m],
+    ] as const) {
+      const { createServer } = await import("node:http");
+      let calls = 0;
+      let held: (() => void) | undefined;
+      const heldCall = new Promise<void>((resolve) => (held = resolve));
+      const slow = createServer((req, res) => {
+        let text = "";
+        req.on("data", (c: Buffer) => (text += c.toString()));
+        req.on("end", () => {
+          const body = JSON.parse(text) as { entries: unknown[]; check?: boolean };
+          if (++calls > stall) return held!();
+          if (req.url?.endsWith("/configuration")) return res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ identity: { header: "x-api-key" } }));
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body.check ? { checked: body.entries.length } : { imported: body.entries.length }));
+        });
+      });
+      await new Promise<void>((resolve) => slow.listen(0, "127.0.0.1", resolve));
+      try {
+        const child = spawn(process.execPath, ["scripts/keys.ts", "import", join(dir, "interrupted.csv")], {
+          env: { ...process.env, ADMIN_TOKEN, SLIDEGATE_URL: `http://127.0.0.1:${(slow.address() as { port: number }).port}` },
+        });
+        let stderr = "";
+        child.stderr.on("data", (c: Buffer) => (stderr += c.toString()));
+        const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+        await heldCall;
+        child.kill("SIGINT");
+        expect([await exited, stderr]).toEqual([130, expect.stringMatching(said)]);
+      } finally {
+        slow.closeAllConnections();
+        slow.close();
+      }
+    }
+  });
+
   it("stops list --all, saying why, when a server answers a cursor that does not move past the one it was sent", async () => {
     const entry = { hash: "cd".repeat(32), tier: "free", disabled: false, overrides: {} };
     // the same page every time (a cache in front that ignores the body, say), then pages that go back
