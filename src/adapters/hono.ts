@@ -198,7 +198,12 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
     } catch (e) {
       // a cost computed from the request (`?tokens=-5`) is the request's fault: answer it, record nothing
       if (e instanceof CostError) {
-        throw new HTTPException(400, { res: problem(400, "invalid-cost", "Bad Request", e.message.replace(/^slidegate: /, "This request's ")), cause: e });
+        // named as every refusal names its reason: an app.onError that answers err.message would say nothing
+        throw new HTTPException(400, {
+          res: problem(400, "invalid-cost", "Bad Request", e.message.replace(/^slidegate: /, "This request's ")),
+          message: "invalid-cost",
+          cause: e,
+        });
       }
       throw e;
     }

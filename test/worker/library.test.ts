@@ -650,6 +650,15 @@ describe("Hono middleware", () => {
     expect((await l.limit("u")).reason).toBe("admitted");
   });
 
+  it("names its 400 for a cost out of range in the HTTPException's message, as every refusal names its reason, for Hono's usual error handler", async () => {
+    const app = new Hono();
+    app.onError((err, c) => (err instanceof HTTPException ? c.json({ error: err.message }, err.status) : c.text("unexpected", 500)));
+    app.use(onTestStore({ rules: [{ name: "default", limit: 5, window: "1m" }], cost: (c) => Number(c.req.query("tokens")) }));
+    app.get("/", (c) => c.text("ok"));
+    const refused = await app.fetch(request("/?tokens=-1000000", { ip: "198.51.100.36" }));
+    expect([refused.status, await refused.json()]).toEqual([400, { error: "invalid-cost" }]);
+  });
+
   it("answers a cost callback that returns no number (a Promise, a string) with the app's error, not a 400 that blames the client, and records nothing", async () => {
     const p = prefix();
     const app = new Hono();
