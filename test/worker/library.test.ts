@@ -419,6 +419,27 @@ describe("Hono middleware", () => {
     ]);
   });
 
+  it("refuses one middleware registered twice on a request's way (on an app and on a sub-app mounted in it) before it counts the request a second time, saying to register it once", async () => {
+    const p = prefix();
+    const limit = rateLimit({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "default", limit: 5, window: "1m" }] });
+    const errors: string[] = [];
+    const inner = new Hono();
+    inner.use(limit);
+    inner.get("/x", (c) => c.text("ok"));
+    const app = new Hono();
+    app.onError((err, c) => {
+      errors.push(err.message);
+      return c.text("app error", 500);
+    });
+    app.use(limit);
+    app.route("/in", inner);
+    expect((await app.fetch(request("/in/x", { ip: "198.51.100.141" }))).status).toBe(500);
+    expect(errors).toEqual([expect.stringMatching(/^slidegate: one rateLimit middleware runs twice on this request: .*register it once/)]);
+    // counted once, by its first run
+    const [log] = await store.keys(`${p}:*`);
+    expect(await store.zcard(log!)).toBe(1);
+  });
+
   it("answers 401 with WWW-Authenticate when an API key is required and missing", async () => {
     const app = new Hono();
     app.use(onTestStore({ identity: { header: "x-api-key", required: true }, rules: [{ name: "default", limit: 5, window: "1m" }] }));
