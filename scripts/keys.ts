@@ -517,6 +517,8 @@ async function importFile(path: string | undefined): Promise<unknown> {
     }
     if (answer.checked !== batch.length)
       throw new RefusedError(`${base} answered ${JSON.stringify(answer).slice(0, 200)} to a check of ${batch.length} entries (is it a slidegate gate of this version?)`);
+    // a long file's check is a call a batch before anything is written: shown, or the import looks stuck
+    if (entries.length > IMPORT_BATCH) console.error(`checked ${i + batch.length} of ${entries.length}`);
   }
   // a header line alone, or [], is a file that imports nothing: said, as a botched export would be
   if (entries.length === 0) console.error(`${path} holds no entries: nothing to import`);
