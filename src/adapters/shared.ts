@@ -176,7 +176,7 @@ export function assertStoreOption(name: "url" | "token", value: unknown, label =
   const parsed = typeof value === "string" && URL.canParse(value) ? new URL(value) : undefined;
   if (parsed?.protocol !== "https:" && parsed?.protocol !== "http:") {
     throw new TypeError(
-      `slidegate: ${label}: must be an http(s) URL, like https://example.upstash.io, not ${typeof value !== "string" ? describe(value) : URL.canParse(value) ? JSON.stringify(withoutCredentials(value)) : "a URL (not repeated here: with the url and the token swapped, it is the token)"}`,
+      `slidegate: ${label}: must be an http(s) URL, like https://example.upstash.io, not ${typeof value !== "string" ? describe(value) : value.trim() === "" ? "an empty string" : URL.canParse(value) ? JSON.stringify(withoutCredentials(value)) : "a URL (not repeated here: with the url and the token swapped, it is the token)"}`,
     );
   }
   // fetch() refuses a URL with credentials: no call to the store would be sent

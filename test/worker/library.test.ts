@@ -564,6 +564,9 @@ describe("Hono middleware", () => {
     expect(() => rateLimit({ url: 8079 as unknown as string, rules })).toThrow(/options\.url: must be an http\(s\) URL/);
     expect(() => rateLimit({ token: "", rules })).toThrow(/options\.token: must be a non-empty string/);
     expect(() => rateLimit({ url: services.shimUrl, token: {} as unknown as string, rules })).toThrow(/options\.token: must be a non-empty string/);
+    // an empty variable (UPSTASH_REDIS_REST_URL= in a .env file) is said to be empty, not a URL kept back as a secret
+    for (const url of ["", "  "])
+      expect(() => rateLimit({ url, rules })).toThrow(/^slidegate: options\.url: must be an http\(s\) URL, like https:\/\/example\.upstash\.io, not an empty string$/);
     // what comes from the bindings is known only per request
     expect(() => rateLimit({ rules })).not.toThrow();
   });
