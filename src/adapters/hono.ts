@@ -117,9 +117,17 @@ function binding(env: Record<string, unknown>, name: string): string {
 export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
   assertOptionsObject(options, "rateLimit()");
   const { url, token, identify, cost, clientIp, ...limits } = options;
-  if (identify !== undefined && typeof identify !== "function") throw new TypeError("slidegate: options.identify must be a function");
-  if (cost !== undefined && typeof cost !== "function") throw new TypeError("slidegate: options.cost must be a function");
-  if (clientIp !== undefined && typeof clientIp !== "function") throw new TypeError("slidegate: options.clientIp must be a function");
+  for (const [name, callback] of Object.entries({ identify, cost, clientIp })) {
+    if (callback === undefined) continue;
+    if (typeof callback !== "function") throw new TypeError(`slidegate: options.${name} must be a function`);
+    // Its Promise is refused on every request (a TypeError for app.onError): said now, as any option is.
+    // A function that returns one without being async (or async compiled away) is still caught then.
+    if (/^\[object Async(?:Generator)?Function\]$/.test(Object.prototype.toString.call(callback))) {
+      throw new TypeError(
+        `slidegate: options.${name} is an async function: it is called synchronously, and its Promise would fail every request. Do the async work in a middleware before rateLimit, keep the result with c.set(), and read it here with c.get()`,
+      );
+    }
+  }
   // a store given in code is checked now; one from the bindings can be read only per request
   if (url !== undefined) assertStoreOption("url", url);
   if (token !== undefined) assertStoreOption("token", token);

@@ -558,6 +558,15 @@ describe("Hono middleware", () => {
     expect(() => onTestStore({ rules, passForwardedHeaders: true } as never)).toThrow(/options\.passForwardedHeaders: is the gateway's alone/);
   });
 
+  it("refuses an async identify, cost or clientIp when the middleware is built, naming it: each is called synchronously, and would fail every request", () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    for (const name of ["identify", "cost", "clientIp"]) {
+      expect(() => rateLimit({ rules, [name]: async () => "x" })).toThrow(
+        new RegExp(`^slidegate: options\\.${name} is an async function: it is called synchronously, and its Promise would fail every request`),
+      );
+    }
+  });
+
   it("refuses a store given in code that no request could use when the middleware is built, not on each request", () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     expect(() => rateLimit({ url: "localhost:8079", rules })).toThrow(/options\.url: must be an http\(s\) URL/);
