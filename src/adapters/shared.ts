@@ -192,7 +192,9 @@ const withoutCredentials = (url: string) => url.replace(/^([^/?#@]*?:\/\/)?[^/?#
 
 /** Throws a TypeError saying what to pass when `options` is no object: destructuring it would say only "Cannot destructure". */
 export function assertOptionsObject(options: unknown, called: string): void {
-  if (typeof options !== "object" || options === null) throw new TypeError(`slidegate: ${called} takes an options object ({ url, token, rules }), not ${describe(options)}`);
+  // an array is the rules alone, passed as the options: told so, not as a missing store
+  if (typeof options !== "object" || options === null || Array.isArray(options))
+    throw new TypeError(`slidegate: ${called} takes an options object ({ url, token, rules }), not ${describe(options)}`);
 }
 
 export const describe = (value: unknown) => (value === null ? "null" : typeof value === "object" ? (value.constructor?.name ?? "an object") : typeof value);

@@ -165,6 +165,10 @@ describe("Hono middleware", () => {
     expect(() => createRateLimiter(undefined as never)).toThrow(/^slidegate: createRateLimiter\(\) takes an options object \(\{ url, token, rules \}\), not undefined$/);
     expect(() => createRateLimiter(null as never)).toThrow(/takes an options object .*, not null$/);
     expect(() => rateLimit(undefined as never)).toThrow(/^slidegate: rateLimit\(\) takes an options object \(\{ url, token, rules \}\), not undefined$/);
+    // the rules alone, passed as the options: said so, not as a store that is missing
+    const rules = [{ name: "a", limit: 1, window: "1m" }];
+    expect(() => createRateLimiter(rules as never)).toThrow(/^slidegate: createRateLimiter\(\) takes an options object \(\{ url, token, rules \}\), not Array$/);
+    expect(() => rateLimit(rules as never)).toThrow(/^slidegate: rateLimit\(\) takes an options object \(\{ url, token, rules \}\), not Array$/);
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: prefix(), rules: [{ name: "a", limit: 1, window: "1m" }] });
     await expect(l.limit(request("/"), null as never)).rejects.toThrow(
       /^slidegate: limit\(\)'s options must be an object \(\{ cost, identity, clientIp \}\) or left out, not null$/,
