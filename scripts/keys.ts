@@ -339,6 +339,18 @@ function entriesOf(path: string, parsed: unknown): unknown[] {
   if (cursor !== undefined && cursor !== null) {
     throw new UsageError(`${path}: holds one page of a list (its "cursor" is not null), not every entry: back up with "list --all"; nothing was imported`);
   }
+  // list --all counts what it printed: a file that holds fewer (or more) was changed since, and
+  // entries gone from it would be restored as if the registry never held them
+  if (count !== undefined) {
+    if (typeof count !== "number")
+      throw new UsageError(
+        `${path}: "count" must be the number of entries list --all printed, not ${count === null ? "null" : `a ${typeof count}`} (not repeated here: a file's text may be a raw key); nothing was imported`,
+      );
+    if (count !== entries.length)
+      throw new UsageError(
+        `${path}: "count" is ${count}, but it holds ${entries.length} entries: entries were lost or added since list --all printed it. Check the file; to import it as it stands, set "count" to ${entries.length} (or drop it); nothing was imported`,
+      );
+  }
   return entries;
 }
 

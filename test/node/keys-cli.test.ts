@@ -252,6 +252,20 @@ describe("npm run keys, as the README shows it", () => {
     expect(run(`node scripts/keys.ts import ${join(dir, "misspelt.json")}`).stderr).toMatch(/not a field "cursr"/);
   });
 
+  it("refuses a list --all backup whose count is not the number of entries it holds (entries lost or cut since), importing nothing", () => {
+    const entry = (i: number) => ({ hash: createHash("sha256").update(`sk-counted-${i}`).digest("hex"), tier: "free", disabled: false, overrides: {} });
+    for (const [count, message] of [
+      [3, /counted\.json: "count" is 3, but it holds 2 entries: .*nothing was imported/],
+      ["2", /counted\.json: "count" must be the number of entries list --all printed, not a string \(not repeated here: a file's text may be a raw key\); nothing was imported/],
+    ] as const) {
+      writeFileSync(join(dir, "counted.json"), JSON.stringify({ entries: [entry(1), entry(2)], count }));
+      const r = run(`node scripts/keys.ts import ${join(dir, "counted.json")}`);
+      expect([r.code, r.stderr, r.stdout]).toEqual([2, expect.stringMatching(message), ""]);
+    }
+    writeFileSync(join(dir, "counted.json"), JSON.stringify({ entries: [entry(1), entry(2)], count: 2 }));
+    expect(run(`node scripts/keys.ts import ${join(dir, "counted.json")}`).json).toEqual({ imported: 2 });
+  });
+
   it("refuses command lines it would misread, without echoing a key, and changes only keys that exist", () => {
     const cases: [string, RegExp][] = [
       ["node scripts/keys.ts override sk-x minute --limit abc", /--limit takes a whole number/],
