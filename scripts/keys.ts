@@ -274,7 +274,10 @@ function readEntries(path: string): FileEntry[] {
     const why = code === "ENOENT" ? "no such file" : code === "EISDIR" ? "it is a directory" : code === "EACCES" ? "permission denied" : (code ?? (e as Error).message);
     throw new UsageError(`cannot read ${path}: ${why} (looked for ${resolve(process.env.INIT_CWD ?? ".", path)})`);
   }
-  const entries = path.toLowerCase().endsWith(".json") ? fromJson(path, text) : fromCsv(path, text);
+  const json = path.toLowerCase().endsWith(".json");
+  // UTF-16 ("Unicode text" from a spreadsheet) read as UTF-8 has a NUL beside each ASCII character
+  if (text.includes("\u0000")) throw new UsageError(`${path}: is not UTF-8 text (UTF-16?): save it as ${json ? "UTF-8" : "CSV UTF-8"}; nothing was imported`);
+  const entries = json ? fromJson(path, text) : fromCsv(path, text);
   // the gate stores hashes in lower case; a file's upper-case one is sent as it will be stored
   for (const { entry } of entries) if (typeof entry.hash === "string") entry.hash = entry.hash.toLowerCase();
   // as the gate reads any key header but Authorization: trimmed, with the same trimKey
@@ -354,6 +357,12 @@ function entriesOf(path: string, parsed: unknown): unknown[] {
   return entries;
 }
 
+/** What a spreadsheet's other exports separate cells with, by name: told apart from a file without its header line. */
+const SEPARATORS: [string, string][] = [
+  ["\t", "tabs"],
+  [";", "semicolons"],
+];
+
 function fromCsv(path: string, text: string): FileEntry[] {
   let records: { record: string[]; info: { lines: number } }[];
   try {
@@ -372,8 +381,14 @@ function fromCsv(path: string, text: string): FileEntry[] {
   const columns = (header?.record ?? []).map((c) => c.trim().toLowerCase());
   // a first line that names no column at all is a record, the header left out: its cells may be
   // raw keys, so none is echoed (a header's misspelt column, beside known ones, is named)
-  if (!columns.some((c) => CSV_COLUMNS.includes(c)))
+  if (!columns.some((c) => CSV_COLUMNS.includes(c))) {
+    // only the header line's own words, which name columns, decide: a record's cells are never looked into
+    const separated = SEPARATORS.find(([separator]) => columns.length === 1 && columns[0]!.split(separator).some((c) => CSV_COLUMNS.includes(c.trim())));
+    if (separated) throw new UsageError(`${path}: line 1 separates its cells with ${separated[1]}: a CSV separates them with commas; nothing was imported`);
     throw new UsageError(`${path}: line 1 names no column (columns: ${CSV_COLUMNS.join(", ")}): a CSV starts with a header line naming its columns; nothing was imported`);
+  }
+  if (columns.includes(""))
+    throw new UsageError(`${path}: line 1 names an empty column (a comma at the end of the line?): name each column, or drop the empty one; nothing was imported`);
   const unknown = columns.filter((c) => !CSV_COLUMNS.includes(c));
   if (unknown.length)
     throw new UsageError(

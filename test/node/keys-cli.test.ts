@@ -100,11 +100,11 @@ describe("npm run keys, as the README shows it", () => {
   }, 120_000);
 
   it("checks a CSV whole before sending any of it, naming the bad line, and reads quoted cells and any case of the column names", async () => {
-    const file = (name: string, text: string) => {
+    const file = (name: string, text: string | Buffer) => {
       writeFileSync(join(dir, name), text);
       return run(`node scripts/keys.ts import ${join(dir, name)}`);
     };
-    const refused: [string, RegExp][] = [
+    const refused: [string | Buffer, RegExp][] = [
       ["key,tier,disabled\nsk-csv-1,free,yes\n", /line 2: "disabled" must be true, false, 1 or 0/],
       // a name every JavaScript object has: read as one, the cell was dropped and the key imported enabled
       ["key,tier,disabled\nsk-csv-1,free,constructor\n", /line 2: "disabled" must be true, false, 1 or 0/],
@@ -121,10 +121,15 @@ describe("npm run keys, as the README shows it", () => {
       ['key,tier\n"sk-csv-11"x,paid\n', /line 2: Invalid Closing Quote/],
       // a file without its header line: the first line is a record, whose cells are no column names
       ["sk-csv-12,paid\nsk-csv-13,free\n", /line 1 names no column .*: a CSV starts with a header line/],
+      // a spreadsheet's other exports: said as what they are, not as a file without its header line
+      ["key\ttier\nsk-csv-14\tpaid\n", /line 1 separates its cells with tabs: a CSV separates them with commas/],
+      ["key;tier\nsk-csv-15;paid\n", /line 1 separates its cells with semicolons: a CSV separates them with commas/],
+      ["key,tier,\nsk-csv-16,paid,\n", /line 1 names an empty column \(a comma at the end of the line\?\)/],
+      [Buffer.from("\uFEFFkey,tier\nsk-csv-17,paid\n", "utf16le"), /is not UTF-8 text \(UTF-16\?\): save it as CSV UTF-8/],
     ];
     for (const [text, message] of refused) {
       const r = file("refused.csv", text);
-      expect([r.code, r.stderr], text).toEqual([2, expect.stringMatching(message)]);
+      expect([r.code, r.stderr], String(text)).toEqual([2, expect.stringMatching(message)]);
       expect(r.stderr).toContain("nothing was imported");
       expect(r.stderr, "a key is never echoed").not.toMatch(/sk-csv-/);
     }
