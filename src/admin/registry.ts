@@ -126,7 +126,8 @@ function fieldsFrom(raw: unknown): Record<string, string> {
 /** An entry from its Redis fields (the reverse of `fieldsOf`). */
 function entryOf(fields: Record<string, string>): Entry {
   // in the order keys/set answers with, so an entry reads the same from every route
-  const entry: Entry = { tier: fields.tier ?? "", ...(fields.label !== undefined && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
+  // an empty label (written by hand, or before "" meant none) is none, as the admin API writes it
+  const entry: Entry = { tier: fields.tier ?? "", ...(fields.label && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
     // a name no rule can have (written by hand: the admin API refuses it) is no override, as the
@@ -212,7 +213,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const errors: string[] = [];
       if (tier !== undefined && !config.tiers.has(tier))
         errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})${didYouMean(tier, [...config.tiers.keys()])}`);
-      const entry: Entry = { tier: tier ?? config.defaultTier, label, disabled: disabled ?? false, overrides: {} };
+      // an empty label is none: given empty, it clears the one the entry had (`label <key> ""`)
+      const entry: Entry = { tier: tier ?? config.defaultTier, label: label || undefined, disabled: disabled ?? false, overrides: {} };
       for (const [rule, o] of Object.entries(overrides)) {
         if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})${didYouMean(rule, [...ruleNames])}`);
         if (o.window !== undefined && o.windowMs !== undefined) {
@@ -280,6 +282,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const drop: string[] = [];
       if (given.tier) set.push(FIELD.tier, entry.tier);
       if (given.label && entry.label !== undefined) set.push(FIELD.label, entry.label);
+      else if (given.label) drop.push(FIELD.label);
       if (given.disabled && entry.disabled) set.push(FIELD.disabled, "1");
       else if (given.disabled) drop.push(FIELD.disabled);
       const after = await redis.eval(UPDATE_IF_HELD, [entryKey(identity)], [String(set.length), ...set, ...drop]);
@@ -381,6 +384,7 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         // the overrides given replace the key's: the ones it held and the import does not set go
         const stale = (held.get(identity) ?? []).filter((f) => !(f in fields));
         if (given.disabled && !entry.disabled) stale.push(FIELD.disabled);
+        if (given.label && entry.label === undefined) stale.push(FIELD.label);
         if (stale.length) removals.add([key, stale], (p) => p.hdel(key, ...(stale as [string, ...string[]])));
       }
       await writes.exec();

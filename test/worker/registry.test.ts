@@ -475,6 +475,26 @@ describe("key registry", () => {
     expect((await admin(a, "keys/get", { key: "sk-upd" })).body).toMatchObject({ tier: "paid", label: "Acme", disabled: false });
   });
 
+  it('an empty label is no label: keys/set, keys/update and keys/import with label "" leave the entry without one', async () => {
+    const { a, prefix } = fleet();
+    const fieldsOf = async (key: string) => store.hgetall(`${prefix}:{${((await admin(a, "usage", { key })).body.identity as { tag: string }).tag}}:key`);
+    expect((await admin(a, "keys/set", { key: "sk-blank", tier: "paid", label: "" })).body).toEqual({
+      hash: await hashOf("sk-blank"),
+      tier: "paid",
+      disabled: false,
+      overrides: {},
+    });
+    expect(await fieldsOf("sk-blank")).toEqual({ tier: "paid" });
+    // clearing a label through keys/update (the CLI's `label <key> ""`) drops it, the rest kept
+    await admin(a, "keys/set", { key: "sk-named", tier: "paid", label: "Acme", disabled: true });
+    expect((await admin(a, "keys/update", { key: "sk-named", label: "" })).body).toEqual({ hash: await hashOf("sk-named"), tier: "paid", disabled: true, overrides: {} });
+    expect(await fieldsOf("sk-named")).toEqual({ tier: "paid", disabled: 1 });
+    // likewise an import that gives the label empty
+    await admin(a, "keys/update", { key: "sk-named", label: "Acme" });
+    expect((await admin(a, "keys/import", { entries: [{ key: "sk-named", label: "" }] })).body).toEqual({ imported: 1 });
+    expect((await admin(a, "keys/get", { key: "sk-named" })).body).toEqual({ hash: await hashOf("sk-named"), tier: "paid", disabled: true, overrides: {} });
+  });
+
   it("refuses to register a blank key, or one with a comma, which no request could ever use", async () => {
     const { a } = fleet();
     for (const key of ["   ", "a,b"]) {
