@@ -9,11 +9,12 @@
   calls, the keys that are left are each a consistent log, so every reply is well formed; a key
   holding a value of another type (written by hand) is read as no log, no registry entry, or a
   block by its TTL, never an error. The
-  work per call is at most 2 calls for the block and 1 for the registry, then per log 2 reads
+  work per call is at most 2 calls for the block and 1 for the registry (of the fields the call
+  uses, whatever else its entry holds), then per log 2 reads
   and 4 writes, per rule 1 read and 1 write, plus (only for a rule that does not fit and waits
   for more than its oldest entry) 2 + ceil(log2(units to wait for)) <= 22 reads in a loop of
-  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, which removes entries earlier
-  calls recorded, each once.
+  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, and the DEL of a log that
+  starts afresh, which remove entries earlier calls recorded, each once.
 
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
     KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
@@ -108,31 +109,36 @@ if block then
   end
 end
 
--- The registry: one read for the whole entry. An override outside what the admin API writes (a
--- whole limit from 1 to 1,000,000, a whole window from 1 ms to 366 days) is no override: written
--- by hand, it would otherwise give replies the gate refuses as a store's nonsense, and a key that
--- always fails. A value of another type than a hash is no entry (it is left as it is: it is not
--- this script's to repair).
+-- The registry: one read of the fields this call uses (its tier, whether it is disabled, and the
+-- overrides of the rules asked about), whatever else the entry holds: a hash a hand or another
+-- application filled would otherwise be copied whole into every decision of the key. An override
+-- outside what the admin API writes (a whole limit from 1 to 1,000,000, a whole window from 1 ms
+-- to 366 days) is no override: written by hand, it would otherwise give replies the gate refuses
+-- as a store's nonsense, and a key that always fails. A value of another type than a hash is no
+-- entry (it is left as it is: it is not this script's to repair).
+local rules = #KEYS - 2
 local overrides = false
 local fallback = ARGV[3]
 if fallback ~= '-' then
-  local entry = redis.pcall('HGETALL', KEYS[2])
+  local fields = { 'tier', 'disabled' }
+  for i = 1, rules do
+    local name = ARGV[5 * i - 1]
+    fields[2 * i + 1], fields[2 * i + 2] = 'limit:' .. name, 'window:' .. name
+  end
+  local entry = redis.pcall('HMGET', KEYS[2], unpack(fields))
   if entry.err then entry = {} end
-  local tier = fallback
-  for j = 1, #entry, 2 do
-    local field, value = entry[j], entry[j + 1]
-    if field == 'tier' then
-      tier = value
-    elseif field == 'disabled' then
-      if value == '1' then return { 4 } end
-    elseif string.find(value, '^%d+$') then
+  if entry[2] == '1' then return { 4 } end
+  for j = 3, 2 * rules + 2 do
+    local value = entry[j]
+    if value and string.find(value, '^%d+$') then
       local n = tonumber(value)
-      if n >= 1 and n <= (string.sub(field, 1, 6) == 'limit:' and 1000000 or 31622400000) then
+      if n >= 1 and n <= (j % 2 == 1 and 1000000 or 31622400000) then
         overrides = overrides or {}
-        overrides[field] = n
+        overrides[fields[j]] = n
       end
     end
   end
+  local tier = entry[1] or fallback
   if tier == '' then return { 3 } end
   if tier ~= ARGV[2] then return { 5, tier } end
 end
@@ -216,7 +222,6 @@ local function retry_after(log, window, limit, cost, total, oldest, since)
   return math.ceil((at + window - now) / 1000)
 end
 
-local rules = #KEYS - 2
 -- no rule covers the request (an API key asked about for its registry entry alone): nothing
 -- to count, and the reply holds no rule
 if rules == 0 then return { 1 } end

@@ -581,6 +581,21 @@ describe("the key registry, read in the same call", () => {
     expect(await keyCall("paid", "free")).toEqual([1, 4, 60_000, 0, 5, 60_000]);
   });
 
+  it("reads of a key's registry entry only the fields its call uses, so an entry holding many more costs a decision no more", async () => {
+    // fields a hand or another application on the same prefix wrote: read whole, every decision
+    // of the key would copy them all (a call each, but of work growing with the entry)
+    for (let i = 0; i < 20_000; i += 5_000) {
+      await redis.hset("reg:{r}", Object.fromEntries(Array.from({ length: 5_000 }, (_, j) => [`note:${i + j}`, "1"])));
+    }
+    await redis.hset("reg:{r}", { tier: "paid", "limit:minute": "7", "window:other": "1000" });
+    await redis.config("RESETSTAT");
+    expect(await keyCall("paid", "free")).toEqual([1, 6, 60_000, 0, 7, 60_000]);
+    const reads = (await redis.info("commandstats")).split("\n").flatMap((line) => /^cmdstat_(hgetall|hmget|hget|hscan):calls=(\d+)/.exec(line)?.slice(1) ?? []);
+    expect(reads).toEqual(["hmget", "1"]);
+    await redis.hset("reg:{r}", { disabled: "1" });
+    expect(await keyCall("paid", "free")).toEqual([4]);
+  });
+
   it("refuses a disabled key, and applies one key's own limit and window", async () => {
     await redis.hset("reg:{r}", { tier: "paid", "limit:minute": "100", "window:minute": "3600000" });
     expect(await keyCall("paid", "free")).toEqual([1, 99, 3_600_000, 0, 100, 3_600_000]);
