@@ -76,8 +76,9 @@ export interface LimiterOptions {
 
 /**
  * ms an operator block has left, as the script reads it: the key holds when the block ends
- * (µs, the script's clock); a value it cannot read is a hand-made block that lasts its TTL,
- * to its last millisecond. 0: no block; null: a block without end.
+ * (µs, the script's clock, in decimal digits as the admin API writes it); any other value is a
+ * hand-made block that lasts its TTL, to its last millisecond. 0: no block; null: a block
+ * without end.
  *
  * @example
  * blockLeft("1700000005000000", 4000, 1700000000000000); // 5000
@@ -85,7 +86,7 @@ export interface LimiterOptions {
 export function blockLeft(value: string | null, ttlMs: number, nowUs: number): number | null {
   if (value === null) return 0;
   const ends = Number(value);
-  if (value.trim() !== "" && Number.isFinite(ends)) return ends > nowUs ? Math.ceil((ends - nowUs) / 1000) : 0;
+  if (/^\d+$/.test(value) && Number.isFinite(ends)) return ends > nowUs ? Math.ceil((ends - nowUs) / 1000) : 0;
   if (ttlMs === -1) return null;
   return ttlMs >= 0 ? Math.max(ttlMs, 1) : 0;
 }

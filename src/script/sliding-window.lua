@@ -96,10 +96,13 @@ end
 -- same prefix) is a block this script did not write, read by its TTL like any other
 local block = redis.pcall('GET', KEYS[1])
 if block then
-  local ends = type(block) == 'string' and tonumber(block)
-  -- a time as the admin API writes one: tonumber also takes "nan" and "inf", which it never
-  -- writes (read as times, a block that was no block, or one the integer reply wraps)
-  if ends and ends > -math.huge and ends < math.huge then
+  -- a time only as the admin API writes one, in decimal digits: tonumber also takes "nan",
+  -- "inf" (read as times, a block that was no block, or one the integer reply wraps), hex
+  -- floats and a signed hex, which JavaScript's Number refuses where it takes "0b11" and
+  -- Unicode spaces, so the admin API's reading of the block (limiter.ts, blockLeft) would differ
+  local ends = type(block) == 'string' and string.find(block, '^%d+$') and tonumber(block)
+  -- (digits past what a double holds read as inf: a time no more than "nan" is)
+  if ends and ends < math.huge then
     if ends > now then return { 2, math.ceil((ends - now) / 1000) } end
   else
     -- not written by slidegate's admin API: the key's own TTL says how long it holds

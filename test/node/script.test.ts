@@ -516,6 +516,28 @@ describe("operator blocks in the script", () => {
     }
     expect(await redis.exists("l:{f}")).toBe(0);
   });
+
+  it("reads a block's value as its end only in the digits the admin API writes, and any other by its TTL, as blockLeft does", async () => {
+    // Lua's tonumber and JavaScript's Number each take spellings the other refuses (hex floats,
+    // a signed hex, 0b and 0o, Unicode spaces): read so, the gate's decisions and the admin API's
+    // usage (or the refusals read while the store takes no writes) would disagree on one block
+    const ends = T0 + 5_000_000;
+    const values = ["0x1p60", "-0x10", "0X1P4", "0x1.8p1", "0b11", "0o7", "\u00a05", "\u20285", " 5", "+5", "-5", "5.5", "1e3", "0x10"];
+    for (const value of [...values, ` ${ends}`, `${ends / 1e15}e15`, `0x${ends.toString(16)}`]) {
+      await redis.set("b:{p}", value, "PX", 30_000);
+      const [kind, ms] = await evalsha("b:{p}", ["l:{p}"], T0, rules);
+      expect({ value, kind }).toEqual({ value, kind: 2 });
+      expect(ms, value).toBeGreaterThan(29_000);
+      expect(ms, value).toBeLessThanOrEqual(30_000);
+      expect(blockLeft(value, 30_000, T0), value).toBe(30_000);
+    }
+    expect(await redis.exists("l:{p}")).toBe(0);
+    for (const value of [String(ends), `000${ends}`]) {
+      await redis.set("b:{p}", value, "PX", 30_000);
+      expect(await evalsha("b:{p}", ["l:{p}"], T0, rules), value).toEqual([2, 5000]);
+      expect(blockLeft(value, 30_000, T0), value).toBe(5000);
+    }
+  });
 });
 
 describe("sliding-window script on Redis's clock", () => {
