@@ -65,16 +65,47 @@ const evalsha = (block: string, logs: readonly string[], now: number | "", rules
   evalCall({ block, registry: `${block}:key`, logs, now, tier: "t", fallback: "-", rules: rules.map((r, i) => ({ name: `r${i}`, ...r })) });
 
 /** Redis commands the script ran inside one call, from Redis's own accounting. */
-async function commandsOf<T>(call: () => Promise<T>): Promise<{ result: T; commands: number }> {
+async function commandsOf<T>(call: () => Promise<T>, own = 0): Promise<{ result: T; commands: number }> {
   await redis.config("RESETSTAT");
   const result = await call();
   const stats = (await redis.info("commandstats")).split("\n");
-  let commands = 0;
+  let commands = -own;
   for (const line of stats) {
     const m = /^cmdstat_([^:]+):calls=(\d+)/.exec(line);
-    if (m && !["evalsha", "config|resetstat", "info"].includes(m[1]!)) commands += Number(m[2]);
+    if (m && !["evalsha", "config|resetstat", "info", "multi", "exec"].includes(m[1]!)) commands += Number(m[2]);
   }
   return { result, commands };
+}
+
+/**
+ * One call, and in the same transaction each of `logs` as the call left it: its type, its scores,
+ * and the TTL the call left it, which is then taken off (PERSIST). Nothing runs out on Redis's
+ * real clock between the call and these reads, however short the window and busy the machine.
+ */
+async function callAndRead(call: Call, logs: readonly string[]) {
+  const tx = redis
+    .multi()
+    .evalsha(
+      sha,
+      2 + call.logs.length,
+      call.block,
+      call.registry,
+      ...call.logs,
+      String(call.now),
+      call.tier,
+      call.fallback,
+      ...call.rules.flatMap((r) => [r.name, r.limit, r.windowMs, r.cost, r.shadow ? 1 : 0]),
+    );
+  for (const key of logs) tx.type(key).zrange(key, "0", "-1", "WITHSCORES").pttl(key).persist(key);
+  // the reads above, which are not the script's
+  const { result, commands } = await commandsOf(async () => (await tx.exec())!, 4 * logs.length);
+  const [error, reply] = result[0]!;
+  if (error) throw error;
+  const states = logs.map((_, j) => {
+    const [type, zrange, pttl] = result.slice(1 + 4 * j, 4 + 4 * j).map(([, v]) => v) as [string, string[] | undefined, number];
+    return { type, scores: type === "zset" ? zrange!.filter((_, i) => i % 2 === 1).map(Number) : [], pttl };
+  });
+  return { result: reply as Reply, commands, states };
 }
 
 /**
@@ -87,13 +118,14 @@ const bound = (rules: readonly Omit<RuleCall, "name">[], reply: Reply) =>
 describe("sliding-window script against its model", () => {
   const ruleArb = fc.record({
     limit: fc.oneof(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 7, max: 300 })),
-    windowMs: fc.integer({ min: 60_000, max: 600_000 }),
+    windowMs: fc.oneof(fc.integer({ min: 60_000, max: 600_000 }), fc.integer({ min: 1, max: 40 })),
     shadow: fc.constantFrom(false, false, true),
   });
   const TIERS = ["t1", "t2"] as const;
   const overrideValue = fc.oneof(
     fc.integer({ min: 1, max: 40 }).map(String), // limits
     fc.integer({ min: 60_000, max: 600_000 }).map(String), // windows, ms
+    fc.integer({ min: 1, max: 40 }).map(String), // windows, ms
     fc.constantFrom("0", "x", "1e3", "5.5", " 7", "", "1000001", "31622400001", "1000000000000"), // no limit (1 to 1e6) or window (1 ms to 366 d) the admin API writes: no override
   );
   const step = fc.oneof(
@@ -111,8 +143,10 @@ describe("sliding-window script against its model", () => {
           fc.integer({ min: 0, max: 1_300_000_000 }),
           fc.integer({ min: -5_000, max: -1 }),
           fc.integer({ min: -1_300_000_000, max: -1 }),
-          // exactly one rule's window: an entry then sits on the window's edge
-          fc.constantFrom("window 0", "window 1", "window 2"),
+          // exactly one rule's window: an entry then sits on the window's edge; back by one, the
+          // newest entry stands a whole window ahead of the clock, the most a log the script
+          // wrote can (any further and it starts afresh)
+          fc.constantFrom("window 0", "window 1", "window 2", "-window 0", "-window 1", "-window 2"),
         ),
         tier: fc.constantFrom(...TIERS),
         // for identity 0, an API key: "" a key nobody knows, or its configured tier (identity 1
@@ -205,7 +239,7 @@ describe("sliding-window script against its model", () => {
             model.delete(registryKey(s.who));
             if (Object.keys(fields).length) model.register(registryKey(s.who), fields);
           } else {
-            now += typeof s.dt === "number" ? s.dt : defs[Number(s.dt.slice(-1))]!.windowMs * 1000;
+            now += typeof s.dt === "number" ? s.dt : (s.dt.startsWith("-") ? -1 : 1) * defs[Number(s.dt.slice(-1))]!.windowMs * 1000;
             // rules that share a log see the same requests: one is chosen, all of them are
             const picked = [0, 1, 2].filter((i) => s.rules[i]);
             if (picked.length === 0) picked.push(0);
@@ -239,8 +273,8 @@ describe("sliding-window script against its model", () => {
             const newestOf = (key: string) => model.inWindow(key, now, Number.MAX_SAFE_INTEGER).at(-1)?.at;
             const before = call.logs.map(newestOf);
             const expected = model.decide(call);
-            const sentAt = Date.now();
-            const { result, commands } = await commandsOf(() => evalCall(call));
+            const logs = [...new Set(call.logs)];
+            const { result, commands, states } = await callAndRead(call, logs);
             expect(result).toEqual(expected);
             expect(commands).toBeLessThanOrEqual(bound(rules, result));
             // the gate reads every answer the script gives: its reader refuses only what no script answers
@@ -248,25 +282,21 @@ describe("sliding-window script against its model", () => {
             // every log of the call holds exactly the model's entries (the script deleted nothing
             // it should not have), and a TTL the call set is turned into a deadline
             const refreshed = new Set<string>();
-            for (const key of new Set(call.logs)) {
+            for (const [j, key] of logs.entries()) {
               const want = model.inWindow(key, -Infinity, Number.MAX_SAFE_INTEGER).map((e) => e.at);
+              const { type, scores, pttl } = states[j]!;
               // a value of another type that the call did not reach (it ended before the logs) is no log
-              const type = await redis.type(key);
-              const scores = type === "zset" ? (await redis.zrange(key, "0", "-1", "WITHSCORES")).filter((_, i) => i % 2 === 1).map(Number) : [];
               if (type !== "zset" && type !== "none") {
                 expect({ key, want }).toEqual({ key, want: [] });
                 continue;
               }
               expect({ key, scores }).toEqual({ key, scores: want });
-              const pttl = await redis.pttl(key);
-              // the TTL set by the call, at most what has run out since the call was sent (+1 ms) above what is left
-              const lag = Date.now() - sentAt + 1;
+              // the TTL the call set, read in the same transaction (to the millisecond: + 1 ms)
               if (pttl === -2) deadline.delete(key);
               else if (pttl >= 0) {
-                deadline.set(key, now + (pttl + lag) * 1000);
+                deadline.set(key, now + (pttl + 1) * 1000);
                 shortest.set(key, now + pttl * 1000);
                 refreshed.add(key);
-                await redis.persist(key);
               }
               // a log with entries always has a deadline: its first write set one
               if (want.length) expect(deadline.has(key), `${key} has entries and no TTL`).toBe(true);
