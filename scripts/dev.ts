@@ -18,6 +18,7 @@ import { parseEnv } from "node:util";
 import Redis from "ioredis";
 import { originUrlErrors } from "../src/config/origin-url.ts";
 import { parseRateLimits } from "../src/config/rate-limits.ts";
+import { storeTokenErrors, storeUrlErrors } from "../src/config/store-secrets.ts";
 import { startOrigin } from "./demo-origin.ts";
 import { describeLimits } from "./lib/describe-limits.ts";
 import { freePort, isListening } from "./lib/ports.ts";
@@ -112,6 +113,17 @@ for (const [given, missing] of [
 ] as const) {
   if (vars[given] && !vars[missing]) {
     await fail(`${given} is set (in ${sourceOf(given)}) but ${missing} is not: set both to use that Upstash database, or neither to run on a local Redis through the shim.`);
+  }
+}
+
+// Checked as the gate checks them, before anything starts: the database's rediss:// URL pasted in
+// place of the REST one carries its password, which the banner would print whole.
+if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
+  for (const [name, errors] of [
+    ["UPSTASH_REDIS_REST_URL", storeUrlErrors(vars.UPSTASH_REDIS_REST_URL)],
+    ["UPSTASH_REDIS_REST_TOKEN", storeTokenErrors(vars.UPSTASH_REDIS_REST_TOKEN)],
+  ] as const) {
+    if (errors.length) await fail(`${name} from ${sourceOf(name)} is invalid:\n  - ${errors.join("\n  - ")}`);
   }
 }
 

@@ -1,5 +1,6 @@
 import { originUrlErrors } from "./config/origin-url.ts";
 import { parseRateLimits } from "./config/rate-limits.ts";
+import { storeTokenErrors, storeUrlErrors } from "./config/store-secrets.ts";
 import { createGate, type Gate } from "./gateway/gateway.ts";
 import { configurationError } from "./http/answers.ts";
 
@@ -30,25 +31,6 @@ const MIN_ADMIN_TOKEN_LENGTH = 32;
  */
 const unsendable = (token: string) => /^[ \t]|[ \t]$/.test(token) || [...token].some((c) => (c < " " && c !== "\t") || c === "\u007f");
 
-/**
- * What is wrong with the store's URL, never repeating it: the Redis URL of the same database
- * (`rediss://default:<password>@…:6379`) pasted in its place carries a password, and with the two
- * secrets swapped it is the token. Taken as it is, the REST client throws on every request (a 500
- * internal error, its message quoting the URL into the log), and fetch() refuses credentials in a
- * URL, so every decision would be a store failure.
- */
-function storeUrlErrors(value: string): string[] {
-  const url = URL.canParse(value) ? new URL(value) : undefined;
-  if (url?.protocol !== "https:" && url?.protocol !== "http:")
-    return ["UPSTASH_REDIS_REST_URL: must be an http(s) URL, like https://example.upstash.io (the REST URL, not the database's redis:// one; not repeated here)"];
-  if (url.username || url.password)
-    return ["UPSTASH_REDIS_REST_URL: must hold no credentials (user:password@), which fetch() refuses: give the REST URL alone and the REST token as UPSTASH_REDIS_REST_TOKEN"];
-  return [];
-}
-
-/** A token no header can carry: a header value loses spaces at its ends, and within it holds no line break, NUL or character past U+00FF. */
-const unsendableWithin = (token: string) => /[\0\r\n\u0100-\uffff]/.test(token.replace(/^[\t\n\r ]+|[\t\n\r ]+$/g, ""));
-
 /** A value set that is no string: a binding (a Secrets Store one gives its value only to get()), which string checks would throw on. */
 const notString = (value: unknown) => value !== undefined && value !== null && typeof value !== "string";
 const bindingError = (name: string) =>
@@ -71,11 +53,7 @@ function build(env: GatewayEnv): Gate {
   if (!env.UPSTASH_REDIS_REST_URL) errors.push("UPSTASH_REDIS_REST_URL: is not set");
   else errors.push(...storeUrlErrors(env.UPSTASH_REDIS_REST_URL));
   if (!env.UPSTASH_REDIS_REST_TOKEN) errors.push("UPSTASH_REDIS_REST_TOKEN: is not set");
-  else if (unsendableWithin(env.UPSTASH_REDIS_REST_TOKEN)) {
-    errors.push(
-      "UPSTASH_REDIS_REST_TOKEN: holds a line break, a NUL or a character past U+00FF, which no Authorization header can carry, so every store call would fail: check the value as copied (it is not repeated here)",
-    );
-  }
+  else errors.push(...storeTokenErrors(env.UPSTASH_REDIS_REST_TOKEN));
   const originErrors = env.ORIGIN_URL ? originUrlErrors(env.ORIGIN_URL) : [];
   errors.push(...originErrors);
   const origin = env.ORIGIN_URL && !originErrors.length ? new URL(env.ORIGIN_URL) : undefined;

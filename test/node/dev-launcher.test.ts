@@ -350,6 +350,30 @@ describe("npm run dev", () => {
     }
   });
 
+  it("stops, naming UPSTASH_REDIS_REST_URL and never repeating it, when it is the database's URL with its password (the gate would answer every request with its configuration error)", async () => {
+    for (const url of ["rediss://default:s3cretpw0rd@eu1-example.upstash.io:6379", "https://default:s3cretpw0rd@eu1-example.upstash.io"]) {
+      const run = spawnSync(process.execPath, ["scripts/dev.ts"], {
+        env: await devEnv({ UPSTASH_REDIS_REST_URL: url, UPSTASH_REDIS_REST_TOKEN: "a-token-value", ...noRedis }),
+        encoding: "utf8",
+        timeout: 60_000,
+      });
+      expect(run.status, url).toBe(1);
+      expect(run.stdout, url).toMatch(/UPSTASH_REDIS_REST_URL from the environment is invalid:\n {2}- UPSTASH_REDIS_REST_URL: must/);
+      expect(run.stdout + run.stderr, url).not.toMatch(/s3cretpw0rd|a-token-value|wrangler dev/);
+    }
+  }, 130_000);
+
+  it("stops, naming UPSTASH_REDIS_REST_TOKEN and never repeating it, when it holds a line break no Authorization header can carry", async () => {
+    const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
+      env: await devEnv({ UPSTASH_REDIS_REST_URL: "https://eu1-example.upstash.io", UPSTASH_REDIS_REST_TOKEN: "AXsAAInc\nDEtoken", ...noRedis }),
+      encoding: "utf8",
+      timeout: 60_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toMatch(/UPSTASH_REDIS_REST_TOKEN from the environment is invalid:\n {2}- UPSTASH_REDIS_REST_TOKEN: holds a line break/);
+    expect(run.stdout + run.stderr).not.toMatch(/AXsAAInc|DEtoken|wrangler dev/);
+  }, 70_000);
+
   it("stops with install instructions when there is no Redis to use and no redis-server", async () => {
     const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
       env: { ...process.env, PATH: "/nonexistent", REDIS_URL: "redis://127.0.0.1:9", UPSTASH_REDIS_REST_URL: "", UPSTASH_REDIS_REST_TOKEN: "", DEV_VARS_FILE: "/dev/null" },
