@@ -336,6 +336,29 @@ describe("parseRateLimits", () => {
     expect(errors.join("\n")).not.toContain("hunter2");
   });
 
+  it("never repeats a raw API key written where key hashes go, whatever else is wrong with the entry, nor a string given for a list of them", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    const identity = { header: "x-api-key" };
+    const cases: [unknown, RegExp][] = [
+      // a key named by its raw value, with a tier of the wrong type as well
+      [{ rules, identity, keys: { "sk-live-hunter2": 5 } }, /^RATE_LIMITS\.keys: entry 1 /],
+      [{ rules, identity, keys: { "sk-live-hunter2": { tier: "m" } } }, /^RATE_LIMITS\.keys: entry 1 /],
+      // one key where a table or a list of hashes goes
+      [{ rules, identity, keys: "sk-live-hunter2" }, /^RATE_LIMITS\.keys: /],
+      [{ rules, identity, allow: { keys: "sk-live-hunter2" } }, /^RATE_LIMITS\.allow\.keys: .*Array/],
+      [{ rules, identity, deny: { keys: "sk-live-hunter2" } }, /^RATE_LIMITS\.deny\.keys: .*Array/],
+    ];
+    for (const [config, named] of cases) {
+      const errors = errorsOf(config);
+      expect(errors.length, JSON.stringify(config)).toBeGreaterThan(0);
+      for (const error of errors) expect(error, JSON.stringify(config)).not.toContain("hunter2");
+      expect(
+        errors.some((e) => named.test(e)),
+        `${JSON.stringify(config)}: ${errors.join("; ")}`,
+      ).toBe(true);
+    }
+  });
+
   it("refuses what is not a configuration at all", () => {
     expect(errorsOf(undefined)).toEqual(["RATE_LIMITS: is not set"]);
     expect(errorsOf("{nope")[0]).toMatch(/^RATE_LIMITS: is not valid JSON/);

@@ -625,7 +625,19 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
     const place = Object.keys(last.input as object).indexOf(last.key as string) + 1;
     return `${root}.keys: entry ${place} is named by no SHA-256 of an API key, as 64 lowercase hex digits (not repeated here: it may be the key itself; name each key by its SHA-256)`;
   }
-  const path = items.map((p) => (typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`)).join("");
+  // the same entry, named so, may be wrong in its value too: that error names it by its place as well
+  const entry = items[0]?.key === "keys" && items[1]?.type === "object" ? items[1] : undefined;
+  const rawName = entry !== undefined && !/^[0-9a-f]{64}$/.test(String(entry.key));
+  const path = items
+    .map((p, i) =>
+      rawName && i === 1 ? `: entry ${Object.keys(entry!.input as object).indexOf(String(entry!.key)) + 1}` : typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`,
+    )
+    .join("");
+  // a string where key hashes go (a table of them, or a list) is most likely one raw key: not echoed
+  const inKeys = items[0]?.key === "keys" || ((items[0]?.key === "allow" || items[0]?.key === "deny") && items[1]?.key === "keys");
+  if (inKeys && issue.kind === "schema" && typeof issue.input === "string" && issue.received) {
+    return `${root}${path}: ${issue.message.replace(issue.received, "a string")} (not repeated here: it may be an API key; name each key by its SHA-256)`;
+  }
   // limit = "100" in TOML, or "100" in JSON: valibot's "Expected number" does not say that the
   // quotes are the whole mistake
   const quoted = typeof issue.input === "string" ? issue.input : undefined;
