@@ -165,23 +165,11 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   workerVars.UPSTASH_REDIS_REST_TOKEN = token;
 }
 
-/**
- * ORIGIN_URL as the banner shows it: without a user name or password, which may be a real
- * one (the gate never repeats the value in an error for that reason), written as given otherwise.
- */
-function shownOrigin(url: string): string {
-  const parsed = new URL(url);
-  if (!parsed.username && !parsed.password) return url;
-  parsed.username = "";
-  parsed.password = "";
-  return parsed.href.replace(/\/$/, "");
-}
-
 let originLabel: string;
 if (originUrl) {
   workerVars.ORIGIN_URL = originUrl;
-  originLabel = shownOrigin(originUrl);
-  say(`• Origin: ${originLabel} (ORIGIN_URL from ${originSource})`);
+  originLabel = originUrl;
+  say(`• Origin: ${originUrl} (ORIGIN_URL from ${originSource})`);
 } else {
   const origin = await startOrigin();
   stops.push(() => origin.close());
@@ -258,9 +246,7 @@ const gate = `http://127.0.0.1:${gatePort}`;
 const mode = store.startsWith("Upstash") ? "upstash" : "local";
 const consoleUrl = `${gate}/__slidegate/`;
 if (readyJson) {
-  process.stdout.write(
-    `SLIDEGATE_READY ${JSON.stringify({ gate, console: consoleUrl, origin: shownOrigin(workerVars.ORIGIN_URL!), mode, ...started, processGroup: child.pid })}\n`,
-  );
+  process.stdout.write(`SLIDEGATE_READY ${JSON.stringify({ gate, console: consoleUrl, origin: workerVars.ORIGIN_URL, mode, ...started, processGroup: child.pid })}\n`);
 } else {
   const rules = limits.ok ? describeLimits(limits.config) : [];
   // the demo sends the key "demo", which a gate that refuses unknown keys answers with 401s
