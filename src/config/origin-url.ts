@@ -14,6 +14,10 @@ export function originUrlErrors(value: string): string[] {
   if (origin.protocol !== "http:" && origin.protocol !== "https:") errors.push(`ORIGIN_URL: must be an http or https URL: ${like}`);
   // each request's path and query are appended to it: after a query or fragment they would
   // land in the query, or be dropped, and every request reach the same origin page
+  // the runtime's fetch drops them without a word: no Authorization reaches the origin, which
+  // then refuses every admitted request as if the gate had never been given them
+  if (origin.username || origin.password)
+    errors.push("ORIGIN_URL: must hold no user name or password (user:password@), which the runtime drops without sending them to the origin");
   if (/[?#]/.test(origin.href)) errors.push("ORIGIN_URL: must hold no query or fragment (each request's path and query are appended to it)");
   return errors;
 }

@@ -49,6 +49,17 @@ describe("npm run check-config", () => {
     for (const good of ["", "https://origin.example/v1"]) expect(check(good).status, good).toBe(0);
   });
 
+  it("refuses an ORIGIN_URL that holds a user name or password, which the runtime drops without sending, and repeats neither", () => {
+    const dir = mkdtempSync(join(tmpdir(), "check-config-"));
+    const file = join(dir, "wrangler.toml");
+    for (const origin of ["https://ouser:opass-hunter2@origin.example/v1", "https://ouser@origin.example"]) {
+      writeFileSync(file, `[vars]\nORIGIN_URL = ${JSON.stringify(origin)}\nRATE_LIMITS = { rules = [{ name = "minute", limit = 100, window = "1m" }] }\n`);
+      const r = run("scripts/check-config.ts", [file]);
+      expect([r.status, r.stderr], origin).toEqual([1, expect.stringContaining("ORIGIN_URL: must hold no user name or password")]);
+      expect(r.stderr + r.stdout).not.toMatch(/ouser|opass-hunter2/);
+    }
+  });
+
   it("reads a file named relative to the directory npm run was typed in, not the package's root where npm runs it", () => {
     const dir = mkdtempSync(join(tmpdir(), "check-config-"));
     writeFileSync(join(dir, "limits.json"), JSON.stringify({ rules: [{ name: "minute", limit: 100, window: "60s" }] }));
