@@ -1,6 +1,6 @@
 import { errors } from "@upstash/redis/cloudflare";
 import { didYouMean } from "../config/nearest.ts";
-import type { GateConfig, Rule } from "../config/rate-limits.ts";
+import { type GateConfig, type Rule, tooDense } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { readKey } from "../decision/api-key.ts";
@@ -187,12 +187,12 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   async function usage(identity: Identity) {
     const entry = identity.kind === "k" ? await registry.get(identity) : undefined;
     const tier = entry?.tier || tierOf(config, identity.keyHash);
-    const rules = tierRules(config, tier).map((r) => ({
-      ...r,
-      scope: tier,
-      limit: entry?.overrides[r.name]?.limit ?? r.limit,
-      windowMs: entry?.overrides[r.name]?.windowMs ?? r.windowMs,
-    }));
+    const rules = tierRules(config, tier).map((r) => {
+      const limit = entry?.overrides[r.name]?.limit ?? r.limit;
+      const windowMs = entry?.overrides[r.name]?.windowMs ?? r.windowMs;
+      // a key's own numbers past what a log can count (written by hand) are no override, as the script reads them
+      return { ...r, scope: tier, ...(tooDense(limit, windowMs) === undefined && { limit, windowMs }) };
+    });
     // an address answers to the address rules too, whatever key it sends
     const addressRules = identity.kind === "i" ? config.addressRules.map((r) => ({ ...r, scope: ADDRESS_SCOPE })) : [];
     const now = await clock();
@@ -364,7 +364,9 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
           }
           return json({ cleared: rule });
         }
-        const checked = registry.check({ overrides: { [rule]: { limit, window, windowMs } } });
+        // what the key holds of the other number: a limit given alone counts in the key's own window
+        const held = (await registry.get(identity))?.overrides;
+        const checked = registry.check({ overrides: { [rule]: { limit, window, windowMs } } }, "", held);
         // checked as an entry's overrides, but the caller sent "rule", "limit" and "window" (or "windowMs"): named as sent
         const at = `overrides.${rule}`;
         const asSent = (e: string) =>

@@ -1,7 +1,7 @@
 import { errors, type Redis } from "@upstash/redis/cloudflare";
 import * as v from "valibot";
 import { didYouMean } from "../config/nearest.ts";
-import { describe, type GateConfig, isName, reservedKeys, valueSchemas } from "../config/rate-limits.ts";
+import { DENSE_WHY, describe, type GateConfig, isName, MAX_PER_MS, reservedKeys, tooDense, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
 import { redisKeys } from "../script/limiter.ts";
 import { unknownField } from "./unknown-fields.ts";
@@ -199,10 +199,43 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
   // per rule name, the largest cost it has in any tier: a limit below it would admit nothing
   const costs = new Map<string, number>();
   for (const rules of config.tiers.values()) for (const r of rules) costs.set(r.name, Math.max(costs.get(r.name) ?? 1, r.cost));
+  // per rule name, its limit and window in each tier that has it
+  const configured = new Map<string, { tier: string; limit: number; windowMs: number }[]>();
+  for (const [tier, rules] of config.tiers) for (const r of rules) configured.set(r.name, [...(configured.get(r.name) ?? []), { tier, limit: r.limit, windowMs: r.windowMs }]);
+
+  /**
+   * A key's own limit and window of `rule` (`o`; where it gives one alone, `held`: what the key
+   * holds of the other) that would count more than a log can (see `tooDense`) with the rule's
+   * numbers in any tier, named by the field given (`field`). Overrides belong to rule names, not
+   * tiers: a key moved to another tier takes them to its rule of that name.
+   */
+  const denseErrors = (rule: string, o: Override, field: { limit: string; window: string }, held: Override = {}): string[] => {
+    if (o.limit === undefined && o.windowMs === undefined) return [];
+    const named = o.limit !== undefined ? field.limit : field.window;
+    const limit = o.limit ?? held.limit;
+    const windowMs = o.windowMs ?? held.windowMs;
+    const pairs =
+      limit !== undefined && windowMs !== undefined
+        ? [{ limit, windowMs, whose: o.limit === undefined ? " (the key's own limit)" : o.windowMs === undefined ? " (the key's own window)" : "" }]
+        : (configured.get(rule) ?? []).map((r) => ({
+            limit: limit ?? r.limit,
+            windowMs: windowMs ?? r.windowMs,
+            whose: ` (the ${limit === undefined ? "limit" : "window"} of "${rule}" in tier "${r.tier}")`,
+          }));
+    for (const p of pairs) {
+      const most = tooDense(p.limit, p.windowMs);
+      if (most !== undefined) return [`${named}: ${p.limit} in ${p.windowMs} ms${p.whose} is more than ${MAX_PER_MS} per millisecond of the window: ${DENSE_WHY} than ${most}`];
+    }
+    return [];
+  };
 
   return {
-    /** Validates an entry as the admin API receives it; every error names its field from `root` (none: the field alone). */
-    check(raw: unknown, root = ""): Checked {
+    /**
+     * Validates an entry as the admin API receives it; every error names its field from `root`
+     * (none: the field alone). `held`: the overrides the key holds, which those given change
+     * rather than replace (`keys/override`: a limit given alone counts in the key's own window).
+     */
+    check(raw: unknown, root = "", held: Record<string, Override> = {}): Checked {
       // "root.field", or "field" at the top of a body: never ".field", which names nothing the caller sent
       const named = (errors: string[]) => (root ? errors : errors.map((e) => e.replace(/^\./, "")));
       const reserved = reservedKeys(raw, root);
@@ -224,6 +257,10 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         if (o.limit === undefined && window === undefined) errors.push(`${root}.overrides.${rule}: give "limit", "window" or both`);
         const cost = costs.get(rule) ?? 1;
         if (o.limit !== undefined && o.limit < cost) errors.push(`${root}.overrides.${rule}.limit: ${o.limit} is below the rule's cost (${cost}): no request would ever fit`);
+        const at = `${root}.overrides.${rule}`;
+        errors.push(
+          ...denseErrors(rule, { limit: o.limit, windowMs: window }, { limit: `${at}.limit`, window: `${at}.${o.window !== undefined ? "window" : "windowMs"}` }, held[rule]),
+        );
         entry.overrides[rule] = { limit: o.limit, windowMs: window };
       }
       return errors.length ? { ok: false, errors: named(errors) } : { ok: true, entry };

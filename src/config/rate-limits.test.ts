@@ -328,6 +328,38 @@ describe("parseRateLimits", () => {
     expect(errorsOf({ rules, keys: { ["b".repeat(64)]: "gold" } })).toEqual([`RATE_LIMITS.keys.${"b".repeat(64)}: "gold" is not a tier`]);
   });
 
+  it("refuses a limit of more than 1000 per millisecond of its window, which requests recorded a microsecond apart cannot count, naming the field and why", () => {
+    const why = "requests are recorded at least a microsecond apart, so a window holds no more";
+    expect(errorsOf({ rules: [{ name: "burst", limit: 2000, window: "1ms" }] })).toEqual([
+      `RATE_LIMITS.rules[0].limit: must be at most 1000 per millisecond of the window, 1000 in 1 ms, not 2000: ${why}`,
+    ]);
+    const tiered = {
+      identity: { header: "x-api-key" },
+      defaultTier: "free",
+      tiers: {
+        free: {
+          rules: [
+            { name: "m", limit: 5, window: "1s" },
+            { name: "burst", limit: 500_000, window: 499 },
+          ],
+        },
+      },
+      addressRules: [{ name: "floor", limit: 1_000_000, window: "999ms" }],
+    };
+    expect(errorsOf(tiered)).toEqual([
+      `RATE_LIMITS.tiers.free.rules[1].limit: must be at most 1000 per millisecond of the window, 499000 in 499 ms, not 500000: ${why}`,
+      `RATE_LIMITS.addressRules[0].limit: must be at most 1000 per millisecond of the window, 999000 in 999 ms, not 1000000: ${why}`,
+    ]);
+    // up to the bound, whatever the unit
+    for (const [limit, window] of [
+      [1000, "1ms"],
+      [1_000_000, "1s"],
+      [499_000, 499],
+    ] as const) {
+      expect(parseRateLimits({ rules: [{ name: "burst", limit, window }] }).ok, `${limit} in ${window}`).toBe(true);
+    }
+  });
+
   it("never repeats a keys entry named by no SHA-256, which may be the raw API key, naming it by its place", () => {
     const rules = [{ name: "m", limit: 1, window: "1s" }];
     const errors = errorsOf({ rules, keys: { ["b".repeat(64)]: "m", "sk-live-hunter2": "m" } });

@@ -338,6 +338,29 @@ const windowMs = v.pipe(
   v.maxValue(MAX_WINDOW, "must be at most 366d"),
 );
 
+/** The most requests a rule can count per millisecond of its window. */
+export const MAX_PER_MS = 1000;
+
+/**
+ * Why a limit can be at most `MAX_PER_MS` per millisecond of its window, in a user's words. A log
+ * records its entries at least a microsecond apart, so a burst at one clock reading runs ahead of
+ * the clock, a microsecond an entry: with more entries than microseconds in the window, its newest
+ * stands more than a window ahead, where the decision script takes the log for one it did not
+ * write and starts it afresh, admitting without bound (see sliding-window.lua).
+ */
+export const DENSE_WHY = "requests are recorded at least a microsecond apart, so a window holds no more";
+
+/**
+ * The most a rule of `windowMs` can count when `limit` is more than that, else undefined.
+ *
+ * @example
+ * tooDense(2000, 1); // 1000
+ * tooDense(1000, 1); // undefined
+ */
+export function tooDense(limit: number, windowMs: number): number | undefined {
+  return limit > windowMs * MAX_PER_MS ? windowMs * MAX_PER_MS : undefined;
+}
+
 /** The shapes of single values, for what validates them elsewhere (a registry entry's overrides). */
 export const valueSchemas = { name: NAME, limit: int(1, MAX_LIMIT), window, windowMs } as const;
 
@@ -426,6 +449,8 @@ function crossCheck(c: Raw, root: string): string[] {
       if (seen.has(r.name)) issue(`${path}[${i}].name`, `"${r.name}" is used twice`);
       seen.add(r.name);
       if ((r.cost ?? 1) > r.limit) issue(`${path}[${i}].cost`, `is larger than limit (${r.limit}): every request would be denied`);
+      const most = tooDense(r.limit, r.window);
+      if (most !== undefined) issue(`${path}[${i}].limit`, `must be at most ${MAX_PER_MS} per millisecond of the window, ${most} in ${r.window} ms, not ${r.limit}: ${DENSE_WHY}`);
       const canonical = r.path === undefined ? undefined : canonicalPath(r.path);
       if (canonical && !canonical.ok) issue(`${path}[${i}].path`, `contains ${canonical.refused}, which the gate refuses in every request`);
     });

@@ -21,7 +21,9 @@
                  clock); its TTL only collects it
     KEYS[2]      the API key's registry entry: a hash with `tier`, `disabled` ("1"), and
                  per-rule overrides `limit:<rule>`, `window:<rule>` (ms); read in this same
-                 call, so a change to it holds from the next decision anywhere
+                 call, so a change to it holds from the next decision anywhere. A field the
+                 admin API would not write (an override out of range or past 1000 per ms of
+                 its window) is read as absent
     KEYS[2 + i]  the log of rule i: a sorted set with one entry per recorded request,
                  score = arrival time in µs, member = the log's running total of cost before
                  the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1.
@@ -36,7 +38,8 @@
     [3]  the tier when the registry holds no entry for the key: its configured tier; "" for
          a key nobody knows (answered { 3 }); "-" for a caller that is not a key (the
          registry is not read)
-    then five per rule i, from j = 5i - 1: [j] name, [j+1] limit, [j+2] window in ms, [j+3]
+    then five per rule i, from j = 5i - 1: [j] name, [j+1] limit (at most 1000 per ms of the
+    window: see below), [j+2] window in ms, [j+3]
     cost of this request (a whole number >= 1), [j+4] "1" for a shadow rule (decided,
     reported, recorded when it fits, never enforced)
   Returns (nothing is read or recorded for 2 to 5)
@@ -66,7 +69,10 @@
   taken for one this script did not write, and starts afresh. After a clock stepped back
   further, a caller gets one more window's quota, rather than no quota for as long as the
   step; so with the edge clock the isolates' clocks must agree to well within the shortest
-  window, or each that runs behind restarts the others' logs.
+  window, or each that runs behind restarts the others' logs. A burst at one clock reading runs
+  ahead too, 1 µs an entry: so a rule's limit is at most its window in µs, which keeps the
+  newest entry of a full window within a window of the clock that wrote it (a limit past that,
+  from the caller or a key's own, would let a burst start its log afresh without end).
 
   The log's TTL is refreshed when a write starts a new eighth of its (longest) window (or is
   placed ahead of the clock, or the key has its own window) rather than on every write: each
@@ -244,8 +250,8 @@ for i = 4, #KEYS do
 end
 if one_log then
   local limit, window, cost = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-  if not (limit and window and cost and limit >= 1 and window >= 1 and window < 1e12 and cost >= 1 and cost % 1 == 0) then
-    return redis.error_reply('slidegate: rule 1 needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
+  if not (limit and window and cost and limit >= 1 and window >= 1 and window < 1e12 and limit <= window * 1000 and cost >= 1 and cost % 1 == 0) then
+    return redis.error_reply('slidegate: rule 1 needs a limit from 1 to 1000 per ms of its window, a window from 1 ms to 1e12 ms and a whole cost >= 1')
   end
   local longest = window
   -- rule i past the first, at m = 5i - 10: limit, window µs, used, oldest score and oldest member
@@ -254,8 +260,8 @@ if one_log then
   for i = 2, rules do
     local a = 5 * i - 1
     local l, w, c = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-    if not (l and w and c and l >= 1 and w >= 1 and w < 1e12 and c >= 1 and c % 1 == 0) then
-      return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
+    if not (l and w and c and l >= 1 and w >= 1 and w < 1e12 and l <= w * 1000 and c >= 1 and c % 1 == 0) then
+      return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit from 1 to 1000 per ms of its window, a window from 1 ms to 1e12 ms and a whole cost >= 1')
     end
     if c ~= cost then return redis.error_reply('slidegate: rule ' .. i .. ' shares a log with a rule of another cost') end
     if ARGV[a + 4] == '1' or ARGV[8] == '1' then
@@ -343,14 +349,17 @@ for i = 1, rules do
   local limit, window, cost = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local own, configured = false, window
   if overrides then
-    limit = overrides['limit:' .. ARGV[a]] or limit
-    own = overrides['window:' .. ARGV[a]]
-    window = own or window
+    local l, w = overrides['limit:' .. ARGV[a]] or limit, overrides['window:' .. ARGV[a]]
+    -- a key's own numbers that count more than a log can (the limit above the window's µs; see
+    -- the rule's check below) are no override of the rule, as the admin API refuses to write them
+    if l and window and l <= (w or window) * 1000 then limit, own, window = l, w, w or window end
   end
   -- the caller validates; checked again because a bad number here would write nonsense (an
-  -- infinite window would fail the TTL after the entry is written, and leave a log without one)
-  if not (limit and window and configured and cost and limit >= 1 and window >= 1 and window < 1e12 and configured >= 1 and configured < 1e12 and cost >= 1 and cost % 1 == 0) then
-    return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit >= 1, a window from 1 ms to 1e12 ms and a whole cost >= 1')
+  -- infinite window would fail the TTL after the entry is written, and leave a log without one;
+  -- a limit above the window's µs would admit without bound: its entries, a µs apart at least,
+  -- run more than a window ahead of a burst's clock, and the log starts afresh)
+  if not (limit and window and configured and cost and limit >= 1 and window >= 1 and window < 1e12 and limit <= window * 1000 and configured >= 1 and configured < 1e12 and cost >= 1 and cost % 1 == 0) then
+    return redis.error_reply('slidegate: rule ' .. i .. ' needs a limit from 1 to 1000 per ms of its window, a window from 1 ms to 1e12 ms and a whole cost >= 1')
   end
   window = window * 1000
   -- a key's own window: its log also lives as long as the configured one, so that when the

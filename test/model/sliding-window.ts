@@ -96,12 +96,13 @@ export class SlidingWindowModel {
       if (tier === "") return [3];
       if (tier !== call.tier) return [5, tier];
     }
-    // a key's overrides replace the rule's limit and window; anything but a whole number >= 1 is ignored
-    const rules = call.rules.map((r) => ({
-      ...r,
-      limit: override(fields[`limit:${r.name}`], MAX_LIMIT) ?? r.limit,
-      windowMs: override(fields[`window:${r.name}`], MAX_WINDOW_MS) ?? r.windowMs,
-    }));
+    // a key's overrides replace the rule's limit and window; anything but a whole number >= 1 is
+    // ignored, and so is a pair of more than 1000 per ms of the window (entries stand 1 µs apart)
+    const rules = call.rules.map((r) => {
+      const limit = override(fields[`limit:${r.name}`], MAX_LIMIT) ?? r.limit;
+      const windowMs = override(fields[`window:${r.name}`], MAX_WINDOW_MS) ?? r.windowMs;
+      return limit <= windowMs * 1000 ? { ...r, limit, windowMs } : r;
+    });
 
     // a log named by several rules is one log, kept for the longest of their windows
     const longest = new Map<string, number>();

@@ -31,6 +31,8 @@ const rule = fc
     fail: fc.option(fc.constantFrom("open", "closed"), { nil: undefined }),
     timeout: fc.option(fc.integer({ min: 1, max: 30_000 }), { nil: undefined }),
   })
+  // at most 1000 per millisecond of the window: more is refused
+  .map((r) => ({ ...r, limit: Math.min(r.limit, r.window.ms * 1000) }))
   .map((r) => ({
     limit: r.limit,
     window: r.window.raw,

@@ -61,7 +61,12 @@ it(`never admits more than a rule's limit in one of its windows, and never answe
         });
         const key = Object.keys(fields).length > 0;
         if (key) await redis.hset("sg:{a}:key", { tier: "t", ...fields });
-        const rules = configured.map((r, i) => ({ limit: own[i]?.limit ?? r.limit, windowMs: own[i]?.windowMs ?? r.windowMs }));
+        // the key's own numbers, unless they count more than a log can (more than the window's
+        // µs): then the rule's
+        const rules = configured.map((r, i) => {
+          const mine = { limit: own[i]?.limit ?? r.limit, windowMs: own[i]?.windowMs ?? r.windowMs };
+          return key && mine.limit <= mine.windowMs * 1000 ? mine : r;
+        });
         const limitOf = (log: number) => Math.min(...rules.filter((_, i) => logOf[i] === log).map((r) => r.limit));
         const skew = SKEW * Math.min(...rules.map((r) => r.windowMs)) * 1000;
         const admitted: { at: number; cost: number }[][] = [[], [], []];

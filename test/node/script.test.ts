@@ -127,6 +127,8 @@ describe("sliding-window script against its model", () => {
     fc.integer({ min: 60_000, max: 600_000 }).map(String), // windows, ms
     fc.integer({ min: 1, max: 40 }).map(String), // windows, ms
     fc.constantFrom("0", "x", "1e3", "5.5", " 7", "", "1000001", "31622400001", "1000000000000"), // no limit (1 to 1e6) or window (1 ms to 366 d) the admin API writes: no override
+    // limits past 1000 per ms of a short window (a rule's or the key's own): no override of the rule
+    fc.constantFrom("1001", "2000", "40001", "1000000"),
   );
   const step = fc.oneof(
     {
@@ -495,6 +497,15 @@ describe("sliding-window script on state it did not write", () => {
     expect(await evalCall({ ...call, rules: [{ name: "r0", limit: 5, windowMs: 60_000, cost: 1, shadow: false }] })).toEqual([1, 4, 60_000, 0, 5, 60_000]);
     expect(await redis.pttl("l:{w}")).toBeGreaterThan(60_000);
   });
+
+  it("refuses a rule whose limit is more than 1000 per millisecond of its window, which entries a microsecond apart cannot count, before writing anything", async () => {
+    const dense: Rule = { limit: 2000, windowMs: 1, cost: 1, shadow: false };
+    await expect(evalsha("b:{d}", ["l:{d}"], T0, [dense])).rejects.toThrow(/rule 1 needs a limit from 1 to 1000 per ms of its window/);
+    // and on the general path (rules on logs of their own)
+    await expect(evalsha("b:{d}", ["l:{d}", "l:{d}:2"], T0, [rule(5), dense])).rejects.toThrow(/rule 2 needs a limit from 1 to 1000 per ms of its window/);
+    expect(await redis.exists("l:{d}", "l:{d}:2")).toBe(0);
+    expect(await evalsha("b:{d}", ["l:{d}"], T0, [{ ...dense, limit: 1000 }])).toEqual([1, 999, 1, 0, 1000, 1]);
+  });
 });
 
 describe("operator blocks in the script", () => {
@@ -664,5 +675,35 @@ describe("the key registry, read in the same call", () => {
     expect(later).toEqual([1, 3, 60_000, 0, 5, 60_000]);
     // a minute and an eighth of it (7.5 s): later writes in this eighth, which do not refresh it, stay covered
     expect(await redis.pttl("l:{r}:paid")).toBeGreaterThan(67_000);
+  });
+
+  it("reads a key's own limit and window that would count more than 1000 per millisecond of the window as no override of that rule: a burst at one clock reading stops at the rule's limit", async () => {
+    // Entries stand at least 1 µs apart, so a burst at one clock reading runs a µs ahead of the
+    // clock per entry: 2,000 in 1 ms would run more than a window ahead, where the log is taken
+    // for one the script did not write and starts afresh, again and again.
+    await redis.hset("reg:{r}", { tier: "paid", "limit:burst": "2000" });
+    const burst = (limit: number, windowMs: number) =>
+      redis
+        .multi()
+        .evalsha(sha, 3, "b:{r}", "reg:{r}", "l:{r}:paid", String(T0), "paid", "free", "burst", limit, windowMs, 1, 0)
+        // nothing runs out on Redis's real clock (the log's TTL is a few ms)
+        .persist("l:{r}:paid")
+        .exec();
+    const replies: Reply[] = [];
+    for (let i = 0; i < 2100; i++) {
+      const [[error, reply]] = (await burst(5, 1))! as [[Error | null, Reply]];
+      if (error) throw error;
+      replies.push(reply);
+    }
+    expect(replies[0]).toEqual([1, 4, 1, 0, 5, 1]);
+    expect(replies.filter((r) => r[0] === 1)).toHaveLength(5);
+    // a key's own window alone can make the configured limit too dense: 2,000 in 1 ms
+    await redis.del("l:{r}:paid", "reg:{r}");
+    await redis.hset("reg:{r}", { tier: "paid", "window:burst": "1" });
+    expect((await burst(2000, 2))![0]![1]).toEqual([1, 1999, 2, 0, 2000, 2]);
+    // the same density within the bound is the key's: 2,000 in 2 ms
+    await redis.del("l:{r}:paid");
+    await redis.hset("reg:{r}", { "limit:burst": "2000", "window:burst": "2" });
+    expect((await burst(5, 1))![0]![1]).toEqual([1, 1999, 2, 0, 2000, 2]);
   });
 });

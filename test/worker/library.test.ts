@@ -487,6 +487,9 @@ describe("Hono middleware", () => {
 
   it("refuses a bad option when the middleware is built, naming it, not on the first request", () => {
     expect(() => rateLimit({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toThrow("options.rules[0].limit: must be at least 1");
+    expect(() => rateLimit({ rules: [{ name: "default", limit: 2000, window: 1 }] })).toThrow(
+      "options.rules[0].limit: must be at most 1000 per millisecond of the window, 1000 in 1 ms, not 2000",
+    );
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10 seconds" }] })).toThrow(/options\.rules\[0\]\.window/);
     expect(() => rateLimit({ rules: [{ name: "default", limit: 5, window: "10s" }], keyHeader: "x" } as never)).toThrow(/options: .*unknown field|options\.keyHeader/);
   });
@@ -918,6 +921,9 @@ describe("createRateLimiter", () => {
       /options\.cors: is the gateway's alone/,
     );
     expect(() => limiter([{ name: "a", limit: 0, window: "1m" }])).toThrow("options.rules[0].limit: must be at least 1");
+    expect(() => limiter([{ name: "a", limit: 2000, window: "1ms" }])).toThrow(
+      "options.rules[0].limit: must be at most 1000 per millisecond of the window, 1000 in 1 ms, not 2000",
+    );
     expect(() => createRateLimiter({ url: "", token: "", rules: [] })).toThrow(/options.url and options.token are required/);
     expect(() => createRateLimiter({ url: "localhost:8079", token: "t", rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(/options\.url: must be an http\(s\) URL/);
     expect(() => createRateLimiter({ url: services.shimUrl, token: 42 as unknown as string, rules: [{ name: "a", limit: 1, window: "1m" }] })).toThrow(

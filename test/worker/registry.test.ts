@@ -764,6 +764,59 @@ describe("key registry", () => {
     expect((await admin(a, "keys/get", { key: "huge-override" })).body.overrides).toEqual({});
   });
 
+  it("refuses an override that, with a rule's own numbers in any tier, would count more than 1000 per millisecond of the window, naming the field, and writes nothing", async () => {
+    const tiers = {
+      free: {
+        rules: [
+          { name: "minute", limit: 2, window: "1m" },
+          { name: "burst", limit: 10, window: 5 },
+        ],
+      },
+      paid: {
+        rules: [
+          { name: "minute", limit: 5, window: "1m" },
+          { name: "burst", limit: 2000, window: 2 },
+        ],
+      },
+    };
+    const { a } = fleet({ tiers });
+    const why = "requests are recorded at least a microsecond apart, so a window holds no more";
+    // 3000 in free's 5 ms fit; in paid's 2 ms they do not, and the key may be moved to paid
+    const set = await admin(a, "keys/set", { key: "dense", tier: "free", overrides: { burst: { limit: 3000 } } });
+    expect([set.status, set.body.type, set.body.detail]).toEqual([
+      400,
+      "urn:slidegate:bad-request",
+      `overrides.burst.limit: 3000 in 2 ms (the window of "burst" in tier "paid") is more than 1000 per millisecond of the window: ${why} than 2000`,
+    ]);
+    // a window of the key's own makes paid's limit too dense
+    const window = await admin(a, "keys/set", { key: "dense", tier: "free", overrides: { burst: { window: "1ms" } } });
+    expect(window.body.detail).toBe(`overrides.burst.window: 2000 in 1 ms (the limit of "burst" in tier "paid") is more than 1000 per millisecond of the window: ${why} than 1000`);
+    const imported = await admin(a, "keys/import", { entries: [{ key: "dense", overrides: { burst: { limit: 2000, windowMs: 1 } } }] });
+    expect(imported.body.detail).toBe(`Nothing was imported: entries[0].overrides.burst.limit: 2000 in 1 ms is more than 1000 per millisecond of the window: ${why} than 1000`);
+    expect((await admin(a, "keys/get", { key: "dense" })).status).toBe(404);
+    // the key's own pair within the bound is taken: 3000 in 3 ms
+    expect((await admin(a, "keys/set", { key: "dense", tier: "free", overrides: { burst: { limit: 3000, window: 3 } } })).status).toBe(200);
+    // one field changed, with the key's other one: 3000 in 2 ms
+    const override = await admin(a, "keys/override", { key: "dense", rule: "burst", windowMs: 2 });
+    expect([override.status, override.body.detail]).toEqual([
+      400,
+      `windowMs: 3000 in 2 ms (the key's own limit) is more than 1000 per millisecond of the window: ${why} than 2000`,
+    ]);
+    expect((await admin(a, "keys/get", { key: "dense" })).body.overrides).toEqual({ burst: { limit: 3000, windowMs: 3 } });
+    expect((await admin(a, "keys/override", { key: "dense", rule: "burst", limit: 2500 })).status).toBe(200);
+  });
+
+  it("decides a key whose own limit and window written by hand count more than 1000 per millisecond of the window by its configured rule, and usage says so", async () => {
+    const { a, prefix } = fleet();
+    expect((await admin(a, "keys/set", { key: "dense-by-hand", tier: "paid" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "dense-by-hand" })).body.identity as { tag: string }).tag;
+    await store.hset(`${prefix}:{${tag}}:key`, { "limit:minute": "2000", "window:minute": "1" });
+    const res = await a(request("/", { key: "dense-by-hand" }));
+    expect([res.status, res.headers.get("RateLimit-Policy")]).toEqual([200, '"minute";q=5;w=60']);
+    const usage = (await admin(a, "usage", { key: "dense-by-hand" })).body;
+    expect((usage.rules as { limit: number; windowMs: number; used: number }[])[0]).toMatchObject({ limit: 5, windowMs: 60_000, used: 1 });
+  });
+
   it("lists the other entries when one listed key's entry holds a value of another type, as the gate reads it: no entry, not a failed list", async () => {
     const { a, prefix } = fleet();
     const keys = ["typed-list-1", "typed-list-2", "typed-list-3"];
