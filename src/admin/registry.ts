@@ -3,7 +3,7 @@ import * as v from "valibot";
 import { didYouMean } from "../config/nearest.ts";
 import { DENSE_WHY, describe, type GateConfig, isName, MAX_PER_MS, reservedKeys, tooDense, valueSchemas } from "../config/rate-limits.ts";
 import type { Identity } from "../decision/identity.ts";
-import { redisKeys } from "../script/limiter.ts";
+import { NAME_PATTERN, redisKeys } from "../script/limiter.ts";
 import { unknownField } from "./unknown-fields.ts";
 
 /**
@@ -126,8 +126,11 @@ function fieldsFrom(raw: unknown): Record<string, string> {
 /** An entry from its Redis fields (the reverse of `fieldsOf`). */
 function entryOf(fields: Record<string, string>): Entry {
   // in the order keys/set answers with, so an entry reads the same from every route
-  // an empty label (written by hand, or before "" meant none) is none, as the admin API writes it
-  const entry: Entry = { tier: fields.tier ?? "", ...(fields.label && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
+  // an empty label (written by hand, or before "" meant none) is none, as the admin API writes it;
+  // a tier that is no name (written by hand) is none, as the script reads it: the key's
+  // configured tier decides
+  const tier = fields.tier !== undefined && NAME_PATTERN.test(fields.tier) ? fields.tier : "";
+  const entry: Entry = { tier, ...(fields.label && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
     // a name no rule can have (written by hand: the admin API refuses it) is no override, as the

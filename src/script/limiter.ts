@@ -239,9 +239,10 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
  * What refuses a caller whatever the rules' fail mode, read without the script (which a Redis
  * that takes no writes refuses), within what is left of the budget: an operator's block (see `blockLeft`),
  * and for an API key, its registry entry disabling it or, for a key nobody configured, its
- * absence. For an API key asked about in another tier than its own (`tier`), that tier, as the
- * script would answer it: the fail mode is its rules'. Null: all that was read, and nothing
- * refuses (the rules' fail mode decides); undefined: it could not be read in time.
+ * absence (or an entry naming no tier). For an API key asked about in another tier than its
+ * own (`tier`), that tier, as the script would answer it: the fail mode is its rules'. Null:
+ * all that was read, and nothing refuses (the rules' fail mode decides); undefined: it could
+ * not be read in time.
  */
 async function refusalWhenFull(
   redis: Redis,
@@ -260,27 +261,21 @@ async function refusalWhenFull(
   p.time();
   if (key) {
     p.hget(entry, "disabled");
-    p.exists(entry);
     p.hget(entry, "tier");
   }
-  const [value, ttl, time, disabled, registered, entryTier] = (await within(left, () => p.exec())) as [
-    string | null,
-    number,
-    [string, string],
-    string | null,
-    number,
-    string | null,
-  ];
+  const [value, ttl, time, disabled, entryTier] = (await within(left, () => p.exec())) as [string | null, number, [string, string], string | null, string | null];
   const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
   const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
   if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
   if (!key) return null;
   if (String(disabled) === "1") return { kind: "disabled-key" };
-  if (Number(registered) === 0 && key.fallback === "") return { kind: "unknown-key" };
-  // the tier whose rules the key answers to, as the script reads it: a key the registry moved
-  // to a tier that fails closed must not fail open by the rules of the tier an isolate assumed
-  const own = entryTier === null || entryTier === undefined ? key.fallback : String(entryTier);
-  if (own !== tier && NAME_PATTERN.test(own)) return { kind: "other-tier", tier: own };
+  // the tier whose rules the key answers to, as the script reads it (a tier field that is no
+  // name is none): a key the registry moved to a tier that fails closed must not fail open by
+  // the rules of the tier an isolate assumed
+  const held = entryTier === null || entryTier === undefined ? undefined : String(entryTier);
+  const own = held !== undefined && NAME_PATTERN.test(held) ? held : key.fallback;
+  if (own === "") return { kind: "unknown-key" };
+  if (own !== tier) return { kind: "other-tier", tier: own };
   return null;
 }
 

@@ -22,8 +22,8 @@
     KEYS[2]      the API key's registry entry: a hash with `tier`, `disabled` ("1"), and
                  per-rule overrides `limit:<rule>`, `window:<rule>` (ms); read in this same
                  call, so a change to it holds from the next decision anywhere. A field the
-                 admin API would not write (an override out of range or past 1000 per ms of
-                 its window) is read as absent
+                 admin API would not write (a tier that is no name, an override out of range or
+                 past 1000 per ms of its window) is read as absent
     KEYS[2 + i]  the log of rule i: a sorted set with one entry per recorded request,
                  score = arrival time in µs, member = the log's running total of cost before
                  the entry, as "<total>", or "<total>:<cost>" when the entry weighs more than 1.
@@ -147,7 +147,12 @@ if fallback ~= '-' then
       end
     end
   end
-  local tier = entry[1] or fallback
+  -- a tier only as the configuration names one (NAME_PATTERN, limiter.ts): any other, written by
+  -- hand, is no tier field, as an override out of range is no override. Answered as the key's
+  -- tier (or "", as a key nobody knows, for a key with a configured tier), the gate refuses the
+  -- reply as a store's nonsense, and every decision of the key fails (open by default: no limit)
+  local tier = entry[1]
+  if not (tier and #tier <= 32 and string.find(tier, '^[A-Za-z0-9_%-]+$')) then tier = fallback end
   if tier == '' then return { 3 } end
   if tier ~= ARGV[2] then return { 5, tier } end
 end

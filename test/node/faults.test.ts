@@ -606,9 +606,16 @@ describe("faults between the Worker and Redis", () => {
     // API keys: one the registry disables, one it holds, and one nobody registered (refused:
     // unknownKeys "reject"); named afresh each time, as an isolate holds a key's refusal
     const entry = async (key: string) => `${prefixOf.keyed}:{${(await identify("k", key)).tag}}:key`;
-    const [disabledKey, registeredKey, madeUpKey] = ["disabled", "registered", "made-up"].map((k) => `${k}-${randomBytes(6).toString("hex")}`) as [string, string, string];
+    const [disabledKey, registeredKey, madeUpKey, noTierKey] = ["disabled", "registered", "made-up", "no-tier"].map((k) => `${k}-${randomBytes(6).toString("hex")}`) as [
+      string,
+      string,
+      string,
+      string,
+    ];
     await admin.hset(await entry(disabledKey), { tier: "default", disabled: "1" });
     await admin.hset(await entry(registeredKey), { tier: "default" });
+    // an entry whose tier a hand wrote as no tier name: none, as the script reads it
+    await admin.hset(await entry(noTierKey), { tier: "", label: "by hand" });
     await refuse(admin);
     try {
       expect(await ask(open, blocked)).toMatchObject({ status: 403, failOpen: false });
@@ -617,6 +624,7 @@ describe("faults between the Worker and Redis", () => {
       expect(await ask(closed, fresh())).toMatchObject({ status: 503, failOpen: false });
       expect(await ask(keyed, { ...fresh(), "x-api-key": disabledKey })).toMatchObject({ status: 403, failOpen: false });
       expect(await ask(keyed, { ...fresh(), "x-api-key": madeUpKey })).toMatchObject({ status: 401, failOpen: false });
+      expect(await ask(keyed, { ...fresh(), "x-api-key": noTierKey })).toMatchObject({ status: 401, failOpen: false });
       expect(await ask(keyed, { ...fresh(), "x-api-key": registeredKey })).toMatchObject({ status: 200, failOpen: true });
     } finally {
       await restore(admin);

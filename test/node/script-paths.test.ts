@@ -130,6 +130,8 @@ const caller: fc.Arbitrary<Caller> = fc.oneof(
       fc.constant({ tier: "u" }), // another tier: both answer { 5, "u" }
       fc.constant({ disabled: "1" }),
       fc.constant({ disabled: "0", tier: "t" }),
+      // a tier written by hand that is no tier name: no tier field, the configured tier decides
+      fc.constantFrom<Record<string, string>>({ tier: "" }, { tier: "x y" }, { tier: "t:u" }, { tier: "t".repeat(33) }),
       // overrides that are no override: no limit (1 to 1e6) or window (1 ms to 366 d) the admin API writes
       fc.constantFrom<Record<string, string>>(
         { "limit:r": "0" },

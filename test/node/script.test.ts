@@ -180,7 +180,8 @@ describe("sliding-window script against its model", () => {
       arbitrary: fc.record({
         kind: fc.constant("register" as const),
         who: fc.integer({ min: 0, max: 1 }),
-        tier: fc.option(fc.constantFrom(...TIERS), { nil: undefined }),
+        // a tier written by hand that is no tier name is no tier field
+        tier: fc.option(fc.constantFrom(...TIERS, ...TIERS, "", "x y", "t:1", "t".repeat(33)), { nil: undefined }),
         disabled: fc.constantFrom(undefined, undefined, undefined, "1", "0"),
         overrides: fc.array(fc.tuple(fc.integer({ min: 0, max: 2 }), fc.constantFrom("limit", "window"), overrideValue), { maxLength: 3 }),
       }),
@@ -233,7 +234,7 @@ describe("sliding-window script against its model", () => {
             model.block(blockKey(s.who), now + s.forUs);
           } else if (s.kind === "register") {
             const fields: Record<string, string> = {};
-            if (s.tier) fields.tier = s.tier;
+            if (s.tier !== undefined) fields.tier = s.tier;
             if (s.disabled) fields.disabled = s.disabled;
             for (const [rule, what, value] of s.overrides) fields[`${what}:r${rule}`] = value;
             await redis.del(registryKey(s.who));
@@ -705,5 +706,21 @@ describe("the key registry, read in the same call", () => {
     await redis.del("l:{r}:paid");
     await redis.hset("reg:{r}", { "limit:burst": "2000", "window:burst": "2" });
     expect((await burst(5, 1))![0]![1]).toEqual([1, 1999, 2, 0, 2000, 2]);
+  });
+
+  it("reads a tier written by hand that is no tier name (empty, a space, a colon or a brace, past 32 characters) as no tier field: the key's configured tier decides", async () => {
+    for (const tier of ["", "x y", "a:b", "{b}", "t".repeat(33), "caf\u00e9", "paid\n"]) {
+      await redis.del("l:{r}:free");
+      await redis.hset("reg:{r}", { tier });
+      const reply = await keyCall("free", "free");
+      expect({ tier, reply }).toEqual({ tier, reply: [1, 4, 60_000, 0, 5, 60_000] });
+      expect(() => toReply(reply, rules, { fallback: "free" })).not.toThrow();
+      expect({ tier, reply: await keyCall("paid", "free") }).toEqual({ tier, reply: [5, "free"] });
+      // a key nobody configured: as with no entry, unknown
+      expect({ tier, reply: await keyCall("free", "") }).toEqual({ tier, reply: [3] });
+    }
+    // a name of 32 characters is one
+    await redis.hset("reg:{r}", { tier: "t-_9".repeat(8) });
+    expect(await keyCall("free", "free")).toEqual([5, "t-_9".repeat(8)]);
   });
 });

@@ -806,6 +806,28 @@ describe("key registry", () => {
     expect((await admin(a, "keys/override", { key: "dense", rule: "burst", limit: 2500 })).status).toBe(200);
   });
 
+  it("limits a key whose tier written by hand is no tier name by its configured tier, and reads the entry so", async () => {
+    const { a, b, prefix } = fleet({ keys: { [await hashOf("hand-tier")]: "paid" } });
+    expect((await admin(a, "keys/set", { key: "hand-tier", tier: "paid" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key: "hand-tier" })).body.identity as { tag: string }).tag;
+    const entry = `${prefix}:{${tag}}:key`;
+    const policy = '"minute";q=5;w=60';
+    await store.hset(entry, { tier: "" });
+    const first = await b(request("/", { key: "hand-tier" }));
+    expect([first.status, first.headers.get("RateLimit-Policy")]).toEqual([200, policy]);
+    expect(await statuses(b, 5, "/", { key: "hand-tier" })).toEqual([200, 200, 200, 200, 429]);
+    expect((await admin(a, "keys/get", { key: "hand-tier" })).body.tier).toBe("");
+    expect((await admin(a, "usage", { key: "hand-tier" })).body.tier).toBe("paid");
+    // on an isolate that has cached no denial of the key: paid's window, as full as it was left
+    await store.hset(entry, { tier: "x y" });
+    const other = await a(request("/", { key: "hand-tier" }));
+    expect([other.status, other.headers.get("RateLimit-Policy")]).toEqual([429, policy]);
+    expect((await admin(a, "keys/get", { key: "hand-tier" })).body.tier).toBe("");
+    expect((await admin(a, "usage", { key: "hand-tier" })).body.tier).toBe("paid");
+    expect(a.logs.filter((l) => l.level === "error")).toEqual([]);
+    expect(b.logs.filter((l) => l.level === "error")).toEqual([]);
+  });
+
   it("decides a key whose own limit and window written by hand count more than 1000 per millisecond of the window by its configured rule, and usage says so", async () => {
     const { a, prefix } = fleet();
     expect((await admin(a, "keys/set", { key: "dense-by-hand", tier: "paid" })).status).toBe(200);
