@@ -13,8 +13,9 @@
   uses, whatever else its entry holds), then per log 2 reads
   and 4 writes, per rule 1 read and 1 write, plus (only for a rule that does not fit and waits
   for more than its oldest entry) 2 + ceil(log2(units to wait for)) <= 22 reads in a loop of
-  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, and the DEL of a log that
-  starts afresh, which remove entries earlier calls recorded, each once.
+  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, which removes entries earlier
+  calls recorded, each once (a log that starts afresh is UNLINKed: Redis frees a large one
+  outside the call).
 
   KEYS (all of one identity share a {hash tag}, so this stays cluster-safe):
     KEYS[1]      the operator's block: a string holding when it ends (µs, on this script's
@@ -172,15 +173,16 @@ end
 -- and "+ 0" reads a score with one parse where tonumber takes two)
 local function open_log(key, window)
   -- pcall: a value of another type here is not a log this script wrote; it starts afresh
-  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('DEL', key) end
+  if type(redis.pcall('ZREMRANGEBYSCORE', key, '-inf', format('%d', now - window))) == 'table' then call('UNLINK', key) end
   local e = call('ZRANGE', key, '-1', '-1', 'WITHSCORES')
   if not e[1] then return 0, false end
   local _, after = totals(e[1])
   local newest = e[2] + 0
   if after and newest <= now + window then return after, newest end
   -- Not a log this script wrote (a member it cannot read, an entry more than a window ahead of
-  -- the clock): start the window afresh.
-  call('DEL', key)
+  -- the clock): start the window afresh. UNLINK, not DEL: Redis frees a large log in a thread of
+  -- its own, where DEL would free every entry inside this call, holding every tenant meanwhile.
+  call('UNLINK', key)
   return 0, false
 end
 
@@ -196,7 +198,7 @@ local function window_of(key, window, longest, total, newest)
   if not f[1] then return 0, false, false end
   local before = totals(f[1])
   if before and before < total then return total - before, f[1], f[2] + 0 end
-  call('DEL', key)
+  call('UNLINK', key)
 end
 
 -- The wait until `cost` fits into a log holding `used` (> limit - cost): the arrival of the

@@ -367,6 +367,20 @@ describe("sliding-window script on state it did not write", () => {
     expect(await redis.lrange("l:{v}:key", "0", "-1")).toEqual(["tier", "gold"]);
   });
 
+  it("drops a log it starts afresh with UNLINK, which frees a large one outside the script, never with DEL, which frees it inside", async () => {
+    // 50,000 entries of a log this script did not write (totals out of order at the newest):
+    // freed inside the script, they would hold Redis for every tenant as long as that takes
+    for (let i = 0; i < 50_000; i += 10_000) {
+      await redis.zadd("l:{big}", ...Array.from({ length: 10_000 }, (_, j) => [T0 - 50_000 + i + j, String(100 + i + j)]).flat());
+    }
+    await redis.zadd("l:{big}", T0, "3");
+    await redis.config("RESETSTAT");
+    expect(await evalsha("b:{big}", ["l:{big}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+    const drops = (await redis.info("commandstats")).split("\n").flatMap((line) => /^cmdstat_(del|unlink):calls=(\d+)/.exec(line)?.slice(1) ?? []);
+    expect(drops).toEqual(["unlink", "1"]);
+    expect(await redis.zcard("l:{big}")).toBe(1);
+  });
+
   it("starts afresh when running totals are out of order, and when the newest entry is more than a window ahead", async () => {
     await redis.zadd("l:{x}", T0 - 2000, "7", T0 - 1000, "3");
     expect(await evalsha("b:{x}", ["l:{x}"], T0, [rule(5)])).toEqual([1, 4, 60_000, 0, 5, 60_000]);
