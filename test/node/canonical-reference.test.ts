@@ -120,7 +120,9 @@ const reference = (() => {
     const decoded = decodeAll(path);
     const seen = new Set<string>();
     const twice = decoded === path ? path : normaliseSegments(decodeAll(decoded));
-    const bases = [path, decoded, twice, untilQuery(path), untilQuery(decoded), untilQuery(twice)].flatMap((base) => [base, withoutCookieless(base)]);
+    // since 1dde941: decoded twice, a backslash read as a slash as well (IIS behind a proxy that decodes once)
+    const slashed = twice.includes("\\") ? normaliseSegments(twice.replaceAll("\\", "/")) : twice;
+    const bases = [path, decoded, twice, slashed, untilQuery(path), untilQuery(decoded), untilQuery(twice), untilQuery(slashed)].flatMap((base) => [base, withoutCookieless(base)]);
     for (const form of bases.flatMap((base) => [base, withoutScript(base)])) {
       if (seen.has(form)) continue;
       seen.add(form);
@@ -212,14 +214,13 @@ const anyPath = fc.oneof(
 /**
  * Forms matched since aee9edd, each worked out from a form it gives: a directory's index script
  * (fe0c41b) or a controller's index action as the directory, a page's Next.js data route or segment prefetch as the page
- * (6b1b65c), a page's SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page, a
- * path decoded twice with its backslashes as slashes. The reference stays
- * as aee9edd had it; these are tested in canonical.test.ts.
+ * (6b1b65c), a page's SvelteKit, React Router, Nuxt, Gatsby or Qwik City data request as the page. The reference stays
+ * as aee9edd had it but for one base added to it, the path decoded twice with its backslashes read
+ * as slashes (1dde941), so the forms worked out from that base are checked exactly, where a form
+ * merely beside a backslash was let pass whatever it was; these are tested in canonical.test.ts.
  */
 function addedSince(form: string, forms: readonly string[]): boolean {
   return forms.some((f) => {
-    // a backslash the path decodes to twice, also read as a slash (IIS behind a proxy that decodes once)
-    if (f.includes("\\")) return true;
     if (/\/_next\/data\/|\.segments\/|\/(?:__data\.json|_root\.data|_\.data|_payload\.js(?:on)?|page-data\.json|q-data\.json)$/i.test(f)) return true;
     const dir = f.slice(0, f.lastIndexOf("/") + 1);
     return /^(?:(?:index|default)\.[^/]*|index)$/i.test(f.slice(dir.length)) && (form === dir || form === dir.slice(0, -1));
