@@ -12,12 +12,12 @@ export function originUrlErrors(value: string): string[] {
   // fetch loads no other scheme: every admitted request would end in a 502 that blames the
   // origin, its upstream_error line quoting the URL, credentials and all
   if (origin.protocol !== "http:" && origin.protocol !== "https:") errors.push(`ORIGIN_URL: must be an http or https URL: ${like}`);
-  // each request's path and query are appended to it: after a query or fragment they would
-  // land in the query, or be dropped, and every request reach the same origin page
   // the runtime's fetch drops them without a word: no Authorization reaches the origin, which
   // then refuses every admitted request as if the gate had never been given them
   if (origin.username || origin.password)
     errors.push("ORIGIN_URL: must hold no user name or password (user:password@), which the runtime drops without sending them to the origin");
+  // each request's path and query are appended to it: after a query or fragment they would
+  // land in the query, or be dropped, and every request reach the same origin page
   if (/[?#]/.test(origin.href)) errors.push("ORIGIN_URL: must hold no query or fragment (each request's path and query are appended to it)");
   return errors;
 }

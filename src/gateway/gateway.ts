@@ -181,7 +181,7 @@ export function createGate(options: GateOptions): Gate {
   const own = (request: Request, response: Response) => (cors ? cors(request, response) : response);
 
   return async (request, ctx) => {
-    // the body not yet handed on: whatever the gate answers itself, it drains this first
+    // the body not yet handed on: whatever the gate answers itself, it drains this while its answer goes out
     const pending: { body: ReadableStream<Uint8Array> | null } = { body: request.body };
     let response: Response;
     try {
