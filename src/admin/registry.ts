@@ -149,8 +149,8 @@ function entryOf(fields: Record<string, string>): Entry {
 }
 
 export function fieldsOf(entry: Entry): Record<string, string> {
-  // Only what the decision script reads, which reads every field: the key's hash is in the
-  // index already, and here it would double the entry's memory and what every decision reads.
+  // What the decision script reads (tier, disabled, a rule's limit and window), and the label:
+  // the key's hash is in the index already, and here it would double the entry's memory.
   // Never empty (Redis keeps no empty hash): every entry has its tier.
   const fields: Record<string, string> = { [FIELD.tier]: entry.tier };
   if (entry.label !== undefined) fields[FIELD.label] = entry.label;
