@@ -368,7 +368,7 @@ describe("parseRateLimits", () => {
     expect(errors.join("\n")).not.toContain("hunter2");
   });
 
-  it("never repeats a raw API key written where key hashes go, whatever else is wrong with the entry, nor a string given for a list of them", () => {
+  it("never repeats a raw API key written where key hashes go, whatever else is wrong with the entry, nor a string given for a list of them or for the allow or deny table", () => {
     const rules = [{ name: "m", limit: 1, window: "1s" }];
     const identity = { header: "x-api-key" };
     const cases: [unknown, RegExp][] = [
@@ -379,6 +379,9 @@ describe("parseRateLimits", () => {
       [{ rules, identity, keys: "sk-live-hunter2" }, /^RATE_LIMITS\.keys: /],
       [{ rules, identity, allow: { keys: "sk-live-hunter2" } }, /^RATE_LIMITS\.allow\.keys: .*Array/],
       [{ rules, identity, deny: { keys: "sk-live-hunter2" } }, /^RATE_LIMITS\.deny\.keys: .*Array/],
+      // one key where the whole allow or deny table goes (deny = "sk-…" in TOML)
+      [{ rules, identity, allow: "sk-live-hunter2" }, /^RATE_LIMITS\.allow: must be an object, not a string/],
+      [{ rules, identity, deny: "sk-live-hunter2" }, /^RATE_LIMITS\.deny: must be an object, not a string/],
     ];
     for (const [config, named] of cases) {
       const errors = errorsOf(config);

@@ -658,8 +658,9 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
       rawName && i === 1 ? `: entry ${Object.keys(entry!.input as object).indexOf(String(entry!.key)) + 1}` : typeof p.key === "number" ? `[${p.key}]` : `.${String(p.key)}`,
     )
     .join("");
-  // a string where key hashes go (a table of them, or a list) is most likely one raw key: not echoed
-  const inKeys = items[0]?.key === "keys" || ((items[0]?.key === "allow" || items[0]?.key === "deny") && items[1]?.key === "keys");
+  // a string where key hashes go (a table of them, a list, or the allow or deny table that holds
+  // one: deny = "sk-…") is most likely one raw key: not echoed
+  const inKeys = items[0]?.key === "keys" || ((items[0]?.key === "allow" || items[0]?.key === "deny") && (items.length === 1 || items[1]?.key === "keys"));
   if (inKeys && issue.kind === "schema" && typeof issue.input === "string" && issue.received) {
     return `${root}${path}: ${issue.message.replace(issue.received, "a string")} (not repeated here: it may be an API key; name each key by its SHA-256)`;
   }
