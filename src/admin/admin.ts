@@ -480,15 +480,21 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     return keyIdentity((hash as string).toLowerCase());
   }
 
+  // with a body, as every other answer of the gate's own: an answer without one waits for the
+  // upload to be drained before it is sent (src/gateway/gateway.ts), and a client that uploads
+  // piece by piece, waiting to be answered, would wait for ever
+  const toConsole = (method: string) =>
+    new Response(method === "HEAD" ? null : `${ADMIN_PREFIX}\n`, { status: 308, headers: { Location: ADMIN_PREFIX, "Content-Type": "text/plain; charset=utf-8" } });
+
   return async (request, path) => {
     if (failures.due()) failures.flush();
     // the prefix without its slash is the gate's too: sent on to the console, never to the origin
-    if (path.length < ADMIN_PREFIX.length) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
+    if (path.length < ADMIN_PREFIX.length) return toConsole(request.method);
     // the console's page holds no data: every figure it shows is an authenticated call. Served
     // at its one spelling only: under another ("//evil.example/%252e%252e/__slidegate/" is one
     // to the gate), a page that built its calls from its own path would send them elsewhere
     if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) {
-      if (new URL(request.url).pathname !== ADMIN_PREFIX) return new Response(null, { status: 308, headers: { Location: ADMIN_PREFIX } });
+      if (new URL(request.url).pathname !== ADMIN_PREFIX) return toConsole(request.method);
       return consolePage(request.method);
     }
     const refused = await signIn(request);

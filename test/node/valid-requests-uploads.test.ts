@@ -52,6 +52,25 @@ describe("an upload the gate answers on its own", () => {
     }
   });
 
+  it("a client that uploads piece by piece to the admin API's bare prefix gets its 308 to the console at once", async () => {
+    const base = new URL(await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] }, { ADMIN_TOKEN: "a".repeat(40) }));
+    const req = httpRequest({ host: base.hostname, port: base.port, method: "POST", path: "/__slidegate", agent: false, headers: { "transfer-encoding": "chunked" } });
+    try {
+      const answered = new Promise<IncomingMessage>((resolve, reject) => {
+        req.once("response", resolve);
+        req.once("error", reject);
+        req.setTimeout(20_000, () => reject(new Error("no answer within 20 s to an upload waiting for one")));
+      });
+      req.write("the first part");
+      const res = await answered;
+      const got = await readWhole(res);
+      expect([got.status, res.headers.location]).toEqual([308, "/__slidegate/"]);
+      expect(Number(got.length)).toBe(Buffer.byteLength(got.body));
+    } finally {
+      req.destroy();
+    }
+  });
+
   it("a client that finishes its upload after the answer has the connection for its next request", async () => {
     const base = new URL(await gate({ deny: { ips: ["198.51.100.0/24"] }, rules: [{ name: "m", limit: 10, window: "10m" }] }));
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
