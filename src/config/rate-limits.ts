@@ -262,7 +262,17 @@ const rule = fields({
   shadow: v.optional(v.boolean()),
 });
 
-const rules = v.pipe(v.array(rule), v.minLength(1, "needs at least one rule"));
+/**
+ * The most rules in one list: a request's rules go to the script in one call, which reads a key's
+ * own numbers for each of them in one command (of two fields per rule), and Lua hands a command
+ * at most about 8,000 arguments.
+ */
+const MAX_RULES = 1000;
+const rules = v.pipe(
+  v.array(rule),
+  v.minLength(1, "needs at least one rule"),
+  v.maxLength(MAX_RULES, (issue) => `has ${(issue.input as unknown[]).length} rules: at most ${MAX_RULES} (a request's rules are decided in one store call)`),
+);
 
 /**
  * An origin as browsers serialise it (`https://app.example.com`; scheme and host in any case),
