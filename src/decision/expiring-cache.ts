@@ -22,13 +22,22 @@ export interface ExpiringCache<T> {
 
 export function createExpiringCache<T>(size: number): ExpiringCache<T> {
   const entries = new Map<string, { until: number; value: T }>();
+  // the most recently used key: a flood from one caller hits it request after request, and it
+  // need not be moved to the end of the Map it is at the end of already
+  let newest: string | undefined;
   return {
     get(key, now) {
       const hit = entries.get(key);
       if (!hit) return undefined;
-      entries.delete(key);
-      if (hit.until <= now) return undefined;
-      entries.set(key, hit); // now the most recently used
+      if (hit.until <= now) {
+        entries.delete(key);
+        return undefined;
+      }
+      if (key !== newest) {
+        entries.delete(key);
+        entries.set(key, hit); // now the most recently used
+        newest = key;
+      }
       return hit;
     },
     set(key, until, value, now) {
@@ -42,6 +51,7 @@ export function createExpiringCache<T>(size: number): ExpiringCache<T> {
         entries.delete(oldest[0]);
       }
       entries.set(key, { until, value });
+      newest = key;
     },
     forget(prefix) {
       let dropped = 0;
