@@ -149,6 +149,13 @@ export function failedVerdict(rules: readonly Pick<Rule, "shadow" | "fail">[], c
   return { kind: "failed", closed: failsClosed(rules, config), error };
 }
 
+/** Whether two lists hold the same rule objects, in the same order. */
+function sameRules(a: readonly Rule[], b: readonly Rule[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /**
  * The decision shared by the gateway and the library: the isolate's denial cache first, then
  * one Redis call, with the rules' fail mode applied when the store does not answer. Only
@@ -173,12 +180,23 @@ export function createDecider(options: DeciderOptions): Decide {
   // flight meanwhile may tell the store as it stood before the change (a denial the reset has
   // since cleared, a block lifted), and is answered but not held
   let forgets = 0;
+  // The last denial-cache key, and what it was made of: a flood from one caller asks for the same
+  // key request after request, and the same string again is looked up without being built and
+  // hashed again. The same identity (its digest is remembered: src/decision/identity.ts), tier
+  // and rule objects make the same key.
+  let last: { identity: Identity; tier: string; limits: readonly Rule[]; key: string } | undefined;
+  const cacheKeyOf = (identity: Identity, tier: string, limits: readonly Rule[]): string => {
+    if (last?.identity === identity && last.tier === tier && sameRules(last.limits, limits)) return last.key;
+    // a rule's scope too: an address rule decided in the caller's own call may share a name with a
+    // rule of its tier, and a denial of the one is no answer to a request only the other covers
+    const key = `${identity.tag}|${tier}|${limits.map((r) => `${r.scope ? `${r.scope}/` : ""}${r.name}*${r.cost}`).join(",")}`;
+    last = { identity, tier, limits, key };
+    return key;
+  };
 
   const decide = async (identity: Identity, tier: string, rules: readonly Rule[], cost?: number, key?: KeyLookup, budget?: Budget): Promise<Verdict | RegistryAnswer> => {
     const limits = cost === undefined ? rules : rules.map((r) => ({ ...r, cost }));
-    // a rule's scope too: an address rule decided in the caller's own call may share a name with a
-    // rule of its tier, and a denial of the one is no answer to a request only the other covers
-    const cacheKey = `${identity.tag}|${tier}|${limits.map((r) => `${r.scope ? `${r.scope}/` : ""}${r.name}*${r.cost}`).join(",")}`;
+    const cacheKey = cacheKeyOf(identity, tier, limits);
     const now = clock();
     const hit = denials.get(cacheKey, now);
     if (hit) {
