@@ -133,6 +133,23 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
   let from = 0;
   let to = 0;
 
+  // The keys of the identity recorded last, and of its pairs with rules: a flood from one
+  // caller records the same ones request after request, and the same strings again are looked
+  // up without being built and hashed again.
+  let last: { outcome: Refusal; tag: string; tier: string; key: string; pairs: Map<string, string> } | undefined;
+  const keysOf = (outcome: Refusal, tag: string, tier: string) => {
+    if (last?.outcome !== outcome || last.tag !== tag || last.tier !== tier) last = { outcome, tag, tier, key: `${outcome}|${tag}|${tier}`, pairs: new Map() };
+    return last;
+  };
+  const pairOf = (keys: NonNullable<typeof last>, name: string) => {
+    let pair = keys.pairs.get(name);
+    if (pair === undefined) {
+      pair = `${keys.key}|${name}`;
+      keys.pairs.set(name, pair);
+    }
+    return pair;
+  };
+
   const iso = (ms: number) => new Date(ms).toISOString();
   const empty = () => counts.size === 0 && other.size === 0;
 
@@ -159,7 +176,8 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       const at = now();
       if (empty()) from = at;
       to = at;
-      const key = `${outcome}|${tag}|${tier}`;
+      const keys = keysOf(outcome, tag, tier);
+      const { key } = keys;
       let count = counts.get(key);
       if (!count) {
         if (counts.size >= cap) makeRoom();
@@ -178,7 +196,7 @@ export function createDenialLog(options: DenialLogOptions): DenialLog {
       let full = false;
       // a denial that names no rule is still written, under the rule ""
       for (const { name, windowMs } of rules.length ? rules : [{ name: "", windowMs: 0 }]) {
-        if (writeInFull(`${key}|${name}`, windowMs, at)) full = true;
+        if (writeInFull(pairOf(keys, name), windowMs, at)) full = true;
       }
       if (full) write({ ...detail, event: outcome === "denied" ? "slidegate.denied" : "slidegate.shadow_denied", tag, tier, rules: rules.map((r) => r.name) });
     },
