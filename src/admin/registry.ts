@@ -126,11 +126,11 @@ function fieldsFrom(raw: unknown): Record<string, string> {
 /** An entry from its Redis fields (the reverse of `fieldsOf`). */
 function entryOf(fields: Record<string, string>): Entry {
   // in the order keys/set answers with, so an entry reads the same from every route
-  // an empty label (written by hand, or before "" meant none) is none, as the admin API writes it;
+  // an empty or blank label (written by hand, or before "" meant none) is none, as the admin API writes it;
   // a tier that is no name (written by hand) is none, as the script reads it: the key's
   // configured tier decides
   const tier = fields.tier !== undefined && NAME_PATTERN.test(fields.tier) ? fields.tier : "";
-  const entry: Entry = { tier, ...(fields.label && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
+  const entry: Entry = { tier, ...(fields.label?.trim() && { label: fields.label }), disabled: fields.disabled === "1", overrides: {} };
   for (const [field, value] of Object.entries(fields)) {
     const m = /^(limit|window):(.+)$/.exec(field);
     // a name no rule can have (written by hand: the admin API refuses it) is no override, as the
@@ -249,8 +249,8 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       const errors: string[] = [];
       if (tier !== undefined && !config.tiers.has(tier))
         errors.push(`${root}.tier: "${tier}" is not a tier (tiers: ${[...config.tiers.keys()].join(", ")})${didYouMean(tier, [...config.tiers.keys()])}`);
-      // an empty label is none: given empty, it clears the one the entry had (`label <key> ""`)
-      const entry: Entry = { tier: tier ?? config.defaultTier, label: label || undefined, disabled: disabled ?? false, overrides: {} };
+      // an empty (or blank) label is none: given so, it clears the one the entry had (`label <key> ""`)
+      const entry: Entry = { tier: tier ?? config.defaultTier, label: label?.trim() ? label : undefined, disabled: disabled ?? false, overrides: {} };
       for (const [rule, o] of Object.entries(overrides)) {
         if (!ruleNames.has(rule)) errors.push(`${root}.overrides.${rule}: "${rule}" is not a rule (rules: ${[...ruleNames].join(", ")})${didYouMean(rule, [...ruleNames])}`);
         if (o.window !== undefined && o.windowMs !== undefined) {

@@ -22,15 +22,15 @@ describe("parseRateLimits", () => {
     expect(r.ok && r.config.tiers.get("default")!.map((x) => x.windowMs)).toEqual([500, 10_000, 120_000, 3_600_000, 86_400_000, 250]);
   });
 
-  it("refuses a list of more than 1000 rules, naming it, where the script that decides over them could not take them in one call", () => {
+  it("refuses a list of more than 3000 rules, naming it, where the script that decides over them could not take them in one call", () => {
     const many = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `r${i}`, limit: 5, window: "1m" }));
-    expect(parseRateLimits({ rules: many(1000), denialCacheSize: 50 }).ok).toBe(true);
-    expect(errorsOf({ rules: many(1001), denialCacheSize: 50 })).toEqual([expect.stringMatching(/^RATE_LIMITS\.rules: has 1001 rules: at most 1000/)]);
+    expect(parseRateLimits({ rules: many(3000), denialCacheSize: 50 }).ok).toBe(true);
+    expect(errorsOf({ rules: many(3001), denialCacheSize: 50 })).toEqual([expect.stringMatching(/^RATE_LIMITS\.rules: has 3001 rules: at most 3000/)]);
     expect(errorsOf({ tiers: { free: { rules: many(4000) } }, denialCacheSize: 50 })).toEqual([
-      expect.stringMatching(/^RATE_LIMITS\.tiers\.free\.rules: has 4000 rules: at most 1000/),
+      expect.stringMatching(/^RATE_LIMITS\.tiers\.free\.rules: has 4000 rules: at most 3000/),
     ]);
-    expect(errorsOf({ rules: many(1), addressRules: many(1001), denialCacheSize: 50 })).toEqual([
-      expect.stringMatching(/^RATE_LIMITS\.addressRules: has 1001 rules: at most 1000/),
+    expect(errorsOf({ rules: many(1), addressRules: many(3001), denialCacheSize: 50 })).toEqual([
+      expect.stringMatching(/^RATE_LIMITS\.addressRules: has 3001 rules: at most 3000/),
     ]);
   });
 

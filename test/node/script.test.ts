@@ -639,6 +639,15 @@ describe("the key registry, read in the same call", () => {
   const rules: RuleCall[] = [{ name: "minute", limit: 5, windowMs: 60_000, cost: 1, shadow: false }];
   const keyCall = (tier: string, fallback: string) => evalCall({ block: "b:{r}", registry: "reg:{r}", logs: [`l:{r}:${tier}`], now: T0, tier, fallback, rules });
 
+  it("decides a key's call over 3,000 rules, the most a list of rules holds (RATE_LIMITS), registry read and all", async () => {
+    const many = Array.from({ length: 3000 }, (_, i) => ({ name: `r${i}`, limit: 5, windowMs: 60_000, cost: 1, shadow: false }));
+    await redis.hset("reg:{r}", { tier: "paid", "limit:r2999": "7" });
+    const reply = await evalCall({ block: "b:{r}", registry: "reg:{r}", logs: many.map((_, i) => `l:{r}:${i}`), now: T0, tier: "paid", fallback: "free", rules: many });
+    expect(reply.length).toBe(1 + 5 * 3000);
+    expect(reply.slice(0, 6)).toEqual([1, 4, 60_000, 0, 5, 60_000]);
+    expect(reply.slice(-5)).toEqual([6, 60_000, 0, 7, 60_000]);
+  });
+
   it("answers an unknown key without recording anything, and a configured key by its tier", async () => {
     const { result, commands } = await commandsOf(() => keyCall("free", ""));
     expect(result).toEqual([3]);

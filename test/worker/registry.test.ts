@@ -492,6 +492,11 @@ describe("key registry", () => {
     // likewise an import that gives the label empty
     await admin(a, "keys/update", { key: "sk-named", label: "Acme" });
     expect((await admin(a, "keys/import", { entries: [{ key: "sk-named", label: "" }] })).body).toEqual({ imported: 1 });
+    expect(await fieldsOf("sk-named")).toEqual({ tier: "paid", disabled: 1 });
+    // a label of spaces alone is none too
+    await admin(a, "keys/update", { key: "sk-named", label: "Acme" });
+    expect((await admin(a, "keys/update", { key: "sk-named", label: "   " })).body).not.toHaveProperty("label");
+    expect(await fieldsOf("sk-named")).toEqual({ tier: "paid", disabled: 1 });
     expect((await admin(a, "keys/get", { key: "sk-named" })).body).toEqual({ hash: await hashOf("sk-named"), tier: "paid", disabled: true, overrides: {} });
   });
 
