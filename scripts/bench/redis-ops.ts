@@ -49,7 +49,17 @@ type Command = [string, ...(string | number)[]];
 function slidegateCall(sha: string, tag: string, rules: number, limit: number, windowMs: number, now: number | "" = "", fallback = "-", shared = false): Command {
   const keys = [`bench:{${tag}}:block`, `bench:{${tag}}:key`, ...Array.from({ length: rules }, (_, r) => `bench:{${tag}}:t:r${shared ? 0 : r}`)];
   const windowOf = (r: number) => (shared ? windowMs / 2 ** r : windowMs);
-  return ["EVALSHA", sha, keys.length, ...keys, now, "t", fallback, ...Array.from({ length: rules }, (_, r) => [`r${r}`, limit, windowOf(r), 1, 0]).flat()];
+  // a limit is at most 1,000 per ms of its window (RATE_LIMITS refuses more, and so does the script)
+  return [
+    "EVALSHA",
+    sha,
+    keys.length,
+    ...keys,
+    now,
+    "t",
+    fallback,
+    ...Array.from({ length: rules }, (_, r) => [`r${r}`, Math.min(limit, windowOf(r) * 1000), windowOf(r), 1, 0]).flat(),
+  ];
 }
 
 /** Registers `count` API keys as the admin API does (an entry under each key's tag, and the index). */
