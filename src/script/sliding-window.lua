@@ -130,12 +130,19 @@ local rules = #KEYS - 2
 local overrides = false
 local fallback = ARGV[3]
 if fallback ~= '-' then
-  local fields = { 'tier', 'disabled' }
-  for i = 1, rules do
-    local name = ARGV[5 * i - 1]
-    fields[2 * i + 1], fields[2 * i + 2] = 'limit:' .. name, 'window:' .. name
+  -- one rule (most keys' calls) names its fields in the call itself: the table and unpack of the
+  -- general case cost a key's decision about 3% more (callgrind, instructions per call)
+  local fields, entry = false
+  if rules == 1 then
+    entry = redis.pcall('HMGET', KEYS[2], 'tier', 'disabled', 'limit:' .. ARGV[4], 'window:' .. ARGV[4])
+  else
+    fields = { 'tier', 'disabled' }
+    for i = 1, rules do
+      local name = ARGV[5 * i - 1]
+      fields[2 * i + 1], fields[2 * i + 2] = 'limit:' .. name, 'window:' .. name
+    end
+    entry = redis.pcall('HMGET', KEYS[2], unpack(fields))
   end
-  local entry = redis.pcall('HMGET', KEYS[2], unpack(fields))
   if entry.err then entry = {} end
   if entry[2] == '1' then return { 4 } end
   for j = 3, 2 * rules + 2 do
@@ -144,16 +151,17 @@ if fallback ~= '-' then
       local n = tonumber(value)
       if n >= 1 and n <= (j % 2 == 1 and 1000000 or 31622400000) then
         overrides = overrides or {}
-        overrides[fields[j]] = n
+        overrides[fields and fields[j] or (j == 3 and 'limit:' or 'window:') .. ARGV[4]] = n
       end
     end
   end
   -- a tier only as the configuration names one (NAME_PATTERN, limiter.ts): any other, written by
   -- hand, is no tier field, as an override out of range is no override. Answered as the key's
   -- tier (or "", as a key nobody knows, for a key with a configured tier), the gate refuses the
-  -- reply as a store's nonsense, and every decision of the key fails (open by default: no limit)
+  -- reply as a store's nonsense, and every decision of the key fails (open by default: no limit).
+  -- The tier asked about is one the gate sent, a name already: only another is checked.
   local tier = entry[1]
-  if not (tier and #tier <= 32 and string.find(tier, '^[A-Za-z0-9_%-]+$')) then tier = fallback end
+  if tier ~= ARGV[2] and not (tier and #tier <= 32 and string.find(tier, '^[A-Za-z0-9_%-]+$')) then tier = fallback end
   if tier == '' then return { 3 } end
   if tier ~= ARGV[2] then return { 5, tier } end
 end
