@@ -1,4 +1,4 @@
-import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent, type ClientRequest, request as httpRequest, type IncomingMessage } from "node:http";
 import { describe, expect, it } from "vitest";
 import { frameworkGates, rawRequest } from "../helpers/framework-origin.ts";
 
@@ -20,6 +20,14 @@ const readWhole = (res: IncomingMessage) =>
     res.on("error", reject);
   });
 
+/** The answer to a request whose client sends nothing more until it has one: an error after 20 s without. */
+const answerTo = (req: ClientRequest) =>
+  new Promise<IncomingMessage>((resolve, reject) => {
+    req.once("response", resolve);
+    req.once("error", reject);
+    req.setTimeout(20_000, () => reject(new Error("no answer within 20 s to an upload waiting for one")));
+  });
+
 describe("an upload the gate answers on its own", () => {
   it("a client that sends more only once it has the answer (an upload of unknown length) gets its 429 at once, whole", async () => {
     const base = new URL(await gate({ rules: [{ name: "m", limit: 1, window: "10m" }] }));
@@ -37,11 +45,7 @@ describe("an upload the gate answers on its own", () => {
       headers: { "cf-connecting-ip": ip, "transfer-encoding": "chunked" },
     });
     try {
-      const answered = new Promise<IncomingMessage>((resolve, reject) => {
-        req.once("response", resolve);
-        req.once("error", reject);
-        req.setTimeout(20_000, () => reject(new Error("no answer within 20 s to an upload waiting for one")));
-      });
+      const answered = answerTo(req);
       req.write("the first part of an upload of unknown length");
       const got = await readWhole(await answered);
       expect(got.status).toBe(429);
@@ -56,11 +60,7 @@ describe("an upload the gate answers on its own", () => {
     const base = new URL(await gate({ rules: [{ name: "m", limit: 10, window: "10m" }] }, { ADMIN_TOKEN: "a".repeat(40) }));
     const req = httpRequest({ host: base.hostname, port: base.port, method: "POST", path: "/__slidegate", agent: false, headers: { "transfer-encoding": "chunked" } });
     try {
-      const answered = new Promise<IncomingMessage>((resolve, reject) => {
-        req.once("response", resolve);
-        req.once("error", reject);
-        req.setTimeout(20_000, () => reject(new Error("no answer within 20 s to an upload waiting for one")));
-      });
+      const answered = answerTo(req);
       req.write("the first part");
       const res = await answered;
       const got = await readWhole(res);
