@@ -110,6 +110,29 @@ const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if AR
  */
 const UPDATE_IF_HELD =
   "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end local n = tonumber(ARGV[1]) if n > 0 then redis.call('HSET', KEYS[1], unpack(ARGV, 2, n + 1)) end if #ARGV > n + 1 then redis.call('HDEL', KEYS[1], unpack(ARGV, n + 2)) end return redis.call('HGETALL', KEYS[1])";
+/**
+ * An import's entry made whole, once every write of the import has landed: ARGV[1] is "1" when
+ * the import replaces the key's overrides, ARGV[2] the count n of the field-value pairs'
+ * arguments that follow (the entry's writes, set again), then the fields it drops. With
+ * ARGV[1] "1", every override field the entry holds now and the import does not set goes too,
+ * those written meanwhile included. In one script, the entry is the import applied after any
+ * change another operator made since its writes, never part of each; an entry deleted since
+ * stays deleted (0). A full store refuses it whole: its first write is the HSET.
+ */
+const COMPLETE_MERGE = `if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local n = tonumber(ARGV[2])
+for i = 3, n + 2, 1000 do redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 999, n + 2))) end
+local drop = {}
+for i = n + 3, #ARGV do drop[#drop + 1] = ARGV[i] end
+if ARGV[1] == '1' then
+  local set = {}
+  for i = 3, n + 2, 2 do set[ARGV[i]] = true end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if not set[f] and (string.sub(f, 1, 6) == 'limit:' or string.sub(f, 1, 7) == 'window:') then drop[#drop + 1] = f end
+  end
+end
+for i = 1, #drop, 1000 do redis.call('HDEL', KEYS[1], unpack(drop, i, math.min(i + 999, #drop))) end
+return 1`;
 /** HDEL of ARGV's fields from an entry that exists: 1 and the count of fields it dropped, or 0 when there is none. */
 const CLEAR_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end return 1 + redis.call('HDEL', KEYS[1], unpack(ARGV))";
 
@@ -381,28 +404,16 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
      * drops its overrides, unless it says so.
      */
     async mergeMany(items: readonly { identity: Identity; entry: Entry; given: Given }[]): Promise<void> {
-      // the override fields the keys whose overrides are replaced hold now, rules no longer
-      // configured included (one would come back live with its rule)
-      const replacing = items.filter((item) => item.given.overrides);
-      const held = new Map<Identity, string[]>();
-      if (replacing.length) {
-        const read = redis.pipeline();
-        for (const { identity } of replacing) read.hkeys(entryKey(identity));
-        const names = (await read.exec()) as string[][];
-        for (const [i, { identity }] of replacing.entries()) {
-          held.set(
-            identity,
-            (names[i] ?? []).map(String).filter((f) => /^(limit|window):/.test(f)),
-          );
-        }
-      }
       // Writes first, removals only once every write has landed: a store that fills up during
       // the import refuses the writes (HSET needs memory) but not the removals (HDEL frees it),
       // so in one pipeline a refused import would still drop overrides and re-enable keys.
       // Stopped before the removals, it leaves new values beside old ones, never an entry
-      // with less than it had; sent again, it completes.
+      // with less than it had; sent again, it completes. An entry's removals come with its
+      // writes again, in one script (`COMPLETE_MERGE`): as removals alone, an entry another
+      // operator replaced meanwhile (keys/set, disabled) would keep that write's tier and lose
+      // its disabled flag, a mix of the two no order of them gives.
       const writes = inRequests(redis);
-      const removals = inRequests(redis);
+      const completions = inRequests(redis);
       for (const { identity, entry, given } of items) {
         const key = entryKey(identity);
         const fields: Record<string, string> = {};
@@ -421,14 +432,18 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
           if (given.tier) p.hset(key, fields);
           else p.eval(MERGE_KEEPING_TIER, [key], [entry.tier, ...Object.entries(fields).flat()]);
         });
-        // the overrides given replace the key's: the ones it held and the import does not set go
-        const stale = (held.get(identity) ?? []).filter((f) => !(f in fields));
-        if (given.disabled && !entry.disabled) stale.push(FIELD.disabled);
-        if (given.label && entry.label === undefined) stale.push(FIELD.label);
-        if (stale.length) removals.add([key, stale], (p) => p.hdel(key, ...(stale as [string, ...string[]])));
+        // what the entry must lose: the flags the import clears, and (the overrides given replace
+        // the key's) every override the script finds that the import does not set
+        const drop: string[] = [];
+        if (given.disabled && !entry.disabled) drop.push(FIELD.disabled);
+        if (given.label && entry.label === undefined) drop.push(FIELD.label);
+        if (!drop.length && !given.overrides) continue;
+        const pairs = Object.entries(fields).flat();
+        const args = [given.overrides ? "1" : "0", String(pairs.length), ...pairs, ...drop];
+        completions.add([key, args], (p) => p.eval(COMPLETE_MERGE, [key], args));
       }
       await writes.exec();
-      await removals.exec();
+      await completions.exec();
     },
   };
 }

@@ -914,6 +914,24 @@ describe("key registry", () => {
     expect(listed.map((e) => e.hash)).toContain(hash);
   });
 
+  it("an import racing a keys/set of its key leaves one of the two, never the set's tier with the import's enabling", async () => {
+    const { a } = fleet();
+    expect((await admin(a, "keys/set", { key: "import-raced", tier: "paid", disabled: true })).status).toBe(200);
+    // another operator replaces the entry (free, disabled) once the import's writes have been answered, before it goes on
+    const raced = await onceAfterStoreCall(
+      (sent) => sent.startsWith('[["zadd"'),
+      async () => expect((await admin(a, "keys/set", { key: "import-raced", tier: "free", disabled: true })).status).toBe(200),
+      async () => expect((await admin(a, "keys/import", { entries: [{ key: "import-raced", tier: "paid", disabled: false }] })).body).toEqual({ imported: 1 }),
+    );
+    expect(raced).toBe(true);
+    // the import, then the set: free and disabled; the set, then the import: paid and enabled
+    const { tier, disabled } = (await admin(a, "keys/get", { key: "import-raced" })).body;
+    expect([
+      { tier: "free", disabled: true },
+      { tier: "paid", disabled: false },
+    ]).toContainEqual({ tier, disabled });
+  });
+
   it("lists no entry deleted while the page is read: never a key with an empty tier, and the next page still follows", async () => {
     const { a } = fleet();
     for (const key of ["paged-1", "paged-2", "paged-3"]) expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
