@@ -474,6 +474,10 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
             ? '"key" holds a ";": the gate refuses such an Authorization token (Rails reads the token before it), so it could never be used'
             : '"key" holds more than a scheme and a token: the gate refuses such an Authorization header, so it could never be used; give the token';
       }
+      // a header holds no line break and no NUL (RFC 9110 §5.5), so no request carries such a key:
+      // two keys pasted as one, or a key with a line of a log after it, registered or blocked
+      // with a 200 would hold no request at all
+      if (/[\r\n\0]/.test(read.key)) return '"key" holds a line break or a NUL inside, which no request\'s header can carry, so it could never be used: give one key';
       return identify("k", read.key);
     }
     if (!KEY_HASH.test(hash as string)) return '"hash" must be the SHA-256 of the key, as 64 hex digits';

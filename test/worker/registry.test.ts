@@ -509,6 +509,25 @@ describe("key registry", () => {
     }
   });
 
+  it("refuses a key with a line break or a NUL inside, which no request's header can carry: a registration, a block or an import of it would hold nothing", async () => {
+    const { a } = fleet();
+    for (const key of ["sk-live-1\nsk-live-2", "sk-live-1\r\nx", "sk-a\u0000b"]) {
+      for (const [route, body] of [
+        ["keys/set", { key, tier: "paid" }],
+        ["block", { key, seconds: 60 }],
+        ["keys/import", { entries: [{ key, tier: "paid" }] }],
+      ] as const) {
+        const res = await admin(a, route, body);
+        expect(res.status, `${route} ${JSON.stringify(key)}`).toBe(400);
+        expect(res.body.detail).toMatch(/"key" holds a line break or a NUL/);
+      }
+    }
+    // at either end they are no part of the key, as on a request: the key it pads
+    expect((await admin(a, "keys/set", { key: "sk-padded\n", tier: "paid" })).status).toBe(200);
+    expect((await admin(a, "keys/get", { key: "sk-padded" })).body).toMatchObject({ tier: "paid" });
+    expect((await admin(a, "keys/list", { limit: 1000 })).body.entries).toHaveLength(1);
+  });
+
   it("resets a key whose registry tier the configuration no longer has (counted by the default tier's rules)", async () => {
     const { a, prefix } = fleet();
     expect((await admin(a, "keys/set", { key: "gone-tier", tier: "paid" })).status).toBe(200);
