@@ -99,9 +99,12 @@ const SET_IF_HELD = "if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end red
  * store that filled up between them would keep the first alone, a new entry of the default
  * tier, enabled, for a key the import meant to disable. A script that has not yet written is refused
  * whole by a full store, and one that has runs to its end. An entry that names nothing but its
- * key has no pairs: HSET would refuse to be called without one.
+ * key has no pairs: HSET would refuse to be called without one. The pairs go in HSETs of at most
+ * 1,000 pairs each: Lua unpacks at most about 8,000 values, and an entry overriding both numbers
+ * of every rule of a full list (3,000) has 12,000.
  */
-const MERGE_KEEPING_TIER = "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) if ARGV[2] then redis.call('HSET', KEYS[1], unpack(ARGV, 2)) end return 1";
+const MERGE_KEEPING_TIER =
+  "redis.call('HSETNX', KEYS[1], 'tier', ARGV[1]) for i = 2, #ARGV, 2000 do redis.call('HSET', KEYS[1], unpack(ARGV, i, math.min(i + 1999, #ARGV))) end return 1";
 /**
  * Changes some fields of an entry that exists, in one script: ARGV[1] is the count n of the
  * field-value pairs' arguments to HSET that follow, then fields to HDEL. Answers the entry as

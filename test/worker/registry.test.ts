@@ -1014,6 +1014,20 @@ describe("key registry at scale", () => {
     expect((await admin(a, "keys/get", { key: "big-999" })).body).toMatchObject({ tier: "free", label: "漢".repeat(200), overrides: { r5: { limit: 1_000_000 } } });
   }, 60_000);
 
+  it("imports an entry that overrides both numbers of every rule of a list at its cap, keeping the tier it has", async () => {
+    // one list of 3,000 rules: an entry merged without a tier is written in one script, which
+    // took its 12,000 field-value arguments in one unpack (Lua refuses past about 8,000)
+    const rules = Array.from({ length: 3000 }, (_, i) => ({ name: `r${i}`, limit: 10, window: "1m" }));
+    const { a } = fleet({ tiers: { free: { rules }, paid: { rules: rules.slice(0, 1) } }, denialCacheSize: 10 });
+    expect((await admin(a, "keys/set", { key: "sk-every-rule", tier: "paid" })).status).toBe(200);
+    const overrides = Object.fromEntries(rules.map((r) => [r.name, { limit: 7, window: "2m" }]));
+    expect((await admin(a, "keys/import", { entries: [{ key: "sk-every-rule", overrides }] })).body).toEqual({ imported: 1 });
+    const entry = (await admin(a, "keys/get", { key: "sk-every-rule" })).body;
+    expect(entry.tier).toBe("paid");
+    expect(Object.keys(entry.overrides as object)).toHaveLength(3000);
+    expect((entry.overrides as Record<string, unknown>).r2999).toEqual({ limit: 7, windowMs: 120_000 });
+  }, 60_000);
+
   it("merges an import into existing entries: a re-import keeps a key disabled and its overrides unless the file says otherwise", async () => {
     const { a, b } = fleet();
     expect((await admin(a, "keys/set", { key: "sk-acme", tier: "paid", label: "Acme", disabled: true, overrides: { minute: { limit: 50 } } })).status).toBe(200);
