@@ -518,6 +518,8 @@ describe("sliding-window script on state it did not write", () => {
     await expect(evalsha("b:{d}", ["l:{d}"], T0, [dense])).rejects.toThrow(/rule 1 needs a limit from 1 to 1000 per ms of its window/);
     // and on the general path (rules on logs of their own)
     await expect(evalsha("b:{d}", ["l:{d}", "l:{d}:2"], T0, [rule(5), dense])).rejects.toThrow(/rule 2 needs a limit from 1 to 1000 per ms of its window/);
+    // and a later rule of a shared log (the one-log path), as the general path refuses it
+    await expect(evalsha("b:{d}", ["l:{d}", "l:{d}"], T0, [rule(5), dense])).rejects.toThrow(/rule 2 needs a limit from 1 to 1000 per ms of its window/);
     expect(await redis.exists("l:{d}", "l:{d}:2")).toBe(0);
     expect(await evalsha("b:{d}", ["l:{d}"], T0, [{ ...dense, limit: 1000 }])).toEqual([1, 999, 1, 0, 1000, 1]);
   });
