@@ -92,8 +92,9 @@ export class SlidingWindowModel {
     if (call.fallback !== "-") {
       fields = this.entries.get(call.registry) ?? {};
       if (fields.disabled === "1") return [4];
-      // a tier only as the configuration names one; any other is no tier field
-      const tier = fields.tier !== undefined && /^[A-Za-z0-9_-]{1,32}$/.test(fields.tier) ? fields.tier : call.fallback;
+      // a tier only as the configuration names one; any other is no tier field (the tier asked
+      // about is the caller's own name, taken as it is)
+      const tier = fields.tier !== undefined && (fields.tier === call.tier || /^[A-Za-z0-9_-]{1,32}$/.test(fields.tier)) ? fields.tier : call.fallback;
       if (tier === "") return [3];
       if (tier !== call.tier) return [5, tier];
     }
