@@ -100,7 +100,7 @@ function queryRoute(query: string, front: boolean): string | undefined {
 }
 
 /** Every escape of `path` decoded that decodes, as Apache and nginx decode a path before they rewrite it. */
-const serverDecoded = (path: string) =>
+export const serverDecoded = (path: string) =>
   path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
     try {
       return decodeURIComponent(run);

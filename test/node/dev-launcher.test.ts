@@ -316,23 +316,19 @@ describe("npm run dev", () => {
     }
   }, 120_000);
 
+  /** `npm run dev` run to its end with ORIGIN_URL from the environment and no Upstash store. */
+  const devWithOriginFromEnv = async (origin: string) =>
+    spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], { env: await devEnv({ ORIGIN_URL: origin, ...noRedis }), encoding: "utf8", timeout: 30_000 });
+
   it("stops, naming ORIGIN_URL and repeating neither, when it holds a user name or password (the runtime would drop them)", async () => {
-    const r = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-      env: await devEnv({ ORIGIN_URL: "http://ouser:opass-hunter2@127.0.0.1:9", ...noRedis }),
-      encoding: "utf8",
-      timeout: 30_000,
-    });
+    const r = await devWithOriginFromEnv("http://ouser:opass-hunter2@127.0.0.1:9");
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/ORIGIN_URL from the environment is invalid:\n {2}- ORIGIN_URL: must hold no user name or password/);
     expect(r.stderr + r.stdout).not.toMatch(/ouser|hunter2/);
   });
 
   it("stops, naming ORIGIN_URL and where it came from, when it has no scheme (the gate would answer every request with its configuration error)", async () => {
-    const fromEnv = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], {
-      env: await devEnv({ ORIGIN_URL: "api.internal.example", ...noRedis }),
-      encoding: "utf8",
-      timeout: 30_000,
-    });
+    const fromEnv = await devWithOriginFromEnv("api.internal.example");
     expect(fromEnv.status).toBe(1);
     expect(fromEnv.stderr).toMatch(/ORIGIN_URL from the environment is invalid:\n {2}- ORIGIN_URL: is not a URL: .*https:\/\/api\.example\.com/);
     expect(fromEnv.stderr).not.toContain("api.internal.example");

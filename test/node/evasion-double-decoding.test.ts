@@ -4,7 +4,7 @@ import { posix } from "node:path";
 import fc from "fast-check";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rawRequest } from "../helpers/framework-origin.ts";
+import { rawRequest, serverDecoded } from "../helpers/framework-origin.ts";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 
 // No way around a rule behind a stack that decodes the path twice: a proxy in front that
@@ -13,19 +13,9 @@ import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 // gate matches the path decoded twice for such a stack; what that stack reads in it decides
 // which handler runs, so the origin here is that stack, and the oracle.
 
-/** Every escape that decodes, decoded once, as a server decodes a path. */
-const decodedOnce = (path: string) =>
-  path.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) => {
-    try {
-      return decodeURIComponent(run);
-    } catch {
-      return run;
-    }
-  });
-
 /** The route the stack runs for a request target: decoded twice, `\` as `/`, dot segments resolved, case and a trailing slash ignored. */
 const routed = (target: string) => {
-  const path = posix.normalize(decodedOnce(decodedOnce(target.split("?")[0]!)).replaceAll("\\", "/"));
+  const path = posix.normalize(serverDecoded(serverDecoded(target.split("?")[0]!)).replaceAll("\\", "/"));
   return (path.length > 1 ? path.replace(/\/$/, "") : path).toLowerCase();
 };
 

@@ -776,15 +776,20 @@ describe("key registry", () => {
     expect((await admin(a, "keys/override", { key: "odd-fields", rule: "minute", clear: true })).body).toEqual({ cleared: "minute" });
   });
 
+  /** A key of paid whose entry holds `fields` written by hand is decided by paid's configured rule (5 a minute). */
+  async function expectConfiguredRule(a: ReturnType<typeof fleet>["a"], prefix: string, key: string, fields: Record<string, string>) {
+    expect((await admin(a, "keys/set", { key, tier: "paid" })).status).toBe(200);
+    const tag = ((await admin(a, "usage", { key })).body.identity as { tag: string }).tag;
+    await store.hset(`${prefix}:{${tag}}:key`, fields);
+    const res = await a(request("/", { key }));
+    expect([res.status, res.headers.get("RateLimit-Policy")]).toEqual([200, '"minute";q=5;w=60']);
+  }
+
   it("decides a key whose override written by hand is beyond what the admin API writes by its configured rule, and reads it as no override", async () => {
     const { a, prefix } = fleet();
-    expect((await admin(a, "keys/set", { key: "huge-override", tier: "paid" })).status).toBe(200);
-    const tag = ((await admin(a, "usage", { key: "huge-override" })).body.identity as { tag: string }).tag;
     // a limit above 1,000,000 and a window above 366 days: replies made of them are refused as a
     // store's nonsense, so read as overrides they made every decision of the key a store failure
-    await store.hset(`${prefix}:{${tag}}:key`, { "limit:minute": "5000000", "window:minute": "31622400001" });
-    const res = await a(request("/", { key: "huge-override" }));
-    expect([res.status, res.headers.get("RateLimit-Policy")]).toEqual([200, '"minute";q=5;w=60']);
+    await expectConfiguredRule(a, prefix, "huge-override", { "limit:minute": "5000000", "window:minute": "31622400001" });
     expect((await admin(a, "keys/get", { key: "huge-override" })).body.overrides).toEqual({});
   });
 
@@ -854,11 +859,7 @@ describe("key registry", () => {
 
   it("decides a key whose own limit and window written by hand count more than 1000 per millisecond of the window by its configured rule, and usage says so", async () => {
     const { a, prefix } = fleet();
-    expect((await admin(a, "keys/set", { key: "dense-by-hand", tier: "paid" })).status).toBe(200);
-    const tag = ((await admin(a, "usage", { key: "dense-by-hand" })).body.identity as { tag: string }).tag;
-    await store.hset(`${prefix}:{${tag}}:key`, { "limit:minute": "2000", "window:minute": "1" });
-    const res = await a(request("/", { key: "dense-by-hand" }));
-    expect([res.status, res.headers.get("RateLimit-Policy")]).toEqual([200, '"minute";q=5;w=60']);
+    await expectConfiguredRule(a, prefix, "dense-by-hand", { "limit:minute": "2000", "window:minute": "1" });
     const usage = (await admin(a, "usage", { key: "dense-by-hand" })).body;
     expect((usage.rules as { limit: number; windowMs: number; used: number }[])[0]).toMatchObject({ limit: 5, windowMs: 60_000, used: 1 });
   });
