@@ -287,6 +287,15 @@ export function notOnCloudflare(): string | undefined {
 export const headerAddressWarning = (runtime: string, how: string) =>
   `slidegate: the client address is read from CF-Connecting-IP, which only Cloudflare's edge sets: on this runtime (${runtime}) a client writes that header itself and is a new caller with each value it writes, past the address rules too. ${how}`;
 
+/** The Node process's exit, where there is one (`process.on("exit")`); undefined elsewhere. */
+function nodeExit(): { on(listener: () => void): void; off(listener: () => void): void } | undefined {
+  const p = (globalThis as { process?: { versions?: { node?: string }; on?: unknown; off?: unknown } }).process;
+  if (!p?.versions?.node || typeof p.on !== "function" || typeof p.off !== "function") return undefined;
+  const on = p.on as (event: string, listener: () => void) => void;
+  const off = p.off as (event: string, listener: () => void) => void;
+  return { on: (listener) => on.call(p, "exit", listener), off: (listener) => off.call(p, "exit", listener) };
+}
+
 /**
  * The limiter over a configuration already validated, on one store. `warnHeaderAddress`: say
  * once, off Cloudflare, that a Request given without `clientIp` is counted by a header the
@@ -301,8 +310,14 @@ export function limiterFor(config: GateConfig, url: string, token: string, warnH
   // gateway logs it: the first failure of each second in full (without the token), the rest counted.
   const failures = createFailureLog({ event: "slidegate.store_failure", write: (line) => console.error(JSON.stringify(line)), secret: token, intervalMs: FAILURE_TAIL_MS });
   let tail: ReturnType<typeof setTimeout> | undefined;
+  // A Node process that is done ends before the tail's timer (unref'd below) fires: its exit
+  // writes the count instead (console.error writes at once to a file or pipe). Workers have no
+  // such event, and no process ends there with a call still to come.
+  const exiting = nodeExit();
   const writeTail = () => {
+    if (tail !== undefined) clearTimeout(tail);
     tail = undefined;
+    exiting?.off(writeTail);
     failures.flush();
   };
   return {
@@ -363,6 +378,7 @@ export function limiterFor(config: GateConfig, url: string, token: string, warnH
         tail = setTimeout(writeTail, FAILURE_TAIL_MS);
         // a Node process that is done is not kept alive for a log line
         (tail as { unref?: () => void }).unref?.();
+        exiting?.on(writeTail);
       }
       const a = answer(step, config.keyHeader);
       const result: LimitResult = {

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Hono } from "hono";
 import { describe, expect, it, vi } from "vitest";
@@ -41,6 +42,25 @@ describe("the library on Node", () => {
     } finally {
       logged.mockRestore();
     }
+  });
+
+  it("writes the count of a burst's last store failures when the Node process ends before the interval is over", async () => {
+    const port = await freePort(); // nothing listens there
+    // an application that makes its calls and is done: its process ends at once (the limiter keeps
+    // no timer alive), and the burst's counted failures must be written on the way out
+    const program = `
+      import { createRateLimiter } from ${JSON.stringify(`${process.cwd()}/src/adapters/library.ts`)};
+      const l = createRateLimiter({ url: "http://127.0.0.1:${port}", token: "a-token", rules: [{ name: "a", limit: 1, window: "1m" }] });
+      await Promise.all(Array.from({ length: 5 }, () => l.limit("u")));
+    `;
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", program], { encoding: "utf8", timeout: 30_000 });
+    expect(run.status, run.stderr).toBe(0);
+    const lines = run.stderr
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { event: string; failures?: number });
+    const counted = lines.filter((line) => line.event === "slidegate.store_failure").length + lines.reduce((sum, line) => sum + (line.failures ?? 0), 0);
+    expect(counted, run.stderr).toBe(5);
   });
 
   it("never logs a token given with white space around it (as a file or a secret store hands it over) when the store quotes back the token it was sent", async () => {
