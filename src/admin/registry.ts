@@ -330,12 +330,18 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       });
     },
 
-    /** true when there was an entry to delete. */
+    /**
+     * true when there was an entry to delete. The index first: a store runs a pipeline's commands
+     * one by one, and a put() or an import landing between a DEL and a ZREM would have its entry
+     * written, then unlisted. After the ZREM, whatever writes the entry lists it again after
+     * writing it (put's second ZADD, the import's `relist`); what this leaves at worst is a hash
+     * listed with no entry, which list() skips.
+     */
     async remove(identity: Identity): Promise<boolean> {
       const p = redis.pipeline();
-      p.del(entryKey(identity));
       p.zrem(index, identity.keyHash!);
-      const [deleted] = (await p.exec()) as [number, number];
+      p.del(entryKey(identity));
+      const [, deleted] = (await p.exec()) as [number, number];
       return deleted === 1;
     },
 
@@ -446,6 +452,11 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
         completions.add([key, args], (p) => p.eval(COMPLETE_MERGE, [key], args));
       }
       await writes.exec();
+      // listed again once written, as put() does: a delete landing between an entry's ZADD and
+      // its write (a pipeline's commands run one by one) would otherwise leave it unlisted
+      const relist = inRequests(redis);
+      for (const { identity } of items) relist.add([identity.keyHash!], (p) => p.zadd(index, { score: 0, member: identity.keyHash! }));
+      await relist.exec();
       await completions.exec();
     },
   };

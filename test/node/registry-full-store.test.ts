@@ -20,14 +20,18 @@ let proxy: Server;
 let gate: Miniflare;
 /** set: the next store call whose body holds this command fills Redis before it is passed on */
 let fillBefore: string | undefined;
-/** set: the next pipeline holding this command runs its first command alone, then Redis fills before the rest */
-let fillAfterFirst: string | undefined;
+/**
+ * set: the next pipeline holding `command` runs its first command alone, then `between`, then the
+ * rest — as a store that runs a pipeline's commands one by one (Upstash's are not atomic) lets
+ * anything land between them
+ */
+let splitAt: { command: string; between: () => Promise<unknown> } | undefined;
 
-/** A pipeline's commands sent one part at a time: its first command, then (Redis full) the rest, their answers joined. */
-async function splitPipeline(target: string, headers: Record<string, string>, commands: unknown[][]): Promise<Response> {
+/** A pipeline's commands sent one part at a time: its first command, `between`, then the rest, their answers joined. */
+async function splitPipeline(target: string, headers: Record<string, string>, commands: unknown[][], between: () => Promise<unknown>): Promise<Response> {
   const send = (part: unknown[][]) => fetch(`${target}/pipeline`, { method: "POST", headers, body: JSON.stringify(part) });
   const first = (await (await send(commands.slice(0, 1))).json()) as unknown[];
-  await admin.config("SET", "maxmemory", "1");
+  await between();
   const rest = await send(commands.slice(1));
   return new Response(JSON.stringify([...first, ...((await rest.json()) as unknown[])]), { status: rest.status, headers: { "content-type": "application/json" } });
 }
@@ -43,9 +47,10 @@ async function startFillingProxy(target: string): Promise<string> {
     }
     const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => k !== "host" && k !== "content-length")) as Record<string, string>;
     let upstream: Response;
-    if (fillAfterFirst && req.url === "/pipeline" && body.toString().toLowerCase().includes(`["${fillAfterFirst}"`)) {
-      fillAfterFirst = undefined;
-      upstream = await splitPipeline(target, headers, JSON.parse(body.toString()) as unknown[][]);
+    const split = splitAt;
+    if (split && req.url === "/pipeline" && body.toString().toLowerCase().includes(`["${split.command}"`)) {
+      splitAt = undefined;
+      upstream = await splitPipeline(target, headers, JSON.parse(body.toString()) as unknown[][], split.between);
     } else upstream = await fetch(target + (req.url ?? "/"), { method: req.method, headers, body });
     res.writeHead(upstream.status, Object.fromEntries(upstream.headers)).end(Buffer.from(await upstream.arrayBuffer()));
   });
@@ -87,13 +92,13 @@ const call = async (route: string, body: unknown) => {
 
 /** Runs `write`, Redis filling up just before its call with `command` arrives (`afterFirst`: after the first command of the pipeline holding it). */
 async function fullAt(command: string, write: () => Promise<{ status: number }>, afterFirst = false) {
-  if (afterFirst) fillAfterFirst = command;
+  if (afterFirst) splitAt = { command, between: () => admin.config("SET", "maxmemory", "1") };
   else fillBefore = command;
   try {
     expect((await write()).status).toBe(503);
   } finally {
     fillBefore = undefined;
-    fillAfterFirst = undefined;
+    splitAt = undefined;
     await admin.config("SET", "maxmemory", "0");
   }
 }
@@ -244,4 +249,57 @@ describe("the admin API on a full store (noeviction), or one that takes no write
       await admin.config("SET", "maxmemory", "0");
     }
   }, 180_000);
+});
+
+// An operator's write landing inside another's pipeline, as a store that runs a pipeline's
+// commands one by one lets it: whichever way they fall, a key the registry holds is one the list
+// finds (a backup by keys/list keeps it, an operator looking for it sees it).
+describe("the registry when another operator's write lands inside a pipeline", () => {
+  /** `write`, with `between` run after the first command of its pipeline that holds `command` */
+  async function interleaved(command: string, between: () => Promise<unknown>, write: () => Promise<{ status: number }>) {
+    let ran = false;
+    splitAt = {
+      command,
+      between: async () => {
+        ran = true;
+        await between();
+      },
+    };
+    try {
+      expect((await write()).status).toBe(200);
+    } finally {
+      splitAt = undefined;
+    }
+    expect(ran).toBe(true);
+  }
+
+  async function expectListedIfHeld(key: string) {
+    const held = await call("keys/get", { key });
+    if (held.status === 404) return;
+    expect(held.status).toBe(200);
+    const listed = (await call("keys/list", { limit: 1000 })).body.entries as { hash: string }[];
+    expect(listed.map((e) => e.hash)).toContain(held.body.hash);
+  }
+
+  it("a keys/set landing inside a delete of its key leaves no entry the list cannot find", async () => {
+    const key = `inside-delete-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "free" })).status).toBe(200);
+    await interleaved(
+      "zrem",
+      () => call("keys/set", { key, tier: "paid" }),
+      () => call("keys/delete", { key }),
+    );
+    await expectListedIfHeld(key);
+  });
+
+  it("a delete landing inside an import of its key leaves no entry the list cannot find", async () => {
+    const key = `inside-import-${randomBytes(4).toString("hex")}`;
+    expect((await call("keys/set", { key, tier: "free" })).status).toBe(200);
+    await interleaved(
+      "zadd",
+      () => call("keys/delete", { key }),
+      () => call("keys/import", { entries: [{ key, tier: "paid" }] }),
+    );
+    await expectListedIfHeld(key);
+  });
 });
