@@ -135,6 +135,30 @@ describe(`clock "edge" with ${K} isolates whose clocks disagree by less than a w
     for (let t = 0; t < 5; t++) admitted.push(await flood(skewed, 400, { "cf-connecting-ip": `2001:db8:${run}:${t}::1` }));
     expect(admitted).toEqual(Array(5).fill(50));
   }, 180_000);
+
+  it("a clock d ahead of another's opens a caller's window up to d early for the requests it decides, never earlier", async () => {
+    const [windowMs, d] = [12_000, 6_000];
+    const config = rateLimits({ timeout: 30_000, clock: "edge", rules: [{ name: "w", limit: 20, window: windowMs }] });
+    const [behind, ahead] = await Promise.all(
+      [0, d].map(async (ms) => {
+        const one = await startGateFleet(1, { RATE_LIMITS: config, UPSTASH_REDIS_REST_URL: await skewedStore(ms) });
+        fleets.push(one);
+        return one;
+      }),
+    );
+    const headers = { "cf-connecting-ip": "2001:db8:5ce::1" };
+    const started = Date.now();
+    expect(await flood(behind!, 60, headers)).toBe(20);
+    const spent = Date.now();
+    // the ahead clock reads the window as ending d later: the entries are in it for window - d more
+    expect(await flood(ahead!, 60, headers)).toBe(0);
+    expect(Date.now() - started, "asked within window - d of the first request").toBeLessThan(windowMs - d);
+    // past window - d after the last entry, they have left the ahead clock's window
+    await new Promise((r) => setTimeout(r, spent + windowMs - d + 300 - Date.now()));
+    expect(await flood(ahead!, 60, headers)).toBe(20);
+    // and the behind clock reads the window as ending at the newest entry: nothing more
+    expect(await flood(behind!, 60, headers)).toBe(0);
+  }, 60_000);
 });
 
 describe("an operator's change mid-flood", () => {
