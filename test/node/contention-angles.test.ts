@@ -197,7 +197,7 @@ describe("an operator's change mid-flood", () => {
     expect((usage.rules as { used: number }[])[0]!.used).toBe(50);
   }, 120_000);
 
-  it("a reset mid-flood: the flood after it admits exactly the limit again on every isolate within denialCacheMaxAge", async () => {
+  it("a reset after a flood: once denialCacheMaxAge has passed, the isolates together admit exactly the limit again", async () => {
     const f = await fleet({ denialCacheMaxAge: "2s", rules: [{ name: "hour", limit: 30, window: "1h" }] });
     const headers = { "cf-connecting-ip": "198.51.100.11" };
     expect(await flood(f, 200, headers)).toBe(30);
