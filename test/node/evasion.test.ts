@@ -1076,6 +1076,74 @@ describe("IP addresses: one caller, one bucket", () => {
   });
 });
 
+describe("made-up API keys buy no fresh quota without bound, in every unknownKeys mode that claims it", () => {
+  const ADMIN = "evasion-admin-token-0123456789abcdef";
+  const tierRule = { name: "m", limit: 2, window: "10m" };
+  const floorRule = { name: "per-address", limit: 3, window: "10m" };
+  // What reaches the origin of one caller's flood of made-up keys: the floor's limit, nothing
+  // (each is refused as unknown), or the default tier's limit, the caller's as its address. And
+  // whether the flood leaves the floor spent for the caller's registered key: a 401 counts
+  // against it; under "ip" a made-up key's request is decided with the floor all-or-nothing,
+  // so one the tier refuses spends none of it.
+  const modes = [
+    { unknownKeys: "defaultTier", floor: true, reaches: floorRule.limit, floorSpent: true },
+    { unknownKeys: "reject", floor: false, reaches: 0, floorSpent: false },
+    { unknownKeys: "reject", floor: true, reaches: 0, floorSpent: true },
+    { unknownKeys: "ip", floor: false, reaches: tierRule.limit, floorSpent: false },
+    { unknownKeys: "ip", floor: true, reaches: tierRule.limit, floorSpent: false },
+  ] as const;
+  // one caller each, as the addresses it can send from: one IPv4 address; every address of its
+  // IPv6 /64; its 6to4 site, Teredo and NAT64 addresses and the IPv4 address they are made from
+  const hex = (ip: string) => {
+    const [a, b, c, d] = ip.split(".").map(Number) as [number, number, number, number];
+    return [((a << 8) | b).toString(16), ((c << 8) | d).toString(16)];
+  };
+  const callers: Record<string, () => string[]> = {
+    "one IPv4 address": () => [freshIpv4()],
+    "one IPv6 /64": () => {
+      const p = freshPrefix();
+      return Array.from({ length: 8 }, (_, i) => `${p}:7:${(i * 0x1fff).toString(16)}:${i}:${i + 1}:${i + 2}`);
+    },
+    "one IPv4 host by way of 6to4, Teredo and NAT64": () => {
+      const ip = freshIpv4();
+      const [hi, lo] = hex(ip);
+      const [ti, tl] = hex(
+        ip
+          .split(".")
+          .map((n) => String(Number(n) ^ 0xff))
+          .join("."),
+      );
+      return [ip, `2002:${hi}:${lo}:1::1`, `2002:${hi}:${lo}:ffff::9`, `2001:0:4136:e378:8000:63bf:${ti}:${tl}`, `64:ff9b::${ip}`];
+    },
+  };
+
+  for (const { unknownKeys, floor, reaches, floorSpent } of modes) {
+    const setting = `unknownKeys "${unknownKeys}"${floor ? " with a per-address floor" : ""}`;
+    it(`${setting}: a caller's flood of made-up keys reaches the origin ${reaches} times, whatever address of its own it sends from; its registered key ${floorSpent ? "stops at the spent floor" : "keeps its own quota"}`, async () => {
+      const base = await gate({ identity: { header: "x-api-key", unknownKeys }, rules: [tierRule], ...(floor ? { addressRules: [floorRule] } : {}) }, { ADMIN_TOKEN: ADMIN });
+      const registered = `registered-${crypto.randomUUID()}`;
+      const set = await fetch(`${base}__slidegate/keys/set`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ key: registered }) });
+      expect(set.status).toBe(200);
+      for (const [who, addresses] of Object.entries(callers)) {
+        const from = addresses();
+        const before = originHits();
+        const made = (i: number) => via(base, "/anything", from[i % from.length]!, { headers: [["x-api-key", `made-up-${crypto.randomUUID()}`]] });
+        // at once (each decision exact under contention), then one after another
+        const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => made(i)));
+        const after = [];
+        for (let i = 0; i < 12; i++) after.push(await made(i));
+        expect(originHits() - before, `${setting}, ${who}`).toBe(reaches);
+        expect([...burst, ...after].filter((r) => r.status === 200)).toHaveLength(reaches);
+        const own = await via(base, "/anything", from[0]!, { headers: [["x-api-key", registered]] });
+        expect(own.status, `${setting}, ${who}: the registered key`).toBe(floorSpent ? 429 : 200);
+        if (own.status === 200)
+          await fetch(`${base}__slidegate/reset`, { method: "POST", headers: { authorization: `Bearer ${ADMIN}` }, body: JSON.stringify({ key: registered }) });
+      }
+    }, 60_000);
+  }
+  const originHits = () => origin().hits("echo");
+});
+
 describe("shadow rules never change the outcome of a store failure", () => {
   it("a shadow rule that fails closed does not turn a failing store into 503s", async () => {
     const base = await gate(
