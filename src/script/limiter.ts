@@ -101,6 +101,12 @@ export function blockLeft(value: string | null, ttlMs: number, nowUs: number): n
  */
 const WRITES_REFUSED = /^(OOM|READONLY|MISCONF|NOREPLICAS) /;
 
+/** Redis's refusal of a command on a key of another type than the command's (written by hand): its start, as for `WRITES_REFUSED`. */
+const WRONG_TYPE = /^WRONGTYPE /;
+
+/** A block's value when the key holds another type than a string: no time, so its TTL says how long it holds, as the script reads it. */
+const OTHER_TYPE = "(another type)";
+
 /** Redis's answer to an EVALSHA of a script it has lost, which alone calls for the EVAL: its start, as for `WRITES_REFUSED`. */
 const NO_SCRIPT = /^NOSCRIPT /;
 
@@ -240,7 +246,8 @@ export function createLimiter(options: LimiterOptions): CheckLimits {
  * that takes no writes refuses), within what is left of the budget: an operator's block (see `blockLeft`),
  * and for an API key, its registry entry disabling it or, for a key nobody configured, its
  * absence (or an entry naming no tier). For an API key asked about in another tier than its
- * own (`tier`), that tier, as the script would answer it: the fail mode is its rules'. Null:
+ * own (`tier`), that tier, as the script would answer it: the fail mode is its rules'. A key of
+ * another type is read as the script reads it: a block by its TTL, a registry entry as none. Null:
  * all that was read, and nothing refuses (the rules' fail mode decides); undefined: it could
  * not be read in time.
  */
@@ -263,7 +270,14 @@ async function refusalWhenFull(
     p.hget(entry, "disabled");
     p.hget(entry, "tier");
   }
-  const [value, ttl, time, disabled, entryTier] = (await within(left, () => p.exec())) as [string | null, number, [string, string], string | null, string | null];
+  // each reply on its own: a key of another type (written by hand) answers WRONGTYPE, which the
+  // script reads as a block held by its TTL, or as no registry entry, never as a failure
+  const replies = await within(left, () => p.exec({ keepErrors: true }));
+  const [value, ttl, time, disabled, entryTier] = replies.map(({ error, result }, i) => {
+    if (error === undefined) return result;
+    if (WRONG_TYPE.test(error) && (i === 0 || i >= 3)) return i === 0 ? OTHER_TYPE : null;
+    throw new Error(`the store refused a read of what refuses a caller: ${error}`);
+  }) as [string | null, number, [string, string], string | null, string | null];
   const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
   const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
   if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };

@@ -1,0 +1,90 @@
+import { randomBytes } from "node:crypto";
+import Redis from "ioredis";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
+import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
+import { identify, ipIdentity } from "../../src/decision/identity.ts";
+import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+
+// A Redis and shim of this file's own, which its tests fill, stop and write by hand:
+// Worker → shim → redis-server.
+const token = randomBytes(16).toString("hex");
+let redis: LocalRedis;
+let shim: RunningShim;
+let admin: Redis;
+const logs: string[] = [];
+const gates: Miniflare[] = [];
+
+beforeAll(async () => {
+  redis = await startRedis();
+  shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
+  admin = new Redis(redis.url);
+}, 60_000);
+
+afterAll(async () => {
+  await Promise.all(gates.map((g) => g.dispose()));
+  admin?.disconnect();
+  await shim?.close();
+  await redis?.stop();
+});
+
+let callers = 0;
+/** an address in a /64 of its own: a caller no other test shares */
+const fresh = () => `2001:db8:77:${(++callers).toString(16)}::1`;
+
+/** An isolate of the built gate on this file's shim, with `config` under a prefix of its own. */
+async function gateWith(config: Record<string, unknown>, url = shim.url): Promise<{ gate: Miniflare; prefix: string }> {
+  const RATE_LIMITS = rateLimits(config);
+  const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS }, (line) => logs.push(line));
+  gates.push(gate);
+  return { gate, prefix: (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix };
+}
+
+async function ask(gate: Miniflare, headers: Record<string, string>, path = "/") {
+  const res = await gate.dispatchFetch(`http://gate.example${path}`, { headers });
+  const body = await res.text();
+  return { status: res.status, failOpen: res.headers.has("X-Slidegate-Fail-Open"), body };
+}
+
+/** `run` while Redis is full (maxmemory under noeviction refuses every write, the script included), emptied of that however `run` ends. */
+async function whileFull<T>(run: () => Promise<T>): Promise<T> {
+  await admin.config("SET", "maxmemory", "1");
+  try {
+    return await run();
+  } finally {
+    await admin.config("SET", "maxmemory", "0");
+  }
+}
+
+describe("keys of another type written by hand, on a full Redis: read as the script reads them", () => {
+  it("a block that is no string (a hash, held by its TTL) still refuses its caller when the store is full", async () => {
+    const { gate, prefix } = await gateWith({ rules: [{ name: "minute", limit: 5, window: "1m" }] });
+    const [before, during] = [fresh(), fresh()];
+    for (const ip of [before, during]) {
+      const block = `${prefix}:{${(await identify("i", ipIdentity(ip, 64))).tag}}:block`;
+      await admin.hset(block, { by: "hand" });
+      await admin.pexpire(block, 600_000);
+    }
+    expect(await ask(gate, { "cf-connecting-ip": before })).toMatchObject({ status: 403, failOpen: false });
+    // before: failed open (200, marked), the block's read failing WRONGTYPE as the store's failure
+    await whileFull(async () => expect(await ask(gate, { "cf-connecting-ip": during })).toMatchObject({ status: 403, failOpen: false }));
+  });
+
+  it("a registry entry that is no hash is no entry when the store is full: a key nobody registered is refused 401 under unknownKeys reject", async () => {
+    const { gate, prefix } = await gateWith({ identity: { header: "x-api-key", unknownKeys: "reject" }, rules: [{ name: "minute", limit: 5, window: "1m" }] });
+    const [before, during] = [`before-${randomBytes(6).toString("hex")}`, `during-${randomBytes(6).toString("hex")}`];
+    for (const key of [before, during]) await admin.set(`${prefix}:{${(await identify("k", key)).tag}}:key`, "not a hash");
+    expect(await ask(gate, { "x-api-key": before, "cf-connecting-ip": fresh() })).toMatchObject({ status: 401, failOpen: false });
+    // before: failed open (200, marked), the entry's read failing WRONGTYPE as the store's failure
+    await whileFull(async () => expect(await ask(gate, { "x-api-key": during, "cf-connecting-ip": fresh() })).toMatchObject({ status: 401, failOpen: false }));
+  });
+
+  it("a registry entry that is no hash, for a key whose rules are all shadow: admitted unmarked when the store is full, as for a key with no entry", async () => {
+    const { gate, prefix } = await gateWith({ identity: { header: "x-api-key", unknownKeys: "defaultTier" }, rules: [{ name: "minute", limit: 5, window: "1m", shadow: true }] });
+    const key = `shadow-${randomBytes(6).toString("hex")}`;
+    await admin.set(`${prefix}:{${(await identify("k", key)).tag}}:key`, "not a hash");
+    // before: failed open by the configuration's fail (marked): the entry counted as unread
+    await whileFull(async () => expect(await ask(gate, { "x-api-key": key, "cf-connecting-ip": fresh() })).toMatchObject({ status: 200, failOpen: false }));
+  });
+});
