@@ -277,16 +277,24 @@ async function refusalWhenFull(
     if (error === undefined) return result;
     if (WRONG_TYPE.test(error) && (i === 0 || i >= 3)) return i === 0 ? OTHER_TYPE : null;
     throw new Error(`the store refused a read of what refuses a caller: ${error}`);
-  }) as [string | null, number, [string, string], string | null, string | null];
-  const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(time[0]) * 1_000_000 + Number(time[1]);
-  const ms = blockLeft(value === null ? null : String(value), Number(ttl), nowUs);
+  }) as [unknown, unknown, unknown, unknown, unknown];
+  // replies of the types Redis gives these commands, or none of it is read: a refusal (a block
+  // for good, a disabled key) made of a nonsense reply would stand whatever the rules' fail mode
+  const text = (v: unknown): v is string | null => v === null || typeof v === "string";
+  const whole = (v: unknown) => Number.isSafeInteger(v) || (typeof v === "string" && /^\d{1,15}$/.test(v));
+  const clock = Array.isArray(time) && time.length === 2 && time.every(whole);
+  if (!text(value) || !Number.isSafeInteger(ttl) || !clock || (key && (!text(disabled) || !text(entryTier))))
+    throw new Error(`the store's reply to the read of what refuses a caller is none Redis gives: ${JSON.stringify(replies)?.slice(0, 200)}`);
+  const [seconds, micros] = time as [string | number, string | number];
+  const nowUs = edgeNow ? Math.round(edgeNow() * 1000) : Number(seconds) * 1_000_000 + Number(micros);
+  const ms = blockLeft(value, ttl as number, nowUs);
   if (ms !== 0) return { kind: "blocked", ms: ms ?? Number.POSITIVE_INFINITY };
   if (!key) return null;
-  if (String(disabled) === "1") return { kind: "disabled-key" };
+  if (disabled === "1") return { kind: "disabled-key" };
   // the tier whose rules the key answers to, as the script reads it (a tier field that is no
   // name is none): a key the registry moved to a tier that fails closed must not fail open by
   // the rules of the tier an isolate assumed
-  const held = entryTier === null || entryTier === undefined ? undefined : String(entryTier);
+  const held = (entryTier as string | null | undefined) ?? undefined;
   const own = held !== undefined && NAME_PATTERN.test(held) ? held : key.fallback;
   if (own === "") return { kind: "unknown-key" };
   if (own !== tier) return { kind: "other-tier", tier: own };

@@ -2,17 +2,19 @@ import { randomBytes } from "node:crypto";
 import Redis from "ioredis";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FaultProxy, startFaultProxy } from "../../scripts/lib/fault-proxy.ts";
 import { type LocalRedis, startRedis } from "../../scripts/lib/redis-server.ts";
 import { type RunningShim, startShim } from "../../scripts/shim/server.ts";
 import { identify, ipIdentity } from "../../src/decision/identity.ts";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
 
 // A Redis and shim of this file's own, which its tests fill, stop and write by hand:
-// Worker → shim → redis-server.
+// Worker → shim → redis-server, or Worker → fault proxy → shim → redis-server.
 const token = randomBytes(16).toString("hex");
 let redis: LocalRedis;
 let shim: RunningShim;
 let admin: Redis;
+let proxy: FaultProxy;
 const logs: string[] = [];
 const gates: Miniflare[] = [];
 
@@ -20,11 +22,13 @@ beforeAll(async () => {
   redis = await startRedis();
   shim = await startShim({ token, redisUrl: redis.url, log: () => {} });
   admin = new Redis(redis.url);
+  proxy = await startFaultProxy(shim.url);
 }, 60_000);
 
 afterAll(async () => {
   await Promise.all(gates.map((g) => g.dispose()));
   admin?.disconnect();
+  await proxy?.close();
   await shim?.close();
   await redis?.stop();
 });
@@ -86,5 +90,34 @@ describe("keys of another type written by hand, on a full Redis: read as the scr
     await admin.set(`${prefix}:{${(await identify("k", key)).tag}}:key`, "not a hash");
     // before: failed open by the configuration's fail (marked): the entry counted as unread
     await whileFull(async () => expect(await ask(gate, { "x-api-key": key, "cf-connecting-ip": fresh() })).toMatchObject({ status: 200, failOpen: false }));
+  });
+});
+
+describe("a full Redis whose answer to the read of blocks and registry entries is garbled on the way", () => {
+  // the script is refused (OOM, from the real Redis); the pipeline that reads what refuses a
+  // caller whatever the rules gets, from the proxy, replies no Redis gives to those commands
+  const pipeline = (body: string) => body.startsWith("[[");
+
+  it.each([
+    // GET never answers an array: read as a block written by hand, it held for good (TTL -1)
+    ["a block's value that is an array", false, '[{"result":["x"]},{"result":-1},{"result":["1700000000","0"]}]'],
+    // TIME that is no time beside a disabled flag: the key was refused 403 on the rest of a nonsense reply
+    ["a TIME that is no time", true, '[{"result":null},{"result":-2},{"result":"not a time"},{"result":"1"},{"result":null}]'],
+    ["a TTL that is no number", false, '[{"result":"by hand"},{"result":"-1"},{"result":["1700000000","0"]}]'],
+  ])("%s is the store's failure: the rules' fail mode decides, never a refusal made of it", async (_what, keyed, body) => {
+    const { gate } = await gateWith(
+      { ...(keyed && { identity: { header: "x-api-key", unknownKeys: "defaultTier" } }), timeout: 2000, rules: [{ name: "minute", limit: 5, window: "1m" }] },
+      proxy.url,
+    );
+    const headers = { "cf-connecting-ip": fresh(), ...(keyed && { "x-api-key": `garbled-${randomBytes(6).toString("hex")}` }) };
+    await whileFull(async () => {
+      proxy.set({ kind: "body", body }, (sent) => !pipeline(sent));
+      try {
+        // before: 403 (blocked for good, or disabled)
+        expect(await ask(gate, headers)).toMatchObject({ status: 200, failOpen: true });
+      } finally {
+        proxy.set({ kind: "none" });
+      }
+    });
   });
 });
