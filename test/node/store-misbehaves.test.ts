@@ -121,3 +121,26 @@ describe("a full Redis whose answer to the read of blocks and registry entries i
     });
   });
 });
+
+describe("the console's figures beside keys of another type written by hand", () => {
+  it("a minute's figures or refused-callers list that holds another type is read as none: the health view still answers, not a 409 naming an identity", async () => {
+    const ADMIN = randomBytes(32).toString("hex");
+    const RATE_LIMITS = rateLimits({ rules: [{ name: "minute", limit: 5, window: "1m" }] });
+    const prefix = (JSON.parse(RATE_LIMITS) as { prefix: string }).prefix;
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: shim.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN: ADMIN }, (line) => logs.push(line));
+    gates.push(gate);
+    const minute = Math.floor(Date.now() / 60_000);
+    await admin.set(`${prefix}:{figures}:m:${minute - 2}`, "by hand");
+    await admin.hset(`${prefix}:{figures}:t:${minute - 1}`, { by: "hand" });
+    const res = await gate.dispatchFetch("http://gate.example/__slidegate/figures", {
+      method: "POST",
+      headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": "198.51.100.7" },
+      body: JSON.stringify({ minutes: 10 }),
+    });
+    // before: 409 wrong-type, whose remedies (keys/delete, unblock, reset) name an identity's keys
+    expect(res.status).toBe(200);
+    const figures = (await res.json()) as { minutes: unknown[]; top: { identities: unknown[] } };
+    expect(figures.minutes).toHaveLength(10);
+    expect(figures.top.identities).toEqual([]);
+  });
+});
