@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { BadRequest, type Command, encodeReply, type Json, toCommand, toCommands } from "./codec.ts";
+import { BadRequest, type Command, encodeReply, type Json, parseBody, toCommand, toCommands } from "./codec.ts";
 import { isLoopback } from "./loopback.ts";
 import { createScriptRegistry, type Translation } from "./lua-flags.ts";
 import { refusal } from "./policy.ts";
@@ -314,7 +314,7 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
           return reject(new BadRequest("ERR request body is not valid UTF-8: send JSON text encoded as UTF-8"));
         }
         try {
-          resolve(JSON.parse(text));
+          resolve(parseBody(text));
         } catch (e) {
           reject(new BadRequest(`ERR request body is not valid JSON: ${(e as Error).message}`));
         }

@@ -179,6 +179,18 @@ describe("shim wire details", () => {
     expect((res.json as { result: unknown }[])[1]!.result).toEqual(["1", "1.5", "1712345678901", "-0.25", "1e+21", "true", "false"]);
   });
 
+  it("passes an integer past 2^53 on with the digits sent, never the nearest double (…993 stored as …992)", async () => {
+    const counter = key("big-incr");
+    // read as a double, 9007199254740993 is …992, and 123…123 is 1.2345678901234568e+22
+    const single = await raw("/", `["INCRBY", "${counter}", 9007199254740993]`);
+    expect(single.text).toBe('{"result":9007199254740993}');
+    const k = key("big-list");
+    const listed = await raw("/pipeline", `[["RPUSH", "${k}", -9007199254740993, 12345678901234567890123, 9007199254740992, 1e21, 1.5], ["LRANGE", "${k}", 0, -1]]`);
+    expect((listed.json as { result: unknown }[])[1]!.result).toEqual(["-9007199254740993", "12345678901234567890123", "9007199254740992", "1e+21", "1.5"]);
+    const tx = await raw("/multi-exec", `[["INCRBY", "${counter}", 18014398509481985], ["GET", "${counter}"]]`);
+    expect(tx.text).toBe('[{"result":27021597764222978},{"result":"27021597764222978"}]');
+  });
+
   it("answers HGETALL in the raw RESP2 shape (a flat array)", async () => {
     const k = key("hash");
     await raw("/", JSON.stringify(["HSET", k, "f", "v"]));
