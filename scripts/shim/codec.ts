@@ -137,7 +137,9 @@ export function encodeReply(reply: unknown, base64: boolean): Json {
   if (typeof reply === "string") return base64 ? Buffer.from(reply).toString("base64") : reply;
   if (typeof reply === "number" || reply === null) return reply;
   if (Array.isArray(reply)) return reply.map((r: unknown) => encodeReply(r, base64));
-  // An error nested in an array reply (from a script) keeps its text, unencoded.
-  if (reply instanceof Error) return reply.message;
+  // An error nested in an array reply (a script's redis.error_reply) is one of its strings to
+  // the client, which decodes every string of a base64 reply: sent as bare text, "My Error"
+  // reached it as the bytes that text decodes to. Only a whole answer's {"error"} stays text.
+  if (reply instanceof Error) return base64 ? Buffer.from(reply.message).toString("base64") : reply.message;
   return String(reply);
 }

@@ -106,6 +106,12 @@ for (const [label, options] of [
       expect(await redis.evalsha(sha, [k], [5])).toBe(5);
       expect(await redis.eval(script, [k], [2])).toBe(7);
     });
+
+    it("reads an error a script nests in its reply as its text, at any depth", async () => {
+      // base64 replies once gave the text unencoded, which the client decoded into bytes ("3!+…")
+      const script = `return {1, redis.error_reply('My Error'), {redis.error_reply('WRONGTYPE nested ü')}} -- ${crypto.randomUUID()}`;
+      expect(await redis.eval(script, [], [])).toEqual([1, "My Error", ["WRONGTYPE nested ü"]]);
+    });
   });
 }
 
@@ -165,6 +171,9 @@ describe("shim wire details", () => {
     expect(ok.json).toEqual({ result: b64("OK") });
     const nested = await raw("/", JSON.stringify(["EVAL", "return {1, 'a', {'OK', false}}", 0]), { "upstash-encoding": "base64" });
     expect(nested.json).toEqual({ result: [1, b64("a"), [b64("OK"), null]] });
+    // an error inside a reply is one of its strings: encoded too, or the client decodes its text into bytes
+    const withError = await raw("/", JSON.stringify(["EVAL", "return {1, redis.error_reply('My Error')}", 0]), { "upstash-encoding": "base64" });
+    expect(withError.json).toEqual({ result: [1, b64("My Error")] });
   });
 
   it("turns numbers and booleans into the text JavaScript prints", async () => {
