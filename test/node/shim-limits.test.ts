@@ -178,6 +178,47 @@ describe("shim bodies sent in tiny chunks", () => {
   }, 120_000);
 });
 
+describe("shim requests of many commands", () => {
+  // A shim process of its own with its heap capped, as above: a shim that holds every command
+  // of a request in its Redis client at once (about 2.5 KB each, 250 MB for these) shows as the
+  // process dying. The shim's own objects for 100,000 commands and their replies need about
+  // 90 MB at the peak, so the cap is higher than the other tests'.
+  const HEAP_MB = 160;
+  const small = ownShimProcess({}, [`--max-old-space-size=${HEAP_MB}`]);
+  const COMMANDS = 100_000;
+  const post = (path: string, body: string) =>
+    fetch(`${small().url}${path}`, { method: "POST", body, headers: { authorization: `Bearer ${small().token}`, "upstash-encoding": "base64" } })
+      .then(async (res) => ({ status: res.status, json: (await res.json()) as { result?: unknown; error?: string }[] }))
+      .catch((e: Error) => ({ status: 0, json: [{ error: `${e.message}: ${small().stderr().slice(0, 300)}` }] as { result?: unknown; error?: string }[] }));
+  const pong = Buffer.from("PONG").toString("base64");
+
+  it(`answers a /pipeline of ${COMMANDS} commands (a 900 KB body, under the default limit) in order, in a shim whose heap is capped at ${HEAP_MB} MB`, async () => {
+    const k = `limits:many:${crypto.randomUUID()}`;
+    const body = JSON.stringify([["INCR", k], ...Array.from({ length: COMMANDS - 2 }, () => ["PING"]), ["INCR", k]]);
+    expect(body.length).toBeLessThan(1024 * 1024);
+    const res = await post("/pipeline", body);
+    expect(res.status, res.json[0]?.error).toBe(200);
+    expect(res.json.length).toBe(COMMANDS);
+    expect([res.json[0], res.json[1], res.json.at(-2), res.json.at(-1)]).toEqual([{ result: 1 }, { result: pong }, { result: pong }, { result: 2 }]);
+    expect(res.json.every((r, i) => i === 0 || i === COMMANDS - 1 || r.result === pong)).toBe(true);
+  }, 120_000);
+
+  it(`answers a /multi-exec of ${COMMANDS} commands as one transaction, in that shim`, async () => {
+    const k = `limits:many-tx:${crypto.randomUUID()}`;
+    const body = JSON.stringify([["INCR", k], ...Array.from({ length: COMMANDS - 2 }, () => ["PING"]), ["INCR", k]]);
+    const res = await post("/multi-exec", body);
+    expect(res.status, res.json[0]?.error).toBe(200);
+    expect(res.json.length).toBe(COMMANDS);
+    expect([res.json[0], res.json[1], res.json.at(-1)]).toEqual([{ result: 1 }, { result: pong }, { result: 2 }]);
+    // queued a slice at a time, but discarded whole all the same when one command is refused
+    const refused = await post("/multi-exec", JSON.stringify([["INCR", k], ...Array.from({ length: 5000 }, () => ["PING"]), ["INCR", k, "extra"]]));
+    expect(refused.status).toBe(400);
+    expect(refused.json).toEqual({ error: expect.stringMatching(/^EXECABORT/) });
+    const after = await post("/", JSON.stringify(["GET", k]));
+    expect(after.json).toEqual({ result: Buffer.from("2").toString("base64") });
+  }, 120_000);
+});
+
 describe("shim pipelined requests", () => {
   // A shim process of its own with its heap capped, as for bodies in tiny chunks above: a shim
   // that ran every pipelined request at once answers none 503 (the limit gone), and one that
