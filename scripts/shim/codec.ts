@@ -51,29 +51,6 @@ export function toCommands(value: unknown): Command[] {
   return value.map((c, i) => toCommand(c, `command ${i}`));
 }
 
-/**
- * The text of each number literal of a valid JSON text, in document order; undefined
- * when the text holds an object (its keys need not keep document order, and a body holding
- * one is refused whole anyway).
- */
-function numberLiterals(text: string): string[] | undefined {
-  const found: string[] = [];
-  for (let i = 0; i < text.length; ) {
-    const c = text.charCodeAt(i);
-    if (c === 0x22) {
-      // a string: JSON.parse has taken the text, so it ends, and \ escapes one character
-      for (i++; text.charCodeAt(i) !== 0x22; i += text.charCodeAt(i) === 0x5c ? 2 : 1);
-      i++;
-    } else if (c === 0x7b) return undefined;
-    else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
-      const start = i;
-      for (i++; i < text.length && /[\d.eE+-]/.test(text[i]!); i++);
-      found.push(text.slice(start, i));
-    } else i++;
-  }
-  return found;
-}
-
 const INTEGER_LITERAL = /^-?\d+$/;
 
 /**
@@ -81,34 +58,15 @@ const INTEGER_LITERAL = /^-?\d+$/;
  * caller writes by hand) becomes the string of its digits: read as a double it is another
  * integer (…992), which Redis would have stored or added in silence. Other numbers stay
  * numbers, for toCommand to print as JavaScript does (the official client only ever sends
- * those). Only arguments are rewritten, in a body of the shapes the routes take (a command, or
- * a list of them): anything deeper is refused whole by toCommand.
+ * those). The digits come from JSON.parse's own source text (`context.source`, given to a reviver
+ * by the same V8 feature as JSON.rawJSON, which the shim checks for at start); a body with no run of 16 digits holds no such integer
+ * (2^53 itself has 16) and is parsed without a reviver.
  */
 export function parseBody(text: string): unknown {
-  const value: unknown = JSON.parse(text);
-  // no run of 16 digits, no integer past 2^53 (2^53 itself has 16 digits)
-  if (!/\d{16}/.test(text) || !Array.isArray(value)) return value;
-  const literals = numberLiterals(text);
-  if (!literals) return value;
-  let next = 0;
-  const exact = (v: unknown): unknown => {
-    if (typeof v !== "number") return v;
-    const literal = literals[next++]!;
-    return Number.isSafeInteger(v) || !INTEGER_LITERAL.test(literal) ? v : literal;
-  };
-  for (let i = 0; i < value.length; i++) {
-    const item: unknown = value[i];
-    if (!Array.isArray(item)) {
-      value[i] = exact(item);
-      continue;
-    }
-    for (let j = 0; j < item.length; j++) {
-      // an array inside a command: the body is refused, and its numbers need no digits
-      if (Array.isArray(item[j])) return value;
-      item[j] = exact(item[j]);
-    }
-  }
-  return value;
+  if (!/\d{16}/.test(text)) return JSON.parse(text);
+  return JSON.parse(text, (_key, value: unknown, context?: { source?: string }) =>
+    typeof value === "number" && !Number.isSafeInteger(value) && context?.source !== undefined && INTEGER_LITERAL.test(context.source) ? context.source : value,
+  );
 }
 
 /** JSON text spliced in verbatim: an integer with every digit Redis sent. */
