@@ -128,6 +128,7 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
 }
 
 let store: string;
+let storeToken: string | undefined;
 if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
   store = `Upstash at ${vars.UPSTASH_REDIS_REST_URL} (credentials from ${sourceOf("UPSTASH_REDIS_REST_URL")})`;
   say(`• Upstash mode: credentials found, starting no local Redis or shim`);
@@ -153,6 +154,8 @@ if (vars.UPSTASH_REDIS_REST_URL && vars.UPSTASH_REDIS_REST_TOKEN) {
     say(`• Redis: started redis-server on ${redis.url} (nothing kept on disk)`);
   }
   const token = vars.SHIM_TOKEN || randomBytes(16).toString("hex");
+  // the library and the Hono middleware need it to count in this Redis; a developer's own is never printed
+  storeToken = vars.SHIM_TOKEN ? `SHIM_TOKEN from ${sourceOf("SHIM_TOKEN")}` : token;
   // Quiet once stopping: a terminal's Ctrl-C reaches the redis-server started here as well (it
   // shares the launcher's process group), and it may go before the shim is closed; the shim's
   // "redis connection lost" would then read as a fault in a clean stop.
@@ -257,7 +260,7 @@ if (readyJson) {
       `slidegate is running (${mode === "upstash" ? "Upstash" : "local Redis"} mode)`,
       `  gate     ${gate}   (wrangler dev)`,
       `  origin   ${originLabel}`,
-      `  store    ${store}`,
+      `  store    ${store}${storeToken ? `   token: ${storeToken}` : ""}`,
       `  console  ${consoleUrl}   admin token: ${adminTokenSource ? `ADMIN_TOKEN from ${adminTokenSource}` : workerVars.ADMIN_TOKEN}`,
       ...rules.map((r, i) => `  ${i === 0 ? "limits" : "      "}   ${r}`),
       "",

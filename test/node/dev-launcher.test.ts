@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { freePort, isListening } from "../../scripts/lib/ports.ts";
 import { startRedis } from "../../scripts/lib/redis-server.ts";
+import { createRateLimiter } from "../../src/adapters/library.ts";
 import { services } from "../helpers/shim.ts";
 
 interface Ready {
@@ -151,6 +152,30 @@ describe("npm run dev", () => {
     expect(await page.text()).toContain("<title>slidegate console</title>");
     const figures = await fetch(`${consoleUrl}figures`, { method: "POST", body: "{}", headers: { authorization: `Bearer ${token}` } });
     expect(figures.status).toBe(200);
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev!.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
+  it("prints the shim's URL and a token for this run, which the library takes to count in the gate's own Redis", async () => {
+    const banner = await startBanner({ SHIM_TOKEN: "" });
+    const line = /^ {2}store {4}shim (http:\/\/127\.0\.0\.1:\d+) -> \S+ {3}token: ([0-9a-f]{32})$/m.exec(banner);
+    expect(line, banner).not.toBeNull();
+    const [, url, token] = line!;
+    // a wrong token would not throw: the limiter fails open, and says so in its reason
+    const limiter = createRateLimiter({ url: url!, token: token!, rules: [{ name: "banner", limit: 1, window: "10s" }] });
+    expect((await limiter.limit("user-1")).reason).toBe("admitted");
+    expect((await limiter.limit("user-1")).reason).toBe("rate-limited");
+    const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
+    dev!.kill("SIGINT");
+    expect(await exited).toBe(0);
+  }, 120_000);
+
+  it("names SHIM_TOKEN and where it came from in its banner when the developer set one, never printing it", async () => {
+    const token = `own-${randomBytes(16).toString("hex")}`;
+    const banner = await startBanner({ SHIM_TOKEN: token });
+    expect(banner).not.toContain(token);
+    expect(banner).toMatch(/^ {2}store {4}shim http:\/\/127\.0\.0\.1:\d+ -> \S+ {3}token: SHIM_TOKEN from the environment$/m);
     const exited = new Promise<number | null>((resolve) => dev!.once("exit", resolve));
     dev!.kill("SIGINT");
     expect(await exited).toBe(0);
