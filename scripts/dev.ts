@@ -95,7 +95,15 @@ const tomlVars = varsFromWranglerToml();
 // RATE_LIMITS from .dev.vars or the environment wins over wrangler.toml's, as under wrangler dev alone
 const limitsSource = vars.RATE_LIMITS ? sourceOf("RATE_LIMITS") : "wrangler.toml";
 const limits = parseRateLimits(vars.RATE_LIMITS ?? tomlVars.RATE_LIMITS);
-if (!limits.ok) await fail(`RATE_LIMITS from ${limitsSource} is invalid:\n  - ${limits.errors.join("\n  - ")}`);
+if (!limits.ok) {
+  // A value that is no JSON at all from the file is its quoting, not its limits: double quotes end at
+  // the JSON's own first quote (the reader hands over "{"), and a TOML table is wrangler.toml's form.
+  const fromFile = vars.RATE_LIMITS && limitsSource === devVarsFile && limits.errors.some((e) => e.startsWith("RATE_LIMITS: is not valid JSON"));
+  const hint = fromFile
+    ? `\n  In ${devVarsFile}, write RATE_LIMITS as JSON on one line, in single quotes: RATE_LIMITS='{"rules":[{"name":"default","limit":5,"window":"10s"}]}' (a TOML table goes in wrangler.toml's [vars]).`
+    : "";
+  await fail(`RATE_LIMITS from ${limitsSource} is invalid:\n  - ${limits.errors.join("\n  - ")}${hint}`);
+}
 if (vars.RATE_LIMITS) workerVars.RATE_LIMITS = JSON.stringify(JSON.parse(vars.RATE_LIMITS));
 
 // wrangler.toml's own ORIGIN_URL too, as wrangler dev alone would use it: the demo origin is for

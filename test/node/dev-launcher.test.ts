@@ -268,6 +268,23 @@ describe("npm run dev", () => {
     expect(run.stdout).not.toContain("SLIDEGATE_READY");
   });
 
+  it("says how .dev.vars takes RATE_LIMITS when the value it read there is no JSON (double-quoted, or a TOML table)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
+    for (const line of [
+      // double quotes end at the JSON's first own quote: the file's reader hands over "{" alone
+      'RATE_LIMITS="{"rules":[{"name":"default","limit":5,"window":"10s"}]}"',
+      'RATE_LIMITS = { rules = [{ name = "default", limit = 5, window = "10s" }] }',
+    ]) {
+      const file = join(dir, ".dev.vars");
+      writeFileSync(file, `${line}\n`);
+      const run = spawnSync(process.execPath, ["scripts/dev.ts", "--ready-json"], { env: await devEnv({ DEV_VARS_FILE: file }), encoding: "utf8", timeout: 30_000 });
+      expect(run.status, line).toBe(1);
+      expect(run.stderr, line).toContain(`RATE_LIMITS from ${file} is invalid:\n  - RATE_LIMITS: is not valid JSON`);
+      expect(run.stderr, line).toContain(`In ${file}, write RATE_LIMITS as JSON on one line, in single quotes: RATE_LIMITS='{"rules":[`);
+      expect(run.stdout).not.toContain("SLIDEGATE_READY");
+    }
+  });
+
   it("uses Upstash credentials from .dev.vars and starts no Redis or shim", async () => {
     // The test shim stands in for Upstash: same REST API, same credentials shape.
     const dir = mkdtempSync(join(tmpdir(), "dev-vars-"));
