@@ -34,6 +34,7 @@ import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { parse as parseCsv } from "csv-parse/sync";
+import { didYouMean } from "../src/config/nearest.ts";
 import { readKey, trimKey } from "../src/decision/api-key.ts";
 import { isLoopback } from "./shim/loopback.ts";
 
@@ -363,6 +364,12 @@ const SEPARATORS: [string, string][] = [
   [";", "semicolons"],
 ];
 
+/** `"teir" (did you mean "tier"?)`: a header's misspelt column with the one it most likely meant. */
+function namedWithNearest(column: string): string {
+  const meant = didYouMean(column, CSV_COLUMNS);
+  return meant ? `"${column}" (${meant.slice(2)})` : `"${column}"`;
+}
+
 function fromCsv(path: string, text: string): FileEntry[] {
   let records: { record: string[]; info: { lines: number } }[];
   try {
@@ -392,7 +399,7 @@ function fromCsv(path: string, text: string): FileEntry[] {
   const unknown = columns.filter((c) => !CSV_COLUMNS.includes(c));
   if (unknown.length)
     throw new UsageError(
-      `${path}: unknown column${unknown.length > 1 ? "s" : ""} ${unknown.map((c) => `"${c}"`).join(", ")} (columns: ${CSV_COLUMNS.join(", ")}); nothing was imported`,
+      `${path}: unknown column${unknown.length > 1 ? "s" : ""} ${unknown.map(namedWithNearest).join(", ")} (columns: ${CSV_COLUMNS.join(", ")}); nothing was imported`,
     );
   const twice = columns.filter((c, i) => columns.indexOf(c) !== i);
   if (twice.length) throw new UsageError(`${path}: column "${twice[0]}" is named twice; nothing was imported`);

@@ -111,6 +111,8 @@ describe("npm run keys, as the README shows it", () => {
       ["key,tier\nsk-csv-2,paid,extra\n", /line 2: 3 cells for 2 columns/],
       ["key,tier,tier\nsk-csv-3,paid,free\n", /column "tier" is named twice/],
       ["key,plan\nsk-csv-4,paid\n", /unknown column "plan"/],
+      // a misspelt column is named with the one it most likely meant, as check-config names a field
+      ["key,teir\nsk-csv-4,paid\n", /unknown column "teir" \(did you mean "tier"\?\)/],
       ["key,tier\nsk-csv-5,paid\n\nsk-csv-5,free\n", /line 4 names the same key as line 2/],
       ['key,tier\nsk-csv-5,paid\n"sk-csv-5 ",free\n', /line 3 names the same key as line 2/],
       // padded as an origin trims it (src/decision/api-key.ts): the gate reads it as the same key
