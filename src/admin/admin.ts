@@ -506,7 +506,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const name = path.slice(ADMIN_PREFIX.length).toLowerCase();
     const route = routeTable.get(name);
     if (!route) return notFound();
-    if (request.method !== "POST") return problem(405, "method-not-allowed", "Method Not Allowed", "Admin routes take POST with a JSON body.");
+    if (request.method !== "POST") return problem(405, "method-not-allowed", "Method Not Allowed", "Admin routes take POST with a JSON body.", { Allow: "POST" });
     // no route reads the query: a field sent there (?cursor=…) would be ignored as if left out
     const [parameter] = new URL(request.url).searchParams.keys();
     if (parameter !== undefined) return badRequest(`query parameter ${echo(parameter)}: admin routes take their fields in the JSON body, not in the query.`);

@@ -37,6 +37,18 @@ describe("WWW-Authenticate", () => {
   });
 });
 
+describe("an admin route called with another method than POST", () => {
+  it("is a 405 naming POST in its Allow header, as RFC 9110 asks of every 405", async () => {
+    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    for (const method of ["GET", "PUT", "DELETE"]) {
+      const res = await gate(new Request("https://gate.example/__slidegate/usage", { method, headers: { authorization: `Bearer ${ADMIN}`, "cf-connecting-ip": freshIp() } }));
+      expect(res.status, method).toBe(405);
+      expect(res.headers.get("Allow"), method).toBe("POST");
+      expect(((await res.json()) as { type: string }).type).toBe("urn:slidegate:method-not-allowed");
+    }
+  });
+});
+
 describe("admin authentication failures", () => {
   const n = 10; // the README's "10 failed attempts per 10 minutes per client address"
 
