@@ -287,13 +287,34 @@ export function notOnCloudflare(): string | undefined {
 export const headerAddressWarning = (runtime: string, how: string) =>
   `slidegate: the client address is read from CF-Connecting-IP, which only Cloudflare's edge sets: on this runtime (${runtime}) a client writes that header itself and is a new caller with each value it writes, past the address rules too. ${how}`;
 
-/** The Node process's exit, where there is one (`process.on("exit")`); undefined elsewhere. */
+/** The tails left to write as the Node process exits, of every limiter: see `nodeExit`. */
+const tailsAtExit = new Set<() => void>();
+const writeTailsAtExit = () => {
+  for (const write of [...tailsAtExit]) write();
+};
+
+/**
+ * The Node process's exit, where there is one (`process.on("exit")`); undefined elsewhere. One
+ * listener serves every limiter's tail: a listener each passed Node's ten with a program's
+ * eleventh limiter failing in the same second (MaxListenersExceededWarning). None on Cloudflare,
+ * where nodejs_compat gives a process emitter that never emits an exit: a listener there would
+ * keep its limiter alive for the isolate's life (a timer past the response never fires to take it off).
+ */
 function nodeExit(): { on(listener: () => void): void; off(listener: () => void): void } | undefined {
+  if (notOnCloudflare() === undefined) return undefined;
   const p = (globalThis as { process?: { versions?: { node?: string }; on?: unknown; off?: unknown } }).process;
   if (!p?.versions?.node || typeof p.on !== "function" || typeof p.off !== "function") return undefined;
   const on = p.on as (event: string, listener: () => void) => void;
   const off = p.off as (event: string, listener: () => void) => void;
-  return { on: (listener) => on.call(p, "exit", listener), off: (listener) => off.call(p, "exit", listener) };
+  return {
+    on(listener) {
+      if (tailsAtExit.size === 0) on.call(p, "exit", writeTailsAtExit);
+      tailsAtExit.add(listener);
+    },
+    off(listener) {
+      if (tailsAtExit.delete(listener) && tailsAtExit.size === 0) off.call(p, "exit", writeTailsAtExit);
+    },
+  };
 }
 
 /**

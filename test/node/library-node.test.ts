@@ -63,6 +63,26 @@ describe("the library on Node", () => {
     expect(counted, run.stderr).toBe(5);
   });
 
+  it("writes every limiter's count at exit with one exit listener, so a program of many limiters gets no MaxListenersExceededWarning", async () => {
+    const port = await freePort(); // nothing listens there
+    // a limiter per route or per tenant, all failing in the same second: a listener each went past Node's ten
+    const program = `
+      import { createRateLimiter } from ${JSON.stringify(`${process.cwd()}/src/adapters/library.ts`)};
+      const limiters = Array.from({ length: 12 }, () => createRateLimiter({ url: "http://127.0.0.1:${port}", token: "a-token", rules: [{ name: "a", limit: 1, window: "1m" }] }));
+      await Promise.all(limiters.flatMap((l) => [l.limit("u"), l.limit("u")]));
+      if (process.listenerCount("exit") > 1) console.error("exit listeners: " + process.listenerCount("exit"));
+    `;
+    const run = spawnSync(process.execPath, ["--input-type=module", "-e", program], { encoding: "utf8", timeout: 30_000 });
+    expect(run.status, run.stderr).toBe(0);
+    expect(run.stderr).not.toMatch(/MaxListenersExceededWarning|exit listeners/);
+    const lines = run.stderr
+      .split("\n")
+      .filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line) as { event: string; failures?: number });
+    const counted = lines.filter((line) => line.event === "slidegate.store_failure").length + lines.reduce((sum, line) => sum + (line.failures ?? 0), 0);
+    expect(counted, run.stderr).toBe(24);
+  });
+
   it("never logs a token given with white space around it (as a file or a secret store hands it over) when the store quotes back the token it was sent", async () => {
     // a store, or a proxy in front of it, that quotes back the token it got, mid-sentence: nothing behind it is asked
     const token = randomBytes(16).toString("hex");

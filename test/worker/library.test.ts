@@ -831,6 +831,23 @@ describe("createRateLimiter", () => {
     expect(closed.response().status).toBe(503);
   });
 
+  it("adds no exit listener to workerd's process (nodejs_compat), where no exit ever comes: a limiter made per request is not kept alive by one", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    const p = (globalThis as { process?: { listenerCount?: (event: string) => number } }).process;
+    // the runtime's process must be an emitter, or this proves nothing
+    expect(typeof p?.listenerCount).toBe("function");
+    const before = p!.listenerCount!("exit");
+    try {
+      for (let i = 0; i < 12; i++) {
+        const l = createRateLimiter({ url: "http://127.0.0.1:9", token: "t", rules: [{ name: "a", limit: 1, window: "1m" }], timeout: 300 });
+        await Promise.all([l.limit("u"), l.limit("u")]);
+      }
+      expect(p!.listenerCount!("exit")).toBe(before);
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("says when the store fails, as the gateway does: a line for the first failure of each second, the rest counted, never the token", async () => {
     const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     try {
