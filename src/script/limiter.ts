@@ -265,7 +265,8 @@ async function refusalWhenFull(
   const p = redis.pipeline();
   p.get(block);
   p.pttl(block);
-  p.time();
+  // the edge's clock when it decides: it is the clock of stores that refuse TIME
+  if (!edgeNow) p.time();
   if (key) {
     p.hget(entry, "disabled");
     p.hget(entry, "tier");
@@ -273,11 +274,13 @@ async function refusalWhenFull(
   // each reply on its own: a key of another type (written by hand) answers WRONGTYPE, which the
   // script reads as a block held by its TTL, or as no registry entry, never as a failure
   const replies = await within(left, () => p.exec({ keepErrors: true }));
-  const [value, ttl, time, disabled, entryTier] = replies.map(({ error, result }, i) => {
+  const read = replies.map(({ error, result }, i) => {
     if (error === undefined) return result;
-    if (WRONG_TYPE.test(error) && (i === 0 || i >= 3)) return i === 0 ? OTHER_TYPE : null;
+    if (WRONG_TYPE.test(error) && (i === 0 || i >= (edgeNow ? 2 : 3))) return i === 0 ? OTHER_TYPE : null;
     throw new Error(`the store refused a read of what refuses a caller: ${error}`);
-  }) as [unknown, unknown, unknown, unknown, unknown];
+  });
+  if (edgeNow) read.splice(2, 0, ["0", "0"]); // TIME's place, never read: the edge's clock decides
+  const [value, ttl, time, disabled, entryTier] = read as [unknown, unknown, unknown, unknown, unknown];
   // replies of the types Redis gives these commands, or none of it is read: a refusal (a block
   // for good, a disabled key) made of a nonsense reply would stand whatever the rules' fail mode
   const text = (v: unknown): v is string | null => v === null || typeof v === "string";

@@ -144,3 +144,37 @@ describe("the console's figures beside keys of another type written by hand", ()
     expect(figures.top.identities).toEqual([]);
   });
 });
+
+describe('a full Redis that refuses TIME, under clock "edge" (the clock for such stores)', () => {
+  let timeless: LocalRedis;
+  let timelessShim: RunningShim;
+  let timelessAdmin: Redis;
+  beforeAll(async () => {
+    timeless = await startRedis({ args: ["--rename-command", "TIME", ""] });
+    timelessShim = await startShim({ token, redisUrl: timeless.url, log: () => {} });
+    timelessAdmin = new Redis(timeless.url);
+  }, 60_000);
+  afterAll(async () => {
+    timelessAdmin?.disconnect();
+    await timelessShim?.close();
+    await timeless?.stop();
+  });
+
+  it("an operator's block still refuses its caller when the store is full: the read of it asks the edge's clock, not TIME", async () => {
+    const { gate, prefix } = await gateWith({ clock: "edge", rules: [{ name: "minute", limit: 5, window: "1m" }] }, timelessShim.url);
+    const [before, during] = [fresh(), fresh()];
+    for (const ip of [before, during]) {
+      const block = `${prefix}:{${(await identify("i", ipIdentity(ip, 64))).tag}}:block`;
+      // as the admin API writes a block: when it ends, in µs
+      await timelessAdmin.set(block, String((Date.now() + 600_000) * 1000), "PX", 600_000);
+    }
+    expect(await ask(gate, { "cf-connecting-ip": before })).toMatchObject({ status: 403, failOpen: false });
+    await timelessAdmin.config("SET", "maxmemory", "1");
+    try {
+      // before: admitted, marked failed open (the read sent TIME, which this store refuses, and failed whole)
+      expect(await ask(gate, { "cf-connecting-ip": during })).toMatchObject({ status: 403, failOpen: false });
+    } finally {
+      await timelessAdmin.config("SET", "maxmemory", "0");
+    }
+  });
+});
