@@ -195,6 +195,9 @@ export function fieldsOf(entry: Entry): Record<string, string> {
  * in one pipeline the store would refuse it whole, a valid import answered as a store failure.
  */
 const REQUEST_BYTES = 256 * 1024;
+
+/** Hashes listed again by one ZADD after an import's writes: about 70 KB of arguments. */
+const RELIST_MEMBERS = 1000;
 const utf8 = new TextEncoder();
 
 type Pipeline = ReturnType<Redis["pipeline"]>;
@@ -454,8 +457,15 @@ export function createRegistry({ config, redis }: { config: GateConfig; redis: R
       await writes.exec();
       // listed again once written, as put() does: a delete landing between an entry's ZADD and
       // its write (a pipeline's commands run one by one) would otherwise leave it unlisted
+      // (in ZADDs of many members: a hosted store bills by the command)
       const relist = inRequests(redis);
-      for (const { identity } of items) relist.add([identity.keyHash!], (p) => p.zadd(index, { score: 0, member: identity.keyHash! }));
+      for (let at = 0; at < items.length; at += RELIST_MEMBERS) {
+        const [first, ...rest] = items.slice(at, at + RELIST_MEMBERS).map(({ identity }) => ({ score: 0, member: identity.keyHash! }));
+        relist.add(
+          rest.map((m) => m.member),
+          (p) => p.zadd(index, first!, ...rest),
+        );
+      }
       await relist.exec();
       await completions.exec();
     },

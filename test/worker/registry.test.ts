@@ -1003,6 +1003,21 @@ describe("key registry at scale", () => {
     expect(free.headers.get("RateLimit-Policy")).toBe('"minute";q=2;w=60');
   }, 120_000);
 
+  it("imports 1,000 new keys for two store commands a key and a few more (a hosted store bills by the command)", async () => {
+    const { a } = fleet();
+    const entries = await Promise.all(Array.from({ length: 1000 }, async (_, i) => ({ hash: await hashOf(`billed-${i}`), tier: "paid" })));
+    let commands = 0;
+    await afterStoreCalls(
+      async (sent) => {
+        const body: unknown = sent ? JSON.parse(sent) : [];
+        // a pipeline is a list of commands; a single command, a list of its words
+        commands += Array.isArray(body) && Array.isArray(body[0]) ? body.length : 1;
+      },
+      async () => expect((await admin(a, "keys/import", { entries })).body).toEqual({ imported: 1000 }),
+    );
+    expect(commands).toBeLessThanOrEqual(2 * 1000 + 10);
+  });
+
   it("imports a full batch of the largest entries it accepts, which the store's request size limit does not refuse", async () => {
     const rules = ["r1", "r2", "r3", "r4", "r5"].map((name) => ({ name, limit: 10, window: "1m" }));
     const { a } = fleet({ tiers: { free: { rules }, paid: { rules } } });
