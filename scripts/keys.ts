@@ -151,7 +151,8 @@ function unsafeBase(): string | undefined {
   // would be a request to the origin, carrying the admin token there (and into its logs).
   if (at.pathname !== "/")
     return `SLIDEGATE_URL has a path (${JSON.stringify(at.pathname.slice(0, 64))}): give the gate's URL without one, like https://${at.host}; the admin API is at its root`;
-  if (at.search || at.hash) return `SLIDEGATE_URL has a query or a fragment: give the gate's URL without one, like https://${at.host}`;
+  // "?" or "#" alone, which the parsed URL drops: the text itself, as a shell or a file gave it
+  if (at.search || at.hash || /[?#]/.test(base)) return `SLIDEGATE_URL has a query or a fragment: give the gate's URL without one, like https://${at.host}`;
   if (at.protocol === "https:" || (at.protocol === "http:" && isLoopback(at.hostname))) return undefined;
   if (at.protocol !== "http:") return `SLIDEGATE_URL must be an https:// URL (or http:// on this machine), not ${at.protocol}`;
   return `SLIDEGATE_URL is plain HTTP to ${at.hostname}, which is not this machine: the admin token (and any raw key) would cross the network in clear. Use https://${at.host}, or http:// on a loopback address (127.0.0.1, localhost) through a tunnel`;
@@ -191,7 +192,9 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
   if (unsafe) throw new UsageError(unsafe);
   let res: Response;
   try {
-    res = await fetch(`${base}/__slidegate/${route}`, {
+    // from the parsed URL's origin, not the text: "https://gate//" or a space after it (as from
+    // a file) would be another path, one an origin may serve, or no URL at all
+    res = await fetch(new URL(`/__slidegate/${route}`, new URL(base).origin), {
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: JSON.stringify(body),

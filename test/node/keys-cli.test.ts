@@ -685,17 +685,22 @@ describe("npm run keys, against a hostile file or server", () => {
         [`http://127.0.0.1:${listening.port}/v1`, /SLIDEGATE_URL has a path .*"\/v1"/],
         [`http://127.0.0.1:${listening.port}/?x=1`, /SLIDEGATE_URL has a query/],
         [`http://admin:${ADMIN_TOKEN}@127.0.0.1:${listening.port}`, /SLIDEGATE_URL holds a user name or password/],
+        // an empty query or fragment, which a parsed URL no longer shows: appended to, the admin
+        // route became the query ("/?/__slidegate/keys/get") or was cut off ("/"), a call to the origin
+        [`http://127.0.0.1:${listening.port}?`, /SLIDEGATE_URL has a query or a fragment/],
+        [`http://127.0.0.1:${listening.port}/#`, /SLIDEGATE_URL has a query or a fragment/],
       ] as const) {
         const r = await cli(["show", "sk-pathed"], { SLIDEGATE_URL: at });
         expect([at, r.code, r.stderr]).toEqual([at, 2, expect.stringMatching(message)]);
         expect(r.stderr).not.toContain(ADMIN_TOKEN);
       }
       expect(listening.calls, "nothing was sent").toEqual([]);
-      // the root, with or without its slash, is the gate's
-      for (const at of [`http://127.0.0.1:${listening.port}`, `http://127.0.0.1:${listening.port}/`]) {
+      // the root, with or without its slash (or two, or a space after it, as from a file), is the gate's
+      const roots = [`http://127.0.0.1:${listening.port}`, `http://127.0.0.1:${listening.port}/`, `http://127.0.0.1:${listening.port}//`, `http://127.0.0.1:${listening.port} `];
+      for (const at of roots) {
         expect((await cli(["show", "sk-pathed"], { SLIDEGATE_URL: at })).code, at).toBe(1);
       }
-      expect(listening.calls).toEqual(["keys/get", "keys/get"]);
+      expect(listening.calls).toEqual(roots.map(() => "keys/get"));
     } finally {
       await listening.close();
     }
