@@ -245,6 +245,27 @@ function who(args: string[]): { target: Record<string, string>; rest: string[] }
   return { target: { key: key === "-" ? keyFromStdin() : key }, rest };
 }
 
+/**
+ * Refuses a raw key of 64 hex digits that is the hash of an entry the registry holds: a hash
+ * copied from `list` and given without --hash. Taken as a raw key, `set` registered another
+ * entry (the hash of that hash), and every other verb answered a 404 for an entry the list
+ * shows. A key that is no entry's hash (keys made with `openssl rand -hex 32`) is a raw key.
+ */
+async function refuseHashAsKey(target: Record<string, string>): Promise<void> {
+  const key = target.key === undefined ? undefined : trimKey(target.key);
+  if (key === undefined || !/^[0-9a-f]{64}$/i.test(key)) return;
+  try {
+    await call("keys/get", { hash: key.toLowerCase() });
+  } catch (e) {
+    if (e instanceof RefusedError && e.message.startsWith("404 ")) return;
+    throw e;
+  }
+  // not repeated: it may be a raw key after all
+  throw new UsageError(
+    "the key given is 64 hex digits: the hash of an entry the registry holds (copied from list?). Name that entry with --hash and the same digits; nothing was changed",
+  );
+}
+
 /** Refuses options and arguments the verb does not take, without echoing them (an argument may be a key). */
 function checkLine(verb: string, args: string[]): void {
   const spec = VERBS[verb]!;
@@ -439,26 +460,25 @@ async function main(): Promise<unknown> {
     throw new UsageError(`unknown verb "${verb ?? ""}": show, set, tier, label, override, disable, enable, delete, list or import`);
   }
   checkLine(verb, args);
+  // named once: "-" reads standard input, which a second reading finds empty
+  const { target, rest } = VERBS[verb]!.key ? who(args) : { target: {}, rest: [] };
+  await refuseHashAsKey(target);
   switch (verb) {
     case "show":
-      return call("keys/get", who(args).target);
+      return call("keys/get", target);
     case "set": {
-      const { target } = who(args);
       return call("keys/set", { ...target, tier: values.tier, label: values.label, disabled: values.disabled });
     }
     case "tier": {
-      const { target, rest } = who(args);
       if (!rest[0]) throw new UsageError("name the tier: tier <key> <tier>");
       return changeField(`tier ${JSON.stringify(rest[0])}`, target, { tier: rest[0] });
     }
     case "label": {
       // set would replace the whole entry: a disabled key relabelled so would be enabled again
-      const { target, rest } = who(args);
       if (rest[0] === undefined) throw new UsageError("give the label: label <key> <label>");
       return changeField("label", target, { label: rest[0] });
     }
     case "override": {
-      const { target, rest } = who(args);
       const rule = rest[0];
       if (!rule) throw new UsageError("name the rule: override <key> <rule> --limit N --window W, or --clear");
       if (values.clear) {
@@ -472,9 +492,9 @@ async function main(): Promise<unknown> {
     }
     case "disable":
     case "enable":
-      return changeField(verb, who(args).target, { disabled: verb === "disable" });
+      return changeField(verb, target, { disabled: verb === "disable" });
     case "delete":
-      return call("keys/delete", who(args).target);
+      return call("keys/delete", target);
     case "list": {
       const limit = values.limit === undefined ? (values.all ? 1000 : 100) : wholeNumber(values.limit, "limit");
       if (!values.all) return call("keys/list", { cursor: values.cursor, limit });

@@ -298,6 +298,33 @@ describe("npm run keys, as the README shows it", () => {
     expect(run("node scripts/keys.ts show sk-never-registered").code).toBe(1);
   });
 
+  it("refuses a raw key that is the hash of an entry the registry holds (copied from list), naming --hash, and writes nothing", async () => {
+    expect(run("node scripts/keys.ts set sk-hash-pasted --tier paid").code).toBe(0);
+    const hash = createHash("sha256").update("sk-hash-pasted").digest("hex");
+    const entries = () => run("node scripts/keys.ts list --all").json!.entries as { hash: string }[];
+    const before = entries();
+    // taken as a raw key, each made or changed another entry, or answered a 404 for a key the list shows
+    for (const line of [
+      `set ${hash} --tier free`,
+      `set ${hash.toUpperCase()}`,
+      `disable ${hash}`,
+      `tier ${hash} free`,
+      `show ${hash}`,
+      `delete ${hash}`,
+      `override ${hash} minute --clear`,
+    ]) {
+      const r = run(`node scripts/keys.ts ${line}`);
+      expect([line, r.code, r.stderr]).toEqual([line, 2, expect.stringMatching(/64 hex digits: the hash of an entry the registry holds.*--hash/)]);
+    }
+    expect(entries()).toEqual(before);
+    expect(run(`node scripts/keys.ts show --hash ${hash}`).json).toMatchObject({ tier: "paid", disabled: false });
+    // a raw key of 64 hex digits (openssl rand -hex 32) that is no entry's hash is a raw key
+    const hexKey = "5f".repeat(32);
+    expect(run(`node scripts/keys.ts set ${hexKey} --tier paid`).json).toMatchObject({ hash: createHash("sha256").update(hexKey).digest("hex") });
+    expect(run(`printf '%s\\n' ${hexKey} | node scripts/keys.ts disable -`).code).toBe(0);
+    expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": hexKey } })).status).toBe(403);
+  });
+
   it("changes only its own field with tier, label, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
     const { createServer } = await import("node:http");
     const adminCall = async (route: string, body: unknown) =>
