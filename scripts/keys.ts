@@ -394,10 +394,27 @@ function namedWithNearest(column: string): string {
   return meant ? `"${column}" (${meant.slice(2)})` : `"${column}"`;
 }
 
+/** Excel's first line naming the separator (`sep=,`), quoted or not, padded with the empty cells of the other columns. */
+const EXCEL_SEPARATOR_LINE = /^"?sep=([\s\S])"?,*$/i;
+
 function fromCsv(path: string, text: string): FileEntry[] {
+  let lines = text.replace(/\r\n?/g, "\n");
+  if (lines.trim() === "") throw new UsageError(`${path}: is empty: a CSV starts with a header line naming its columns (${CSV_COLUMNS.join(", ")}); nothing was imported`);
+  // Excel reads a file whose first line is "sep=," with that separator, and writes one so
+  // when told to: read past as a blank line (the lines after keep their numbers in the file)
+  const firstLine = lines.split("\n", 1)[0]!;
+  const separator = EXCEL_SEPARATOR_LINE.exec(firstLine)?.[1];
+  if (separator !== undefined) {
+    const named = SEPARATORS.find(([s]) => s === separator);
+    if (separator !== ",")
+      throw new UsageError(
+        `${path}: line 1 (sep=) separates its cells with ${named?.[1] ?? "another character than commas"}: a CSV separates them with commas; nothing was imported`,
+      );
+    lines = lines.slice(firstLine.length);
+  }
   let records: { record: string[]; info: { lines: number } }[];
   try {
-    records = parseCsv(text.replace(/\r\n?/g, "\n"), { skip_empty_lines: true, relax_column_count: true, info: true }) as unknown as typeof records;
+    records = parseCsv(lines, { skip_empty_lines: true, relax_column_count: true, info: true }) as unknown as typeof records;
   } catch (e) {
     const line = (e as { lines?: number }).lines;
     // the parser's words quote the cell (`value is "sk-live-…"`) or a character of it: a cell may
@@ -408,7 +425,8 @@ function fromCsv(path: string, text: string): FileEntry[] {
       .replace(/got "[\s\S]"/, "got a character");
     throw new UsageError(`${path}${line ? ` line ${line}` : ""}: ${why}; nothing was imported`);
   }
-  const [header, ...rows] = records;
+  // a row of empty cells is a blank line as a spreadsheet saves it (rows formatted, never filled): skipped as one
+  const [header, ...rows] = records.filter(({ record }) => record.some((cell) => cell.trim() !== ""));
   const columns = (header?.record ?? []).map((c) => c.trim().toLowerCase());
   // a first line that names no column at all is a record, the header left out: its cells may be
   // raw keys, so none is echoed (a header's misspelt column, beside known ones, is named)

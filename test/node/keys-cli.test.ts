@@ -128,11 +128,20 @@ describe("npm run keys, as the README shows it", () => {
       ["key;tier\nsk-csv-15;paid\n", /line 1 separates its cells with semicolons: a CSV separates them with commas/],
       ["key,tier,\nsk-csv-16,paid,\n", /line 1 names an empty column \(a comma at the end of the line\?\)/],
       [Buffer.from("\uFEFFkey,tier\nsk-csv-17,paid\n", "utf16le"), /is not UTF-8 text \(UTF-16\?\): save it as CSV UTF-8/],
+      // a botched export: no header line at all, said as such rather than as a header naming nothing
+      ["", /is empty: a CSV starts with a header line naming its columns/],
+      ["\uFEFF\r\n\r\n", /is empty: a CSV starts with a header line naming its columns/],
+      // Excel's line naming the separator, of another than the comma
+      ["sep=;\nkey;tier\nsk-csv-18;paid\n", /line 1 \(sep=\) separates its cells with semicolons: a CSV separates them with commas/],
+      // after Excel's "sep=," line, a bad line is named by its own number in the file
+      ["sep=,\nkey,disabled\nsk-csv-19,maybe\n", /line 3: "disabled" must be true, false, 1 or 0/],
+      // a line of empty cells is skipped as a blank line is, not one without cells that matter
+      ["key,tier\n,\n , paid\n", /\(line 3\): 400 .*"key" is blank/],
     ];
     for (const [text, message] of refused) {
       const r = file("refused.csv", text);
       expect([r.code, r.stderr], String(text)).toEqual([2, expect.stringMatching(message)]);
-      expect(r.stderr).toContain("nothing was imported");
+      expect(r.stderr).toMatch(/nothing was imported/i);
       expect(r.stderr, "a key is never echoed").not.toMatch(/sk-csv-/);
     }
     expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": "sk-csv-1" } })).headers.get("RateLimit-Policy")).toBe('"minute";q=10;w=60');
@@ -143,6 +152,10 @@ describe("npm run keys, as the README shows it", () => {
     expect([good.code, good.json]).toEqual([0, { imported: 2 }]);
     expect(run("node scripts/keys.ts show sk-csv-7").json).toMatchObject({ tier: "paid", label: "Acme, Inc.", disabled: true });
     expect(run("node scripts/keys.ts show sk-csv-8").json).toMatchObject({ tier: "paid", label: "Plain", disabled: false });
+    // as a spreadsheet saves it: Excel's "sep=," line, and rows of empty cells (formatted, never filled) at the end
+    const excel = file("excel.csv", '\uFEFF"sep=,"\r\nKey,Tier,Label\r\nsk-csv-20,paid,Excel\r\n,,\r\n , ,\r\n,,\r\n');
+    expect([excel.code, excel.json, excel.stderr]).toEqual([0, { imported: 1 }, "imported 1 of 1\n"]);
+    expect(run("node scripts/keys.ts show sk-csv-20").json).toMatchObject({ tier: "paid", label: "Excel" });
   }, 60_000);
 
   it("refuses a key named twice in batches of its own, as the gate reads it from Authorization (Bearer <key> and <key>), and imports nothing", async () => {
