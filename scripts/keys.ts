@@ -198,8 +198,9 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
       method: "POST",
       headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
       body: JSON.stringify(body),
-      // a redirect would turn the POST into a GET somewhere else: the gate's own URL is wanted
-      redirect: "error",
+      // a redirect would turn the POST into a GET somewhere else, the token with it: not
+      // followed, but said as what it is (node's "error" is a "could not reach" of a gate reached)
+      redirect: "manual",
       signal: AbortSignal.timeout(CALL_TIMEOUT_MS),
     });
   } catch (e) {
@@ -207,6 +208,16 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
     if (error.name === "TimeoutError") throw new RefusedError(`${base} did not answer within ${CALL_TIMEOUT_MS} ms (SLIDEGATE_TIMEOUT_MS)`);
     const cause = error.cause?.code ?? error.cause?.message;
     throw new RefusedError(`could not reach ${base}: ${error.message}${cause ? ` (${cause})` : ""}`);
+  }
+  if (res.status >= 300 && res.status < 400) {
+    // where it points, at most its origin: the rest of a URL may carry anything
+    let to = "nowhere it names";
+    try {
+      to = new URL(res.headers.get("location") ?? "", `${base}/`).origin;
+    } catch {}
+    throw new RefusedError(
+      `${base} answered ${res.status}, a redirect to ${to} (not followed: the call, and the admin token, are for the gate itself). Set SLIDEGATE_URL to the gate's own URL`,
+    );
   }
   const text = await res.text();
   let answer: unknown;

@@ -671,6 +671,24 @@ describe("npm run keys, against a hostile file or server", () => {
     }
   });
 
+  it("says a redirect is one and where it points, without following it, and exits 1", async () => {
+    const { createServer } = await import("node:http");
+    const followed: string[] = [];
+    const redirecting = createServer((req, res) => {
+      followed.push(req.url ?? "");
+      res.writeHead(req.url === "/elsewhere" ? 200 : 301, { location: "https://www.gate.example/__slidegate/keys/get", "content-type": "text/plain" }).end("Moved");
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, "127.0.0.1", resolve));
+    try {
+      const r = await cli(["show", "sk-redirected"], { SLIDEGATE_URL: `http://127.0.0.1:${(redirecting.address() as { port: number }).port}` });
+      // node's own words were "could not reach …: fetch failed (unexpected redirect)", of a gate it had reached
+      expect([r.code, r.stdout, r.stderr]).toEqual([1, "", expect.stringMatching(/answered 301, a redirect to https:\/\/www\.gate\.example \(not followed: .*SLIDEGATE_URL/)]);
+      expect(followed).toEqual(["/__slidegate/keys/get"]);
+    } finally {
+      redirecting.close();
+    }
+  });
+
   it("stops list --all, saying why, when a server answers a cursor that does not move past the one it was sent", async () => {
     const entry = { hash: "cd".repeat(32), tier: "free", disabled: false, overrides: {} };
     // the same page every time (a cache in front that ignores the body, say), then pages that go back
