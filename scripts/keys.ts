@@ -230,7 +230,10 @@ async function call(route: string, body: Record<string, unknown>): Promise<Recor
     throw new RefusedError(`${base} answered ${res.status} with something that is not a JSON object (is SLIDEGATE_URL a slidegate gate?)`);
   }
   const fields = answer as Record<string, unknown>;
-  if (!res.ok) throw new RefusedError(`${res.status} ${String(fields.title ?? "")}: ${String(fields.detail ?? "")}`);
+  // a 429 (failed sign-ins from this address, the gate's or a proxy's) says how long it lasts
+  const retryAfter = res.status === 429 ? res.headers.get("retry-after") : null;
+  const wait = retryAfter && /^\d+$/.test(retryAfter) ? ` (Retry-After: ${retryAfter} s)` : "";
+  if (!res.ok) throw new RefusedError(`${res.status} ${String(fields.title ?? "")}: ${String(fields.detail ?? "")}${wait}`);
   return fields;
 }
 

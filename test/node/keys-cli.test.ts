@@ -689,6 +689,22 @@ describe("npm run keys, against a hostile file or server", () => {
     }
   });
 
+  it("says how long a gate's 429 asks to wait (its Retry-After)", async () => {
+    const { createServer } = await import("node:http");
+    const limited = createServer((_, res) => {
+      res
+        .writeHead(429, { "retry-after": "540", "content-type": "application/problem+json" })
+        .end(JSON.stringify({ title: "Too Many Attempts", detail: "Too many failed admin authentications from this address; wait before trying again." }));
+    });
+    await new Promise<void>((resolve) => limited.listen(0, "127.0.0.1", resolve));
+    try {
+      const r = await cli(["show", "sk-limited"], { SLIDEGATE_URL: `http://127.0.0.1:${(limited.address() as { port: number }).port}` });
+      expect([r.code, r.stderr]).toEqual([1, expect.stringMatching(/^slidegate keys: 429 Too Many Attempts: .*wait before trying again\. \(Retry-After: 540 s\)\n$/)]);
+    } finally {
+      limited.close();
+    }
+  });
+
   it("stops list --all, saying why, when a server answers a cursor that does not move past the one it was sent", async () => {
     const entry = { hash: "cd".repeat(32), tier: "free", disabled: false, overrides: {} };
     // the same page every time (a cache in front that ignores the body, say), then pages that go back
