@@ -265,8 +265,11 @@ function who(args: string[]): { target: Record<string, string>; rest: string[] }
  * entry (the hash of that hash), and every other verb answered a 404 for an entry the list
  * shows. A key that is no entry's hash (keys made with `openssl rand -hex 32`) is a raw key.
  */
-async function refuseHashAsKey(target: Record<string, string>): Promise<void> {
-  const key = target.key === undefined ? undefined : trimKey(target.key);
+async function refuseHashAsKey(
+  target: Record<string, unknown>,
+  refusal = "the key given is 64 hex digits: the hash of an entry the registry holds (copied from list?). Name that entry with --hash and the same digits; nothing was changed",
+): Promise<void> {
+  const key = typeof target.key === "string" ? trimKey(target.key) : undefined;
   if (key === undefined || !/^[0-9a-f]{64}$/i.test(key)) return;
   try {
     await call("keys/get", { hash: key.toLowerCase() });
@@ -275,9 +278,7 @@ async function refuseHashAsKey(target: Record<string, string>): Promise<void> {
     throw e;
   }
   // not repeated: it may be a raw key after all
-  throw new UsageError(
-    "the key given is 64 hex digits: the hash of an entry the registry holds (copied from list?). Name that entry with --hash and the same digits; nothing was changed",
-  );
+  throw new UsageError(refusal);
 }
 
 /** Refuses options and arguments the verb does not take, without echoing them (an argument may be a key). */
@@ -556,6 +557,20 @@ async function main(): Promise<unknown> {
 async function importFile(path: string | undefined): Promise<unknown> {
   if (!path) throw new UsageError("name the file: import <file.csv | file.json>");
   const entries = readEntries(path);
+  // a column of hashes named "key" (copied from list) would import each as a new entry: its
+  // first key of 64 hex digits is asked about, one call (a file of hex keys is not asked per key)
+  const hexKey = entries.find(({ entry }) => typeof entry.key === "string" && /^[0-9a-f]{64}$/i.test(trimKey(entry.key)));
+  if (hexKey) {
+    try {
+      await refuseHashAsKey(
+        hexKey.entry,
+        `${path} ${hexKey.at}: its key is 64 hex digits: the hash of an entry the registry holds (copied from list?). A column of hashes is a "hash" column (an entry of a JSON file, a "hash" field); nothing was imported`,
+      );
+    } catch (e) {
+      if (e instanceof RefusedError) throw new RefusedError(`${path}: nothing was imported; the gate, asked whether ${hexKey.at} is a hash, did not answer it: ${e.message}`);
+      throw e;
+    }
+  }
   let imported = 0;
   let sending: string | undefined;
   // Ctrl-C: what has landed, and that running the file again is safe (an import merges). While

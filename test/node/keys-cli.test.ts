@@ -329,6 +329,13 @@ describe("npm run keys, as the README shows it", () => {
       const r = run(`node scripts/keys.ts ${line}`);
       expect([line, r.code, r.stderr]).toEqual([line, 2, expect.stringMatching(/64 hex digits: the hash of an entry the registry holds.*--hash/)]);
     }
+    // a file's column of hashes named "key" (hashes copied from list): each would be a new entry
+    writeFileSync(join(dir, "hashes-as-keys.csv"), `key,tier\nsk-not-hex,free\n${hash},free\n${"5e".repeat(32)},free\n`);
+    const imported = run(`node scripts/keys.ts import ${join(dir, "hashes-as-keys.csv")}`);
+    expect([imported.code, imported.stderr]).toEqual([
+      2,
+      expect.stringMatching(/line 3: its key is 64 hex digits: the hash of an entry the registry holds.*"hash" column.*nothing was imported/),
+    ]);
     expect(entries()).toEqual(before);
     expect(run(`node scripts/keys.ts show --hash ${hash}`).json).toMatchObject({ tier: "paid", disabled: false });
     // a raw key of 64 hex digits (openssl rand -hex 32) that is no entry's hash is a raw key
