@@ -8,6 +8,18 @@ import { rateLimit } from "../../src/adapters/hono.ts";
 import { createRateLimiter } from "../../src/adapters/library.ts";
 import { services, upstash } from "../helpers/shim.ts";
 
+/** Runs `program` (an ES module) in a Node process of its own to its end: the store failures its log lines count, full and summed. */
+function failuresLoggedBy(program: string) {
+  const run = spawnSync(process.execPath, ["--input-type=module", "-e", program], { encoding: "utf8", timeout: 30_000 });
+  expect(run.status, run.stderr).toBe(0);
+  const lines = run.stderr
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line) as { event: string; failures?: number });
+  const counted = lines.filter((line) => line.event === "slidegate.store_failure").length + lines.reduce((sum, line) => sum + (line.failures ?? 0), 0);
+  return { run, counted };
+}
+
 // The library as a Node application runs it (Node's fetch, not workerd's): what it logs of a
 // store failure must name the failure that happened.
 describe("the library on Node", () => {
@@ -53,13 +65,7 @@ describe("the library on Node", () => {
       const l = createRateLimiter({ url: "http://127.0.0.1:${port}", token: "a-token", rules: [{ name: "a", limit: 1, window: "1m" }] });
       await Promise.all(Array.from({ length: 5 }, () => l.limit("u")));
     `;
-    const run = spawnSync(process.execPath, ["--input-type=module", "-e", program], { encoding: "utf8", timeout: 30_000 });
-    expect(run.status, run.stderr).toBe(0);
-    const lines = run.stderr
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as { event: string; failures?: number });
-    const counted = lines.filter((line) => line.event === "slidegate.store_failure").length + lines.reduce((sum, line) => sum + (line.failures ?? 0), 0);
+    const { run, counted } = failuresLoggedBy(program);
     expect(counted, run.stderr).toBe(5);
   });
 
@@ -72,14 +78,8 @@ describe("the library on Node", () => {
       await Promise.all(limiters.flatMap((l) => [l.limit("u"), l.limit("u")]));
       if (process.listenerCount("exit") > 1) console.error("exit listeners: " + process.listenerCount("exit"));
     `;
-    const run = spawnSync(process.execPath, ["--input-type=module", "-e", program], { encoding: "utf8", timeout: 30_000 });
-    expect(run.status, run.stderr).toBe(0);
+    const { run, counted } = failuresLoggedBy(program);
     expect(run.stderr).not.toMatch(/MaxListenersExceededWarning|exit listeners/);
-    const lines = run.stderr
-      .split("\n")
-      .filter((line) => line.startsWith("{"))
-      .map((line) => JSON.parse(line) as { event: string; failures?: number });
-    const counted = lines.filter((line) => line.event === "slidegate.store_failure").length + lines.reduce((sum, line) => sum + (line.failures ?? 0), 0);
     expect(counted, run.stderr).toBe(24);
   });
 
