@@ -381,7 +381,12 @@ export function limiterFor(config: GateConfig, url: string, token: string, warnH
         }
         // a path the gateway would refuse counts against every rule of its method; a path its query
         // routes to (`?rest_route=`, a front script's `?q=`) as the gateway counts it
-        const paths = canonical.ok ? matchPaths(url.search, canonical.matchOn) : undefined;
+        // A fragment is path to a router that reads the URL up to its `?` alone (Hono before honojs/hono#4627, January 2026, to
+        // which @hono/node-server hands the request-target as sent: `POST /v1/users/1#/avatar` runs
+        // /v1/users/:id/avatar with id "1#"), and its `/..` stays unresolved there. No client sends
+        // one, so a URL that carries one before any query counts as a path the gateway would refuse.
+        const fragment = url.search === "" && url.href.includes("#");
+        const paths = canonical.ok && !fragment ? matchPaths(url.search, canonical.matchOn) : undefined;
         step = await pipeline.run(input, { methods: methodsOf(input, url), paths }, { cost, identity: own, client });
       } else {
         throw new TypeError(`slidegate: limit() takes a Request or an identity of your own (a non-empty string), not ${describe(input)}`);

@@ -808,6 +808,24 @@ describe("createRateLimiter", () => {
     expect((await from("/v1/users", "198.51.100.91")).success).toBe(false);
   });
 
+  it("counts a Request whose URL carries a fragment against every rule of its method: a router that reads the path up to '?' alone (Hono before it stopped at '#') serves /v1/users/1#/avatar as /v1/users/:id/avatar", async () => {
+    const l = limiter([
+      { name: "avatar", limit: 1, window: "1m", path: "/v1/users/*/avatar", methods: ["POST"] },
+      { name: "reads", limit: 1, window: "1m", path: "/v1/reads", methods: ["GET"] },
+    ]);
+    // as @hono/node-server hands a Hono app `POST /v1/users/1#/avatar`, fragment and all
+    const post = (path: string, ip: string) => l.limit(new Request(`http://app.example${path}`, { method: "POST", headers: { "cf-connecting-ip": ip } }));
+    expect((await post("/v1/users/1/avatar", "198.51.100.92")).success).toBe(true);
+    for (const spelling of ["/v1/users/1#/avatar", "/v1/users/1#/x/../avatar", "/v1/users/#1/avatar", "/v1/users/1#"]) {
+      expect((await post(spelling, "198.51.100.92")).reason, spelling).toBe("rate-limited");
+    }
+    // its own method's rules alone: a GET rule never counts a POST
+    expect((await post("/v1/reads#/x", "198.51.100.93")).success).toBe(true);
+    expect((await l.limit(request("/v1/reads", { ip: "198.51.100.93" }))).success).toBe(true);
+    // a fragment after a query is no part of the path to any router
+    expect((await post("/v1/users/1?x#/avatar", "198.51.100.94")).reason).toBe("no-rule");
+  });
+
   it("puts an operator block's Retry-After in the headers it gives, as on its 403", async () => {
     const p = prefix();
     const l = createRateLimiter({ url: services.shimUrl, token: services.shimToken, prefix: p, rules: [{ name: "a", limit: 5, window: "1m" }] });
