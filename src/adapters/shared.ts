@@ -121,8 +121,37 @@ export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly
       return `${head}${allowed.join(", ")})${didYouMean(name, allowed)}`;
     });
   if (!parsed.ok) throw new Error(`slidegate: invalid options: ${parsed.errors.map(told).join("; ")}`);
+  const patterns = routePatterns(limits);
+  if (patterns.length) throw new Error(`slidegate: invalid options: ${patterns.join("; ")}`);
   for (const warning of configurationWarnings(parsed.config)) console.warn(`slidegate: ${warning}`);
   return parsed.config;
+}
+
+/** A segment of a router's pattern that names a parameter: Hono's and Express's `:id`, with a Hono regex (`:id{[0-9]+}`) or `?` (optional). */
+const PARAMETER = /(?<=\/):[A-Za-z_$][\w$]*(?:\{[^}]*\})?\??(?=\/|$)/g;
+
+/**
+ * An error for each rule path written as the app's router writes a route (`/v1/users/:id`): a
+ * rule's path is a glob matched on the request's path, where `:id` is the text ":id" alone, so
+ * the rule would count no request the route serves. (`%3A` writes a segment that starts with a
+ * colon, should one be meant.)
+ */
+function routePatterns(limits: Omit<RateLimits, GatewayOnly>): string[] {
+  const lists: [string, unknown][] = [
+    ["options.rules", limits.rules],
+    ["options.addressRules", limits.addressRules],
+    ...Object.entries(limits.tiers ?? {}).map(([tier, set]): [string, unknown] => [`options.tiers.${tier}.rules`, (set as { rules?: unknown } | undefined)?.rules]),
+  ];
+  return lists.flatMap(([field, list]) =>
+    (Array.isArray(list) ? list : []).flatMap((rule: unknown, i) => {
+      const path = (rule as { path?: unknown } | null)?.path;
+      const parameter = typeof path === "string" ? path.match(PARAMETER)?.[0] : undefined;
+      if (parameter === undefined) return [];
+      return [
+        `${field}[${i}].path: ${JSON.stringify(parameter)} is a route parameter, which a rule's path does not take: it is a glob matched on the request's path (* for any text, slashes included), where ${JSON.stringify(parameter)} matches only itself; write ${JSON.stringify((path as string).replace(PARAMETER, "*"))}`,
+      ];
+    }),
+  );
 }
 
 /**

@@ -555,6 +555,31 @@ describe("Hono middleware", () => {
     expect([await login(), await login()]).toEqual([200, 429]);
   });
 
+  it("refuses a rule path written as a route pattern (/v1/users/:id), which would match no request the route serves, naming the field and the glob to write", async () => {
+    const told = {
+      "/v1/users/:id": /^slidegate: invalid options: options\.rules\[0\]\.path: ":id" is a route parameter.*\* for any text.*write "\/v1\/users\/\*"/,
+      "/v1/users/:id{[0-9]+}/avatar": /write "\/v1\/users\/\*\/avatar"/,
+      "/files/:name?": /write "\/files\/\*"/,
+    };
+    for (const [path, message] of Object.entries(told)) {
+      expect(() => onTestStore({ rules: [{ name: "r", limit: 1, window: "1m", path }] }), path).toThrow(message);
+      expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules: [{ name: "r", limit: 1, window: "1m", path }] }), path).toThrow(message);
+    }
+    const keyed = { identity: { header: "x-api-key" }, defaultTier: "free", tiers: { free: { rules: [{ name: "r", limit: 1, window: "1m", path: "/a/:b" }] } } };
+    expect(() => onTestStore(keyed)).toThrow(/options\.tiers\.free\.rules\[0\]\.path: ":b" is a route parameter/);
+    expect(() => onTestStore({ rules: [{ name: "r", limit: 1, window: "1m" }], addressRules: [{ name: "a", limit: 1, window: "1m", path: "/a/:b/c" }] })).toThrow(
+      /options\.addressRules\[0\]\.path: ":b" is a route parameter/,
+    );
+    // a colon inside a segment, and a segment that is no name after it, are text of a path
+    for (const path of ["/v1/users/1:undelete", "/ip/::1", "/a/%3Aid"]) expect(() => onTestStore({ rules: [{ name: "r", limit: 1, window: "1m", path }] }), path).not.toThrow();
+    // written as the glob, the rule counts the route's requests
+    const app = new Hono();
+    app.use(onTestStore({ rules: [{ name: "user", limit: 1, window: "1m", path: "/v1/users/*" }] }));
+    app.get("/v1/users/:id", (c) => c.text(c.req.param("id")));
+    const get = async (path: string) => (await app.fetch(request(path, { ip: "198.51.100.142" }))).status;
+    expect([await get("/v1/users/1"), await get("/v1/users/2")]).toEqual([200, 429]);
+  });
+
   it("refuses clientIpHeader and passForwardedHeaders, which only a gateway that forwards can honour, pointing a client address to clientIp", () => {
     const rules = [{ name: "default", limit: 5, window: "10s" }];
     // taken, clientIpHeader read as where the address comes from, and the count went on by CF-Connecting-IP
