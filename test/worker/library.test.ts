@@ -2,6 +2,7 @@ import { Redis } from "@upstash/redis/cloudflare";
 import { Hono } from "hono";
 import { cors } from "hono/cors";
 import { HTTPException } from "hono/http-exception";
+import { methodOverride } from "hono/method-override";
 import { describe, expect, it, vi } from "vitest";
 import * as honoEntry from "../../src/adapters/hono.ts";
 import { rateLimit } from "../../src/adapters/hono.ts";
@@ -578,6 +579,27 @@ describe("Hono middleware", () => {
     app.get("/v1/users/:id", (c) => c.text(c.req.param("id")));
     const get = async (path: string) => (await app.fetch(request(path, { ip: "198.51.100.142" }))).status;
     expect([await get("/v1/users/1"), await get("/v1/users/2")]).toEqual([200, 429]);
+  });
+
+  it("counts a form's overridden method once behind Hono's methodOverride, registered before it as the README says; after it, twice (its body may name any method, then the app runs again as the one named)", async () => {
+    const counted = async (overrideFirst: boolean) => {
+      const app = new Hono();
+      app.onError((err, c) => c.text(err.message, (err as HTTPException).status ?? 500));
+      const limit = onTestStore({ rules: [{ name: "delete", limit: 3, window: "1m", methods: ["DELETE"], path: "/v1/users/*" }] });
+      const override = methodOverride({ app });
+      for (const middleware of overrideFirst ? [override, limit] : [limit, override]) app.use(middleware);
+      app.delete("/v1/users/:id", (c) => c.text("deleted"));
+      const out: number[] = [];
+      for (let i = 0; i < 4; i++) {
+        const form = new URLSearchParams({ _method: "DELETE" });
+        out.push(
+          (await app.fetch(request("/v1/users/1", { method: "POST", ip: "198.51.100.143", body: form, headers: { "content-type": "application/x-www-form-urlencoded" } }))).status,
+        );
+      }
+      return out;
+    };
+    expect(await counted(true)).toEqual([200, 200, 200, 429]);
+    expect(await counted(false)).toEqual([200, 429, 429, 429]);
   });
 
   it("refuses clientIpHeader and passForwardedHeaders, which only a gateway that forwards can honour, pointing a client address to clientIp", () => {
