@@ -5,7 +5,7 @@
  */
 import { echo } from "../admin/unknown-fields.ts";
 import { didYouMean, nearest } from "../config/nearest.ts";
-import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits } from "../config/rate-limits.ts";
+import { configurationWarnings, type GateConfig, parseRateLimits, type RateLimits, routeParameterIn } from "../config/rate-limits.ts";
 import { storeFailureOf } from "../decision/decide.ts";
 import { givenAddress, identify } from "../decision/identity.ts";
 import { ADDRESS_SCOPE, aged, createPipeline, type Step } from "../decision/pipeline.ts";
@@ -127,9 +127,6 @@ export function parseLimits(limits: Omit<RateLimits, GatewayOnly>, own: readonly
   return parsed.config;
 }
 
-/** A segment of a router's pattern that names a parameter: Hono's and Express's `:id`, with a Hono regex (`:id{[0-9]+}`) or `?` (optional). */
-const PARAMETER = /(?<=\/):[A-Za-z_$][\w$]*(?:\{[^}]*\})?\??(?=\/|$)/g;
-
 /**
  * An error for each rule path written as the app's router writes a route (`/v1/users/:id`): a
  * rule's path is a glob matched on the request's path, where `:id` is the text ":id" alone, so
@@ -145,10 +142,10 @@ function routePatterns(limits: Omit<RateLimits, GatewayOnly>): string[] {
   return lists.flatMap(([field, list]) =>
     (Array.isArray(list) ? list : []).flatMap((rule: unknown, i) => {
       const path = (rule as { path?: unknown } | null)?.path;
-      const parameter = typeof path === "string" ? path.match(PARAMETER)?.[0] : undefined;
-      if (parameter === undefined) return [];
+      const route = typeof path === "string" ? routeParameterIn(path) : undefined;
+      if (route === undefined) return [];
       return [
-        `${field}[${i}].path: ${JSON.stringify(parameter)} is a route parameter, which a rule's path does not take: it is a glob matched on the request's path (* for any text, slashes included), where ${JSON.stringify(parameter)} matches only itself; write ${JSON.stringify((path as string).replace(PARAMETER, "*"))}`,
+        `${field}[${i}].path: ${JSON.stringify(route.parameter)} is a route parameter, which a rule's path does not take: it is a glob matched on the request's path (* for any text, slashes included), where ${JSON.stringify(route.parameter)} matches only itself; write ${JSON.stringify(route.glob)}`,
       ];
     }),
   );

@@ -297,6 +297,21 @@ describe("parseRateLimits", () => {
     ).toEqual([]);
   });
 
+  it("warns of a rule path written as a router writes a route (/v1/users/:id), which matches only its own text, naming the glob to write", () => {
+    const warned = (path: string) => {
+      const r = parseRateLimits({ rules: [{ name: "users", limit: 5, window: "1s", path }] });
+      if (!r.ok) throw new Error(r.errors.join("\n"));
+      return configurationWarnings(r.config).filter((w) => w.includes("route parameter"));
+    };
+    expect(warned("/v1/users/:id")).toEqual([
+      expect.stringMatching(/^rule "users" \(tier default\) has the path "\/v1\/users\/:id": ":id" is a route parameter.*write "\/v1\/users\/\*"/),
+    ]);
+    expect(warned("/v1/users/:id{[0-9]+}/avatar")[0]).toMatch(/write "\/v1\/users\/\*\/avatar"/);
+    // a colon inside a segment, or an address in the path, is the API's own text
+    expect(warned("/v1/users/1:undelete")).toEqual([]);
+    expect(warned("/ip/::1")).toEqual([]);
+  });
+
   it("names the field and the problem for each error", () => {
     expect(errorsOf({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].limit: must be at least 1"]);
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "10 sec" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.window: must be a duration/);

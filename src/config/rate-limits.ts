@@ -814,6 +814,13 @@ export function configurationWarnings(config: GateConfig): string[] {
   ];
   for (const [list, rules] of rulesByList) {
     for (const rule of rules) {
+      // said, not refused: a deployed gateway would answer every request 500 until it is fixed
+      const route = rule.glob === undefined ? undefined : routeParameterIn(rule.glob);
+      if (route) {
+        warnings.push(
+          `rule "${rule.name}" (${list}) has the path ${JSON.stringify(rule.glob)}: ${JSON.stringify(route.parameter)} is a route parameter, which a rule's path does not take: it is a glob matched on the request's path (* for any text, slashes included), where ${JSON.stringify(route.parameter)} matches only itself, so the rule counts none of the route's requests; write ${JSON.stringify(route.glob)}`,
+        );
+      }
       for (const method of rule.methods ?? []) {
         if (STANDARD_METHODS.includes(method)) continue;
         warnings.push(
@@ -823,6 +830,23 @@ export function configurationWarnings(config: GateConfig): string[] {
     }
   }
   return warnings;
+}
+
+/** A segment of a router's pattern that names a parameter: Hono's and Express's `:id`, with a Hono regex (`:id{[0-9]+}`) or `?` (optional). */
+const ROUTE_PARAMETER = /(?<=\/):[A-Za-z_$][\w$]*(?:\{[^}]*\})?\??(?=\/|$)/g;
+
+/**
+ * A rule path written as an app's router writes a route (`/v1/users/:id`): its first route
+ * parameter, and the glob that means what the route does. A rule's path is a glob, where `:id`
+ * is the text ":id" alone, so such a rule counts no request the route serves. (`%3A` writes a
+ * segment that starts with a colon, should one be meant.)
+ *
+ * @example
+ * routeParameterIn("/v1/users/:id"); // { parameter: ":id", glob: "/v1/users/*" }
+ */
+export function routeParameterIn(path: string): { parameter: string; glob: string } | undefined {
+  const parameter = path.match(ROUTE_PARAMETER)?.[0];
+  return parameter === undefined ? undefined : { parameter, glob: path.replace(ROUTE_PARAMETER, "*") };
 }
 
 /** The methods of RFC 9110 and PATCH: a rule's method outside them is warned of, not refused. */
