@@ -134,6 +134,25 @@ async function serve(req: IncomingMessage, res: ServerResponse) {
       res.writeHead(200, { ...common, "content-type": "text/plain" });
       return res.end("the representation");
     }
+    case "/cacheable": {
+      // what a cache and a browser read besides the representation; with ?many, more hop-by-hop
+      // names than the gate deletes one by one, so it copies the headers instead
+      res.setHeader("cache-control", "public, max-age=300, s-maxage=600, stale-while-revalidate=30");
+      res.setHeader("age", "42");
+      res.setHeader("date", "Mon, 01 Jan 2024 00:00:05 GMT");
+      res.setHeader("expires", "Mon, 01 Jan 2024 00:05:05 GMT");
+      res.setHeader("vary", "Accept, Authorization");
+      res.setHeader("set-cookie", ["a=1; Expires=Wed, 21 Oct 2099 07:28:00 GMT; Path=/", "b=2; Expires=Thu, 22 Oct 2099 07:28:00 GMT; HttpOnly"]);
+      res.setHeader("www-authenticate", ['Basic realm="files"', 'Bearer realm="api", error="invalid_token"']);
+      res.setHeader("link", ["</v1/b>; rel=next", "</v1/a>; rel=prev"]);
+      if (req.url?.endsWith("?many")) {
+        const listed = Array.from({ length: 20 }, (_, i) => `x-hop-${i}`);
+        res.setHeader("connection", listed.join(", "));
+        for (const name of listed) res.setHeader(name, "dropped");
+      }
+      res.writeHead(200, { "content-type": "text/plain", "content-length": 2 });
+      return res.end("ok");
+    }
     case "/no-content":
       res.writeHead(204, { "x-origin": "204" });
       return res.end();
@@ -345,6 +364,20 @@ describe("conditional requests and answers without content", () => {
     expect(viaGate.status).toBe(200);
     expect(representation(viaGate)).toEqual(representation(direct));
   });
+
+  it.each(["/cacheable", "/cacheable?many"])(
+    "%s: the origin's caching and authentication headers (Age, Date, Expires, each Set-Cookie with its Expires, each WWW-Authenticate) arrive as it wrote them",
+    async (path) => {
+      const viaGate = await send(gateUrl, path);
+      const direct = await send(originUrl, path);
+      const kept = (a: Answer) =>
+        Object.fromEntries(["cache-control", "age", "date", "expires", "vary", "set-cookie", "www-authenticate", "link", "content-length"].map((h) => [h, a.headers[h]]));
+      expect(viaGate.status).toBe(200);
+      expect(kept(viaGate)).toEqual(kept(direct));
+      expect(viaGate.headers["set-cookie"]).toHaveLength(2);
+      expect(Object.keys(viaGate.headers).filter((h) => h.startsWith("x-hop-"))).toEqual([]);
+    },
+  );
 
   it.each([
     ["/no-content", 204],
