@@ -205,8 +205,11 @@ function requestDropped(headers: Headers, drop: ReadonlySet<string>, respelled: 
 }
 
 /**
- * The names of the origin's answer that must not reach the client: hop-by-hop ones, and the
- * gate's own (a fail-open mark, shadow reports), which are the gate's to write. The URL headers
+ * The names of the origin's answer that must not reach the client: hop-by-hop ones, the
+ * gate's own (a fail-open mark, shadow reports), which are the gate's to write, and `Alt-Svc`:
+ * the origin's alternative services are the origin's, and a client takes them for the public
+ * host's own, so one naming the origin's address (`h3="origin.internal:443"`) would tell that
+ * address and send the client's next requests there, past the gate (the edge advertises its own). The URL headers
  * among those kept are added to `urlHeaders` when given: found in the pass over the names already
  * made, so an answer without them pays no call into the runtime for them.
  */
@@ -215,7 +218,7 @@ function responseDropped(headers: Headers, urlHeaders?: string[]): string[] {
   const listed = connectionListed(headers, names);
   const dropped: string[] = [];
   for (const name of names) {
-    if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-")) dropped.push(name);
+    if (HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith("x-slidegate-") || name === "alt-svc") dropped.push(name);
     else if (urlHeaders && URL_HEADERS.has(name)) urlHeaders.push(name);
   }
   return dropped;

@@ -564,7 +564,7 @@ describe("an origin's redirects to its own address", () => {
     const host = req.headers.host ?? "";
     const asked = new URL(req.url ?? "/", "http://origin");
     const headers: Record<string, string> = { "content-type": "text/plain", "x-origin-host": host, "x-origin-path": asked.pathname };
-    for (const name of ["location", "content-location", "refresh", "link"]) {
+    for (const name of ["location", "content-location", "refresh", "link", "alt-svc"]) {
       const template = asked.searchParams.get(name);
       // written as Latin-1, as Node writes any header value: a char past U+007F is one byte
       if (template !== null) headers[name] = template.replaceAll("{host}", host).replaceAll("{HOST}", host.toUpperCase());
@@ -620,6 +620,14 @@ describe("an origin's redirects to its own address", () => {
     expect(res.status).toBe(302);
     expect(res.headers.location).toBe(`${PUBLIC}/login/../in?next=%2Fv1%2Fusers&q=a%20b&e=caf%C3%A9&sp=x y#top`);
     expect(res.headers["x-ratelimit-limit"]).toBe("1000");
+  });
+
+  it("an origin's Alt-Svc never reaches the client: it would send the client to the origin's own address, past the gate", async () => {
+    for (const altSvc of ['h3="{host}"; ma=86400', 'h3=":443"; ma=86400', "clear"]) {
+      const res = await through(base, { "alt-svc": altSvc }, 200);
+      expect(res.status, altSvc).toBe(200);
+      expect(res.headers["alt-svc"], altSvc).toBeUndefined();
+    }
   });
 
   it("an origin's redirect to its own name in upper case comes back naming the public host", async () => {
