@@ -1,6 +1,6 @@
 import { errors } from "@upstash/redis/cloudflare";
 import { didYouMean } from "../config/nearest.ts";
-import { type GateConfig, type Rule, tooDense } from "../config/rate-limits.ts";
+import { type GateConfig, pathPattern, type Rule, tooDense } from "../config/rate-limits.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { readKey } from "../decision/api-key.ts";
@@ -25,8 +25,15 @@ const KEY_HASH = /^[0-9a-f]{64}$/i;
 /** The tag of an address ("i…") or of an application's own identity ("u…"), as the figures list them. */
 const IDENTITY_TAG = /^[iu][A-Za-z0-9_-]{22}$/;
 
+/**
+ * The prefix, and the prefix without its slash, matched as a case-insensitive rule's path is:
+ * lower-casing alone left `/__ſlidegate/` and `/__slİdegate/` to the origin, which a lenient
+ * one (Java's caseless comparison) routes as `/__slidegate/`.
+ */
+const ADMIN_PATHS = [pathPattern(`${ADMIN_PREFIX}*`, false), pathPattern(ADMIN_PREFIX.slice(0, -1), false)];
+
 /** Whether a canonical path is the gate's own, in any case: an origin that folds case would otherwise see it. */
-export const isAdminPath = (path: string) => path.slice(0, ADMIN_PREFIX.length).toLowerCase() === ADMIN_PREFIX || path.toLowerCase() === ADMIN_PREFIX.slice(0, -1);
+export const isAdminPath = (path: string) => ADMIN_PATHS.some((p) => p.test(path));
 
 /** How long the admin API waits on the store, for the authentication count and for a route's calls. */
 const STORE_TIMEOUT_MS = 5000;

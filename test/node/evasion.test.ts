@@ -686,6 +686,20 @@ describe("headers an origin would read another way never reach it", () => {
     }
     expect(origin().hits("echo")).toBe(before);
   });
+
+  it("never forwards the admin prefix spelt with ſ for s or İ or ı for i, as a case-insensitive rule reads them: it takes the admin token there too", async () => {
+    const before = origin().hits("echo");
+    for (const target of ["/__%C5%BFlidegate/usage", "/__sl%C4%B0degate/usage", "/__SL%C4%B1DEGATE/usage", "/__%C5%BFl%C4%B1degate/", "/__sl%C4%B0degate"]) {
+      const res = await via(base, target, freshIpv4(), { method: "POST", headers: [["authorization", "Bearer wrong"]], body: "{}" });
+      expect(res.headers["x-handler"], target).toBeUndefined();
+      expect([308, 401], target).toContain(res.status);
+    }
+    expect(origin().hits("echo")).toBe(before);
+    // the route beneath it, with the right token, is the admin route
+    const res = await via(base, "/__%C5%BFlidegate/usage", freshIpv4(), { method: "POST", headers: [["authorization", `Bearer ${ADMIN}`]], body: '{"ip":"203.0.113.9"}' });
+    expect(res.status).toBe(200);
+    expect(JSON.parse(res.body)).toMatchObject({ identity: { kind: "ip" } });
+  });
 });
 
 describe("a Connection header never hides from the origin the key the gate counted", () => {
