@@ -147,6 +147,16 @@ describe("admin authentication failures", () => {
     expect(codes.at(-1)).toBe(429);
   });
 
+  it("count an IPv4 address and its IPv4-mapped, 6to4, NAT64 and Teredo spellings as one guesser", async () => {
+    const gate = makeGate({ timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
+    // 198.51.100.77 = c633:644d; Teredo carries it inverted (39cc:9bb2)
+    const spellings = ["198.51.100.77", "::ffff:198.51.100.77", "2002:c633:644d:1::5", "64:ff9b::c633:644d", "2001:0:4136:e378:8000:63bf:39cc:9bb2"];
+    const codes: number[] = [];
+    for (let i = 0; i < n; i++) codes.push((await call(gate, "usage", { token: `guess-${i}`, ip: spellings[i % spellings.length] })).status);
+    expect(codes).toEqual(Array(n).fill(401));
+    for (const ip of spellings) expect((await call(gate, "usage", { ip })).status, ip).toBe(429);
+  });
+
   it("count every address of one IPv6 /64 as one guesser, though the limits count a narrower network (ipv6Prefix 128)", async () => {
     // a customer holds a /64 at least: per address, its 2^64 addresses would each get their own failures
     const gate = makeGate({ ipv6Prefix: 128, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
@@ -377,6 +387,37 @@ describe("cached denials", () => {
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-other", ip: other })).toEqual([200]);
     expect((await call(serving, "block", { body: { ip: other, seconds: 600 } })).status).toBe(200);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-other", ip: other })).toEqual([403]);
+  });
+
+  it("a key moved to a larger tier, given a larger override or enabled is let through within denialCacheMaxAge on an isolate that cached its 429 or 403", async () => {
+    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
+    const config = {
+      prefix,
+      denialCacheMaxAge: "5s",
+      timeout: 10_000,
+      identity: { header: "x-api-key" },
+      defaultTier: "free",
+      tiers: { free: { rules: [{ name: "day", limit: 1, window: "1d" }] }, paid: { rules: [{ name: "day", limit: 100, window: "1d" }] } },
+    };
+    let clock = Date.now();
+    const serving = makeGate(config, { adminToken: ADMIN });
+    const elsewhere = makeGate(config, { now: () => clock });
+    const [moved, overridden, enabled] = ["sk-moved", "sk-overridden", "sk-enabled"].map((k) => `${k}-${crypto.randomUUID()}`) as [string, string, string];
+    for (const key of [moved, overridden]) expect((await call(serving, "keys/set", { body: { key, tier: "free" } })).status).toBe(200);
+    // in the larger tier: its requests here and elsewhere after it is enabled fit
+    expect((await call(serving, "keys/set", { body: { key: enabled, tier: "paid", disabled: true } })).status).toBe(200);
+    for (const key of [moved, overridden]) expect(await statuses(elsewhere, 2, "/", { key }), key).toEqual([200, 429]);
+    expect(await statuses(elsewhere, 1, "/", { key: enabled })).toEqual([403]);
+    expect((await call(serving, "keys/update", { body: { key: moved, tier: "paid" } })).status).toBe(200);
+    expect((await call(serving, "keys/override", { body: { key: overridden, rule: "day", limit: 100 } })).status).toBe(200);
+    expect((await call(serving, "keys/update", { body: { key: enabled, disabled: false } })).status).toBe(200);
+    // on the isolate that served the changes, at once
+    for (const key of [moved, overridden, enabled]) expect(await statuses(serving, 1, "/", { key }), key).toEqual([200]);
+    clock += 4_000;
+    for (const key of [moved, overridden]) expect(await statuses(elsewhere, 1, "/", { key }), key).toEqual([429]); // the cached answers, still
+    expect(await statuses(elsewhere, 1, "/", { key: enabled })).toEqual([403]);
+    clock += 1_001;
+    for (const key of [moved, overridden, enabled]) expect(await statuses(elsewhere, 1, "/", { key }), key).toEqual([200]);
   });
 
   it("a key registered after another isolate refused it as unknown is let through there within denialCacheMaxAge", async () => {
