@@ -12,8 +12,10 @@
   work per call is at most 2 calls for the block and 1 for the registry (of the fields the call
   uses, whatever else its entry holds), then per log 2 reads
   and 4 writes, per rule 1 read and 1 write, plus (only for a rule that does not fit and waits
-  for more than its oldest entry) 2 + ceil(log2(units to wait for)) <= 22 reads in a loop of
-  at most 64 steps. Every call is O(log n) but ZREMRANGEBYSCORE, which removes entries earlier
+  for more than its oldest entry) 2 + ceil(log2(units to wait for)) reads in a loop of at most
+  64 steps: at most 22 on a log written under limits up to 1,000,000 (the most a rule or a
+  key's own limit can be), at most 46 on one whose totals a hand wrote (a wait of 1e13 units
+  or more is not searched). Every call is O(log n) but ZREMRANGEBYSCORE, which removes entries earlier
   calls recorded, each once (a log that starts afresh, or whose every entry has left the
   window, is UNLINKed: Redis frees a large one outside the call).
 

@@ -454,6 +454,29 @@ describe("sliding-window script on state it did not write", () => {
     expect(commands).toBeLessThan(30);
   });
 
+  it("searches a weighted wait in at most 22 reads on a log it wrote under a limit of 1,000,000, and in at most 46 on any log", async () => {
+    /** The reads of the wait's search (ZRANK and the ZRANGEs past the newest and oldest entry's). */
+    const searchReads = async (log: string, rule: Rule) => {
+      await redis.config("RESETSTAT");
+      const reply = await evalsha("b:{s}", [log], T0, [rule]);
+      const stats = await redis.info("commandstats");
+      const calls = (name: string) => Number(new RegExp(`cmdstat_${name}:calls=(\\d+)`).exec(stats)?.[1] ?? 0);
+      return { reply, reads: calls("zrank") + calls("zrange") - 2 };
+    };
+    // the longest wait a gate's log holds: 1,000,000 units, 999,999 of them in the newest entry
+    await redis.zadd("l:{s}", T0 - 2_000_000, "0", T0 - 1_000_000, "1:999999");
+    const gate = await searchReads("l:{s}", { limit: 1_000_000, windowMs: 60_000, cost: 1_000_000, shadow: false });
+    expect(gate).toEqual({ reply: [0, 0, 58_000, 59_000, 1_000_000, 60_000], reads: 21 });
+    expect(gate.reads).toBeLessThanOrEqual(22);
+    // totals written by hand, just short of the 1e13 units past which no search is made
+    await redis.zadd("l:{s}:hand", T0 - 2_000_000, "0:9999999999998", T0 - 1_000_000, "9999999999998");
+    const hand = await searchReads("l:{s}:hand", { limit: 5, windowMs: 60_000, cost: 5, shadow: false });
+    expect(hand.reply).toEqual([0, 0, 58_000, 59_000, 5, 60_000]);
+    // the limit does not bound a wait on totals no slidegate wrote: 2 + ceil(log2(1e13)), not 22
+    expect(hand.reads).toBeGreaterThan(22);
+    expect(hand.reads).toBeLessThanOrEqual(46);
+  });
+
   it("makes a heavier request wait for exactly as many of the oldest entries as it needs", async () => {
     const rule = (cost: number): Rule => ({ limit: 5, windowMs: 60_000, cost, shadow: false });
     for (let i = 0; i < 5; i++) await evalsha("b:{u}", ["l:{u}"], T0 + i * 1_000_000, [rule(1)]);
