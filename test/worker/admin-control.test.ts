@@ -22,6 +22,22 @@ const call = (gate: Gate, route: string, options: { token?: string | null; autho
 let next = 0;
 const freshIp = () => `100.66.${(++next >> 8) & 255}.${next & 255}`;
 
+/**
+ * Two isolates of one deployment on a fresh prefix, denials cached at most 5 s: `serving` takes the
+ * admin calls, `elsewhere` keeps a clock the test moves with `advance` to run its caches out.
+ */
+function isolatesWithClock(config: Record<string, unknown>) {
+  let clock = Date.now();
+  const fleet = { prefix: `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`, denialCacheMaxAge: "5s", timeout: 10_000, ...config };
+  return {
+    serving: makeGate(fleet, { adminToken: ADMIN }),
+    elsewhere: makeGate(fleet, { now: () => clock }),
+    advance: (ms: number) => {
+      clock += ms;
+    },
+  };
+}
+
 describe("WWW-Authenticate", () => {
   it("is on every 401: the admin API's, with or without a token, and the missing API key's", async () => {
     const gate = makeGate({ identity: { header: "x-api-key", required: true }, timeout: 10_000, rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: ADMIN });
@@ -325,48 +341,30 @@ describe("cached denials", () => {
   });
 
   it("live at most denialCacheMaxAge on every other isolate", async () => {
-    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = { prefix, denialCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 1, window: "1d" }] };
-    let clock = Date.now();
-    const serving = makeGate(config, { adminToken: ADMIN });
-    const elsewhere = makeGate(config, { now: () => clock }); // an isolate with a clock the test moves
+    const { serving, elsewhere, advance } = isolatesWithClock({ rules: [{ name: "day", limit: 1, window: "1d" }] });
     const ip = freshIp();
     expect(await statuses(elsewhere, 2, "/", { ip })).toEqual([200, 429]); // cached there until the cap
     expect((await call(serving, "reset", { body: { ip } })).status).toBe(200);
-    clock += 4_000;
+    advance(4_000);
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([429]); // still the cached answer
-    clock += 1_001;
+    advance(1_001);
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]); // the cap ran out: Redis says go
   });
 
   it("an unblock reaches every other isolate within denialCacheMaxAge, however long the block was", async () => {
-    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = { prefix, denialCacheMaxAge: "5s", timeout: 10_000, rules: [{ name: "day", limit: 100, window: "1d" }] };
-    let clock = Date.now();
-    const serving = makeGate(config, { adminToken: ADMIN });
-    const elsewhere = makeGate(config, { now: () => clock });
+    const { serving, elsewhere, advance } = isolatesWithClock({ rules: [{ name: "day", limit: 100, window: "1d" }] });
     const ip = freshIp();
     expect((await call(serving, "block", { body: { ip, seconds: 600 } })).status).toBe(200);
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([403]); // cached there until the cap, not for the block's 600 s
     expect((await call(serving, "unblock", { body: { ip } })).status).toBe(200);
-    clock += 4_000;
+    advance(4_000);
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([403]);
-    clock += 1_001;
+    advance(1_001);
     expect(await statuses(elsewhere, 1, "/", { ip })).toEqual([200]);
   });
 
   it('a block or disabling of a key another isolate found unknown under unknownKeys "ip" holds there within denialCacheMaxAge; its address\'s block at once', async () => {
-    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = {
-      prefix,
-      denialCacheMaxAge: "5s",
-      timeout: 10_000,
-      identity: { header: "x-api-key", unknownKeys: "ip" },
-      rules: [{ name: "day", limit: 100, window: "1d" }],
-    };
-    let clock = Date.now();
-    const serving = makeGate(config, { adminToken: ADMIN });
-    const elsewhere = makeGate(config, { now: () => clock });
+    const { serving, elsewhere, advance } = isolatesWithClock({ identity: { header: "x-api-key", unknownKeys: "ip" }, rules: [{ name: "day", limit: 100, window: "1d" }] });
     const [blocked, disabled] = [freshIp(), freshIp()];
     // elsewhere finds both keys unknown: it decides their requests as their addresses, without the key's call
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([200]);
@@ -375,11 +373,11 @@ describe("cached denials", () => {
     expect((await call(serving, "keys/set", { body: { key: "sk-made-up-disabled", disabled: true } })).status).toBe(200);
     expect(await statuses(serving, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([403]);
     expect(await statuses(serving, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([403]);
-    clock += 4_000;
+    advance(4_000);
     // what the README states: until its memory of the registry's answer runs out, elsewhere still admits them
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([200]);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([200]);
-    clock += 1_001;
+    advance(1_001);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-blocked", ip: blocked })).toEqual([403]);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-made-up-disabled", ip: disabled })).toEqual([403]);
     // the identity those requests are decided as, blocked: held on the next one, everywhere
@@ -390,18 +388,11 @@ describe("cached denials", () => {
   });
 
   it("a key moved to a larger tier, given a larger override or enabled is let through within denialCacheMaxAge on an isolate that cached its 429 or 403", async () => {
-    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = {
-      prefix,
-      denialCacheMaxAge: "5s",
-      timeout: 10_000,
+    const { serving, elsewhere, advance } = isolatesWithClock({
       identity: { header: "x-api-key" },
       defaultTier: "free",
       tiers: { free: { rules: [{ name: "day", limit: 1, window: "1d" }] }, paid: { rules: [{ name: "day", limit: 100, window: "1d" }] } },
-    };
-    let clock = Date.now();
-    const serving = makeGate(config, { adminToken: ADMIN });
-    const elsewhere = makeGate(config, { now: () => clock });
+    });
     const [moved, overridden, enabled] = ["sk-moved", "sk-overridden", "sk-enabled"].map((k) => `${k}-${crypto.randomUUID()}`) as [string, string, string];
     for (const key of [moved, overridden]) expect((await call(serving, "keys/set", { body: { key, tier: "free" } })).status).toBe(200);
     // in the larger tier: its requests here and elsewhere after it is enabled fit
@@ -413,30 +404,20 @@ describe("cached denials", () => {
     expect((await call(serving, "keys/update", { body: { key: enabled, disabled: false } })).status).toBe(200);
     // on the isolate that served the changes, at once
     for (const key of [moved, overridden, enabled]) expect(await statuses(serving, 1, "/", { key }), key).toEqual([200]);
-    clock += 4_000;
+    advance(4_000);
     for (const key of [moved, overridden]) expect(await statuses(elsewhere, 1, "/", { key }), key).toEqual([429]); // the cached answers, still
     expect(await statuses(elsewhere, 1, "/", { key: enabled })).toEqual([403]);
-    clock += 1_001;
+    advance(1_001);
     for (const key of [moved, overridden, enabled]) expect(await statuses(elsewhere, 1, "/", { key }), key).toEqual([200]);
   });
 
   it("a key registered after another isolate refused it as unknown is let through there within denialCacheMaxAge", async () => {
-    const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
-    const config = {
-      prefix,
-      denialCacheMaxAge: "5s",
-      timeout: 10_000,
-      identity: { header: "x-api-key", unknownKeys: "reject" },
-      rules: [{ name: "day", limit: 100, window: "1d" }],
-    };
-    let clock = Date.now();
-    const serving = makeGate(config, { adminToken: ADMIN });
-    const elsewhere = makeGate(config, { now: () => clock });
+    const { serving, elsewhere, advance } = isolatesWithClock({ identity: { header: "x-api-key", unknownKeys: "reject" }, rules: [{ name: "day", limit: 100, window: "1d" }] });
     expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([401]);
     expect((await call(serving, "keys/set", { body: { key: "sk-registered-late", tier: "default" } })).status).toBe(200);
-    clock += 4_000;
+    advance(4_000);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([401]); // still the cached refusal
-    clock += 1_001;
+    advance(1_001);
     expect(await statuses(elsewhere, 1, "/", { key: "sk-registered-late" })).toEqual([200]);
   });
 });
