@@ -312,6 +312,24 @@ describe("parseRateLimits", () => {
     expect(warned("/ip/::1")).toEqual([]);
   });
 
+  it("warns of a route parameter in every router's spelling of one: a Hono regex holding braces, an Express regex or modifier, a name with a hyphen or a suffix", () => {
+    const glob = (path: string) => {
+      const r = parseRateLimits({ rules: [{ name: "users", limit: 5, window: "1s", path }] });
+      if (!r.ok) throw new Error(r.errors.join("\n"));
+      const [warning] = configurationWarnings(r.config).filter((w) => w.includes("route parameter"));
+      return warning === undefined ? undefined : /write "([^"]*)"$/.exec(warning)?.[1];
+    };
+    // each matched only its own text, so the rule counted none of the route's requests
+    expect(glob("/v1/users/:id{[0-9]{4}}")).toBe("/v1/users/*");
+    expect(glob("/v1/users/:id([0-9]+)/avatar")).toBe("/v1/users/*/avatar");
+    expect(glob("/v1/files/:path*")).toBe("/v1/files/*");
+    expect(glob("/v1/orgs/:org-id/users")).toBe("/v1/orgs/*/users");
+    expect(glob("/v1/users/:id.json")).toBe("/v1/users/*");
+    expect(glob("/v1/flights/:from-:to")).toBe("/v1/flights/*");
+    // a colon inside a segment, an address, or a colon written %3A is the API's own text
+    for (const path of ["/v1/users/1:undelete", "/ip/::1", "/v1/%3Abatch"]) expect(glob(path), path).toBeUndefined();
+  });
+
   it("names the field and the problem for each error", () => {
     expect(errorsOf({ rules: [{ name: "default", limit: 0, window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].limit: must be at least 1"]);
     expect(errorsOf({ rules: [{ name: "d", limit: 5, window: "10 sec" }] })[0]).toMatch(/^RATE_LIMITS\.rules\[0\]\.window: must be a duration/);

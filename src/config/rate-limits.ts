@@ -832,8 +832,14 @@ export function configurationWarnings(config: GateConfig): string[] {
   return warnings;
 }
 
-/** A segment of a router's pattern that names a parameter: Hono's and Express's `:id`, with a Hono regex (`:id{[0-9]+}`) or `?` (optional). */
-const ROUTE_PARAMETER = /(?<=\/):[A-Za-z_$][\w$]*(?:\{[^}]*\})?\??(?=\/|$)/g;
+/**
+ * A segment of a router's pattern that names a parameter, whole: a colon then a name starts it
+ * (`:id`), and whatever the router lets follow is part of it — a Hono regex, braces inside it
+ * too (`:id{[0-9]{4}}`), an Express one (`:id([0-9]+)`), `?`, `*` or `+`, a Hono name with a
+ * hyphen (`:org-id`), a suffix (`:id.json`). Matched up to a name alone, the rest of such a
+ * segment left it taken as the text it matched.
+ */
+const ROUTE_PARAMETER = /(?<=\/):[A-Za-z_$](?:\{(?:[^{}]|\{[^{}]*\})*\}|\((?:[^()]|\([^()]*\))*\)|[^/{}()])*/g;
 
 /**
  * A rule path written as an app's router writes a route (`/v1/users/:id`): its first route

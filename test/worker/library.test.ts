@@ -561,6 +561,9 @@ describe("Hono middleware", () => {
       "/v1/users/:id": /^slidegate: invalid options: options\.rules\[0\]\.path: ":id" is a route parameter.*\* for any text.*write "\/v1\/users\/\*"/,
       "/v1/users/:id{[0-9]+}/avatar": /write "\/v1\/users\/\*\/avatar"/,
       "/files/:name?": /write "\/files\/\*"/,
+      // a Hono regex holding braces, an Express regex: a route parameter all the same
+      "/v1/users/:id{[0-9]{4}}": /":id\{\[0-9\]\{4\}\}" is a route parameter.*write "\/v1\/users\/\*"/,
+      "/v1/users/:id([0-9]+)/avatar": /write "\/v1\/users\/\*\/avatar"/,
     };
     for (const [path, message] of Object.entries(told)) {
       expect(() => onTestStore({ rules: [{ name: "r", limit: 1, window: "1m", path }] }), path).toThrow(message);
