@@ -399,8 +399,6 @@ describe("sliding-window script on state it did not write", () => {
       }),
     );
     expect({ unlink: stats.unlink?.calls, zremrangebyscore: stats.zremrangebyscore?.calls }).toEqual({ unlink: 1, zremrangebyscore: undefined });
-    // the whole call, on a loaded machine, well under what the removal alone took
-    expect(stats.evalsha!.usec).toBeLessThan(30_000);
     expect(await redis.zrange("l:{gone}", "0", "-1", "WITHSCORES")).toEqual(["0", String(later)]);
   });
 
