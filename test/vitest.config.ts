@@ -3,7 +3,14 @@ import { cloudflareTest } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
 /** Node tests whose outcome a loaded machine could change: they run alone (see the "contention" project). */
-const CONTENTION = ["test/node/concurrency.test.ts", "test/node/faults.test.ts", "test/node/cluster.test.ts", "test/node/fleet.test.ts", "test/node/shim-load.test.ts"];
+const CONTENTION = [
+  "test/node/concurrency.test.ts",
+  "test/node/faults.test.ts",
+  "test/node/cluster.test.ts",
+  "test/node/fleet.test.ts",
+  "test/node/shim-load.test.ts",
+  "test/node/contention-angles.test.ts",
+];
 
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
