@@ -278,8 +278,9 @@ export async function startShim(options: ShimOptions): Promise<RunningShim> {
   // Hashing both sides first gives equal lengths, so each compare is constant-time; every
   // accepted token is compared, so the time does not tell which one matched.
   const authorised = (req: IncomingMessage) => {
-    // HTTP's authentication scheme is case-insensitive (RFC 9110, 11.1): "bearer <token>" is the token too
-    const presented = digest((req.headers.authorization ?? "").replace(/^bearer /i, "Bearer "));
+    // HTTP's authentication scheme is case-insensitive (RFC 9110, 11.1) and followed by 1*SP (11.4):
+    // "bearer  <token>" is the token too
+    const presented = digest((req.headers.authorization ?? "").replace(/^bearer +/i, "Bearer "));
     return accepted.map((a) => timingSafeEqual(presented, a)).includes(true);
   };
 

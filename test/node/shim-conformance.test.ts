@@ -150,10 +150,12 @@ describe("shim wire details", () => {
     expect([ok.status, ok.headers.get("www-authenticate")]).toEqual([200, null]);
   });
 
-  it("takes the Bearer scheme in any case, as HTTP defines it, and still refuses another scheme or a wrong token", async () => {
+  it("takes the Bearer scheme in any case and followed by any number of spaces, as HTTP defines it, and still refuses another scheme or a wrong token", async () => {
     const s = services();
     const status = async (authorization: string) => (await fetch(s.shimUrl, { method: "POST", body: '["PING"]', headers: { authorization } })).status;
     for (const scheme of ["bearer", "BEARER", "bEaReR"]) expect(await status(`${scheme} ${s.shimToken}`), scheme).toBe(200);
+    // credentials = auth-scheme 1*SP token68 (RFC 9110, 11.4): the gate's admin API reads it so too
+    expect(await status(`Bearer   ${s.shimToken}`), "three spaces").toBe(200);
     for (const refused of [`Basic ${s.shimToken}`, `bearer ${s.shimToken}x`, `bearer${s.shimToken}`, `Bearers ${s.shimToken}`]) expect(await status(refused), refused).toBe(401);
   });
 
