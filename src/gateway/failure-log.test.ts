@@ -73,6 +73,16 @@ describe("withoutSecret", () => {
     expect(withoutSecret("refused: token=AXsAAIncDE%2Bab%2Fc…", secret)).toBe("refused: token=[redacted]…");
   });
 
+  it('takes out the secret as JSON writes it, once or twice over, as a line shows an odd reply that quotes a token holding " or \\', () => {
+    const secret = 'tok"en\\0123456789';
+    const once = JSON.stringify(secret).slice(1, -1);
+    const twice = JSON.stringify(once).slice(1, -1);
+    expect(withoutSecret(`unexpected reply: ["${once}",1]`, secret)).toBe('unexpected reply: ["[redacted]",1]');
+    // a reply whose text is JSON that quotes the token, shown as JSON in turn
+    expect(withoutSecret(`not framed: {"page":"{\\"t\\":\\"${twice}\\"}"}`, secret)).toBe('not framed: {"page":"{\\"t\\":\\"[redacted]\\"}"}');
+    expect(withoutSecret(`unexpected reply: "${once.slice(0, 8)}…`, secret)).toBe('unexpected reply: "[redacted]…');
+  });
+
   it("is applied before the line's own cut, which could leave a start of the secret", () => {
     const lines: Record<string, unknown>[] = [];
     const log = createFailureLog({ event: "e", write: (l) => lines.push(l), maxErrorLength: 12, secret: "0123456789abcdef" });

@@ -39,17 +39,31 @@ export interface FailureLogOptions {
 /** The least of a secret's start that is cut from the end of a text: shorter runs say little, and match by chance. */
 const SECRET_PREFIX = 4;
 
+/** How many times over a secret's JSON escapes are looked for: a reply shown as JSON that quotes JSON text holding it escapes it twice. */
+const JSON_DEPTH = 3;
+
 /**
  * `text` without `secret`: every whole occurrence, and a start of it that ends the text (before
- * an ellipsis), where the client's excerpt of a reply cut it short; and the same of the secret
- * percent-encoded, as a page quoting a URL or a form shows a token with `=`, `+` or `/` in it.
+ * an ellipsis), where the client's excerpt of a reply cut it short; the same of the secret
+ * percent-encoded, as a page quoting a URL or a form shows a token with `=`, `+` or `/` in it;
+ * and of the secret as JSON writes it, as a line shows an odd reply that quotes it (a token
+ * may hold `"` or `\`, which a header carries as they are and JSON writes `\"` and `\\`).
  *
  * @example
  * withoutSecret("Refused: Bearer s3cr…", "s3cret-token"); // "Refused: Bearer [redacted]…"
+ * withoutSecret('unexpected reply: "s3c\\"ret"', 's3c"ret'); // 'unexpected reply: "[redacted]"'
  */
 export function withoutSecret(text: string, secret: string): string {
   if (secret.length < SECRET_PREFIX) return text;
-  const out = withoutForm(text, secret, false);
+  let out = withoutForm(text, secret, false);
+  const escaped: string[] = [];
+  for (let form = secret, depth = 0; depth < JSON_DEPTH; depth++) {
+    const next = JSON.stringify(form).slice(1, -1);
+    if (next === form) break;
+    escaped.unshift(next);
+    form = next;
+  }
+  for (const form of escaped) out = withoutForm(out, form, false);
   const encoded = encodeURIComponent(secret);
   // its escapes may come in either case (%3d): matched without regard to ASCII case, which at
   // worst takes out a few characters more

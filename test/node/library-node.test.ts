@@ -101,6 +101,39 @@ describe("the library on Node", () => {
     }
   });
 
+  it("never logs a token holding a quote or a backslash that the store quotes back in a reply the log shows as JSON, where each is escaped", async () => {
+    // a self-hosted store's token is the operator's to choose, and a header carries " and \ as
+    // they are; the log line shows an odd reply as JSON, where the token is written \" and \\
+    const [head, tail] = [randomBytes(8).toString("hex"), randomBytes(8).toString("hex")];
+    const token = `${head}"\\${tail}`;
+    const proxy = await startFaultProxy(`http://127.0.0.1:${await freePort()}`);
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      // an answer of the right frame that holds no decision, and one of no frame at all
+      for (const fault of [
+        { kind: "reply", result: [token, 1] },
+        { kind: "body", body: JSON.stringify({ echo: `Bearer ${token}` }) },
+      ] as const) {
+        proxy.set(fault);
+        logged.mockClear();
+        const l = createRateLimiter({ url: proxy.url, token, prefix: `libnode${randomBytes(6).toString("hex")}`, rules: [{ name: "a", limit: 1, window: "1m", fail: "closed" }] });
+        expect((await l.limit("u")).reason, fault.kind).toBe("failed-closed");
+        const lines = logged.mock.calls.map((c) => String(c[0]));
+        expect(
+          lines.filter((line) => line.includes('"slidegate.store_failure"')),
+          fault.kind,
+        ).toHaveLength(1);
+        for (const line of lines) {
+          expect(line, fault.kind).not.toContain(head);
+          expect(line, fault.kind).not.toContain(tail);
+        }
+      }
+    } finally {
+      logged.mockRestore();
+      await proxy.close();
+    }
+  });
+
   // Off Cloudflare, CF-Connecting-IP is the client's own: a caller who writes a new value with
   // each request is a new caller each time, address rules and all. The README says so; an app
   // that missed it must hear it from the limiter, once, not find it in its bill.
