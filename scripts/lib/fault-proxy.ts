@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
  */
 export type Fault =
   | { kind: "none" }
-  | { kind: "status"; status: number } // the shim answers an error status
+  | { kind: "status"; status: number; body?: string } // the shim answers an error status (with this JSON body; default: an Upstash-style error)
   | { kind: "slow"; ms: number } // the shim answers, late
   | { kind: "malformed" } // 200 with a body that is not JSON
   | { kind: "wrong-shape" } // 200 with JSON the script never returns
@@ -54,7 +54,7 @@ export async function startFaultProxy(target: string): Promise<FaultProxy> {
     if (current.kind !== "none") faulted++;
     switch (current.kind) {
       case "status":
-        return res.writeHead(current.status, { "content-type": "application/json" }).end('{"error":"injected fault"}');
+        return res.writeHead(current.status, { "content-type": "application/json" }).end(current.body ?? '{"error":"injected fault"}');
       case "malformed":
         return res.writeHead(200, { "content-type": "application/json" }).end('{"result": [1, 2');
       case "wrong-shape":

@@ -30,9 +30,32 @@ export function storeClient(options: { url: string; token: string; timeoutMs: nu
   );
 }
 
-/** One command's answer as the REST API frames it: an error, or a result (null for nil). */
-const framed = (reply: unknown) =>
-  typeof reply === "object" && reply !== null && !Array.isArray(reply) && ((reply as { error?: unknown }).error ? true : (reply as { result?: unknown }).result !== undefined);
+/** One command's answer as the REST API frames it: an error (its text), or a result (null for nil). */
+const framed = (reply: unknown) => {
+  if (typeof reply !== "object" || reply === null || Array.isArray(reply)) return false;
+  const { error, result } = reply as { error?: unknown; result?: unknown };
+  // an error of another kind (an object, as an API gateway words one) would be logged as "[object Object]"
+  return error ? typeof error === "string" : result !== undefined;
+};
+
+/**
+ * What a store's error answer (status 400 and up) says, when it names no error as the REST API
+ * does (`{"error": "…"}`): the client would log `${body.error}` of it, "undefined" for a
+ * gateway's `{"message": "Forbidden"}` and "[object Object]" for `{"error": {"message": …}}`,
+ * and never its status. Undefined when it names one, or is no JSON (the client quotes that body).
+ */
+async function unnamedError(res: Response): Promise<string | undefined> {
+  const text = await res.clone().text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const error = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof error === "string" && error !== "") return undefined;
+  return `the store answered status ${res.status} without an error named as the REST API names one: ${text.slice(0, 200)}`;
+}
 
 /** The part of the client's requester a store call goes through (a protected field of `Redis`). */
 interface Requester {
@@ -95,6 +118,11 @@ function unredirected(request: () => Promise<unknown>): Promise<unknown> {
     if (res.status >= 300 && res.status < 400) {
       await res.body?.cancel();
       throw new errors.UpstashError(`the store answered a redirect (status ${res.status}), which the gate does not follow`);
+    }
+    const unnamed = res.ok ? undefined : await unnamedError(res);
+    if (unnamed !== undefined) {
+      await res.body?.cancel();
+      throw new errors.UpstashError(unnamed);
     }
     return res;
   };

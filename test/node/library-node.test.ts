@@ -134,6 +134,37 @@ describe("the library on Node", () => {
     }
   });
 
+  it('names what a store that speaks no Upstash REST answered (a gateway\'s 403 {"message": …}, an error that is an object), with its status: never "undefined" or "[object Object]"', async () => {
+    // a proxy or an API gateway in front of the store answers in its own words, which the
+    // REST client reads as the text of an `error` field it does not find
+    const proxy = await startFaultProxy(`http://127.0.0.1:${await freePort()}`);
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      for (const [fault, named] of [
+        [{ kind: "status", status: 403, body: JSON.stringify({ message: "Forbidden by the gateway's policy" }) }, /\b403\b.*Forbidden by the gateway's policy/],
+        [{ kind: "status", status: 429, body: JSON.stringify({ error: { code: 429, message: "monthly quota exceeded" } }) }, /\b429\b.*monthly quota exceeded/],
+        [{ kind: "status", status: 502, body: "{}" }, /\b502\b/],
+        [{ kind: "body", body: JSON.stringify({ error: { code: 13, message: "backend unavailable" } }) }, /backend unavailable/],
+      ] as const) {
+        proxy.set(fault);
+        logged.mockClear();
+        const l = createRateLimiter({
+          url: proxy.url,
+          token: "a-token",
+          prefix: `libnode${randomBytes(6).toString("hex")}`,
+          rules: [{ name: "a", limit: 1, window: "1m", fail: "closed" }],
+        });
+        expect((await l.limit("u")).reason, fault.body).toBe("failed-closed");
+        const line = logged.mock.calls.map((c) => JSON.parse(String(c[0])) as { event: string; error: string }).find((l) => l.event === "slidegate.store_failure");
+        expect(line?.error, fault.body).toMatch(named);
+        expect(line?.error, fault.body).not.toMatch(/undefined|null|\[object Object\]/);
+      }
+    } finally {
+      logged.mockRestore();
+      await proxy.close();
+    }
+  });
+
   // Off Cloudflare, CF-Connecting-IP is the client's own: a caller who writes a new value with
   // each request is a new caller each time, address rules and all. The README says so; an app
   // that missed it must hear it from the limiter, once, not find it in its bill.
