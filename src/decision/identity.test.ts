@@ -20,6 +20,16 @@ describe("client addresses", () => {
     expect(await identify("k", "x".repeat(300))).toEqual(await identify("k", "x".repeat(300)));
   });
 
+  it("count an application's identities that differ only by an unpaired surrogate apart, and keep every other identity's tag", async () => {
+    const tags = await Promise.all(["ada\uD800", "ada\uDBFF", "ada\uDC00", "ada\uFFFD", "ada\uDC00\uD800", "ada\uD800\uDC00"].map(async (id) => (await identify("u", id)).tag));
+    expect(new Set(tags).size).toBe(tags.length);
+    expect((await identify("u", "ada\uD800")).tag).toBe(tags[0]);
+    // a bucket counted before stays the same bucket: the tags as Redis holds them
+    expect((await identify("u", "user-42")).tag).toBe("ubYlKo-6AJUnX80Dnwc8NHA");
+    expect((await identify("u", "ada\u00e9\u{1F600}")).tag).toBe("u-AVHbiUVkQ-J3De-NL3MDg");
+    expect((await identify("k", "sk-live-1")).tag).toBe("k-NydsXPuxkvzoqf8MyQ-fg");
+  });
+
   it("have one canonical form for every spelling", () => {
     for (const spelling of ["2001:db8::1", "2001:DB8::1", "2001:0db8:0000:0000:0000:0000:0000:0001", "2001:db8:0:0::1", "fe80::1%eth0".replace("fe80", "2001:db8")]) {
       expect(addressText(parseAddress(spelling)!), spelling).toBe("2001:db8::1");

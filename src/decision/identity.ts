@@ -43,9 +43,33 @@ function base64url(bytes: Uint8Array): string {
   return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
+/** A code unit of a surrogate pair without its other half, which UTF-8 cannot write. */
+const UNPAIRED_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The bytes an identity's digest is taken of: its UTF-8, which writes every unpaired surrogate
+ * as U+FFFD, so that "ada\uD800", "ada\uDC00" and "ada\uFFFD" (an application's user ids,
+ * read from JSON, whose escapes carry one) would be one caller. Such a text of the
+ * application's own is written as its UTF-16 code units after a 0xFF byte instead, which no
+ * UTF-8 holds: every text its own bytes, and every text UTF-8 can write the bytes, and so the
+ * bucket, it always had. An API key, which comes in a header, never holds one; its hash stays
+ * the SHA-256 of its UTF-8, as `npm run keys` takes it.
+ */
+function identityBytes(kind: Identity["kind"], value: string): Uint8Array {
+  if (kind !== "u" || !UNPAIRED_SURROGATE.test(value)) return encoder.encode(value);
+  const bytes = new Uint8Array(1 + 2 * value.length);
+  bytes[0] = 0xff;
+  for (let i = 0; i < value.length; i++) {
+    const unit = value.charCodeAt(i);
+    bytes[1 + 2 * i] = unit >> 8;
+    bytes[2 + 2 * i] = unit & 0xff;
+  }
+  return bytes;
+}
+
 async function digestIdentity(kindAndValue: string): Promise<Identity> {
   const kind = kindAndValue[0] as Identity["kind"];
-  const digest = await sha256(kindAndValue.slice(1));
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", identityBytes(kind, kindAndValue.slice(1))));
   return Object.freeze({ kind, tag: kind + base64url(digest.subarray(0, 16)), keyHash: kind === "k" ? hex(digest) : undefined });
 }
 
