@@ -13,7 +13,7 @@ import { createFailureLog } from "../gateway/failure-log.ts";
 import { answer, type Reason } from "../http/answers.ts";
 import { canonicalPath, methodsOf } from "../http/canonical.ts";
 import { matchPaths } from "../http/query-routes.ts";
-import type { Decision } from "../script/limiter.ts";
+import { type Decision, shown } from "../script/limiter.ts";
 
 /** Fields of RATE_LIMITS that only the gateway, which answers for and forwards to an origin, can honour (see `GATEWAY_ONLY`). */
 type GatewayOnly = "cors" | "clientIpHeader" | "passForwardedHeaders";
@@ -258,7 +258,7 @@ export function isPromise(value: unknown): value is PromiseLike<unknown> {
  */
 function ownIdentity(value: unknown, what: string): string {
   if (typeof value !== "string" || value.trim() === "") {
-    throw new TypeError(`slidegate: ${what} must be a non-empty string, not ${typeof value === "string" ? JSON.stringify(value) : describe(value)}`);
+    throw new TypeError(`slidegate: ${what} must be a non-empty string, not ${typeof value === "string" ? shown(value) : describe(value)}`);
   }
   return value;
 }

@@ -147,16 +147,22 @@ export function assertCost(cost: unknown, limit?: Pick<Limit, "name" | "limit">)
   }
 }
 
+/** The most of a refused string an error quotes: it may be a client's text, of any length. */
+const SHOWN_MAX = 64;
+
 /**
  * A refused cost as what it is: the string "3" or a Promise (from a JavaScript caller) must
- * not read as the number 3 or "[object Promise]".
+ * not read as the number 3 or "[object Promise]". A long string is quoted in part, with its
+ * length: a cost read from the request and never made a number is the client's text, which
+ * an app that answers its errors' messages would hand back whole, and its log keep.
  *
  * @example
  * shown("3"); // '"3"'
+ * shown("9".repeat(100)); // '"9999…9999"… (100 characters)', 64 nines quoted
  */
 export function shown(value: unknown): string {
   if (typeof value === "number") return String(value);
-  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "string") return value.length > SHOWN_MAX ? `${JSON.stringify(value.slice(0, SHOWN_MAX))}… (${value.length} characters)` : JSON.stringify(value);
   if (value !== null && typeof value === "object")
     return typeof (value as PromiseLike<unknown>).then === "function" ? "a Promise" : `an ${value.constructor?.name ?? "object"}`.replace(/^an ([^AEIOU])/, "a $1");
   return value === null || value === undefined ? String(value) : `a ${typeof value}`;
