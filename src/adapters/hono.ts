@@ -17,6 +17,7 @@ import { FAIL_OPEN_HEADER } from "../http/answers.ts";
 import { problem } from "../http/problem.ts";
 import { CostError, shown } from "../script/limiter.ts";
 import {
+  assertIdentityConfiguration,
   assertOptionsObject,
   assertStoreOption,
   countedLogs,
@@ -131,6 +132,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   // a store given in code is checked now; one from the bindings can be read only per request
   if (url !== undefined) assertStoreOption("url", url);
   if (token !== undefined) assertStoreOption("token", token);
+  assertIdentityConfiguration(limits, "count each request as an identity of your own with options.identify: (c) => …");
   const config = parseLimits(limits, ["url", "token", "identify", "cost", "clientIp"]);
   const runtime = clientIp === undefined ? notOnCloudflare() : undefined;
   if (runtime !== undefined) {

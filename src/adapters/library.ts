@@ -11,7 +11,7 @@
  * result.headers.forEach((v, k) => response.headers.set(k, v));
  */
 
-import { assertOptionsObject, assertStore, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
+import { assertIdentityConfiguration, assertOptionsObject, assertStore, limiterFor, parseLimits, type RateLimiter, type RateLimiterOptions } from "./shared.ts";
 
 export type { RateLimits } from "../config/rate-limits.ts";
 export type { Reason } from "../http/answers.ts";
@@ -39,5 +39,6 @@ export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   for (const [field, why] of Object.entries(PER_CALL)) {
     if (Object.hasOwn(limits, field)) throw new Error(`slidegate: invalid options: options.${field}: ${why}`);
   }
+  assertIdentityConfiguration(limits, "an identity of your own goes with each call: limiter.limit(request, { identity })");
   return limiterFor(parseLimits(limits), url, token);
 }

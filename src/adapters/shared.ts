@@ -152,6 +152,17 @@ function routePatterns(limits: Omit<RateLimits, GatewayOnly>): string[] {
 }
 
 /**
+ * Throws when `identity`, the identity configuration ({ header, unknownKeys, … }), is a
+ * function: one who wrote it meant who each request is counted as, which the library takes
+ * with each call and the middleware as `identify` (`how`). The configuration's own check would
+ * say only that it must be an object.
+ */
+export function assertIdentityConfiguration(limits: object, how: string): void {
+  if (typeof (limits as { identity?: unknown }).identity === "function")
+    throw new Error(`slidegate: invalid options: options.identity: is the identity configuration ({ header, unknownKeys, … }), not a function: ${how}`);
+}
+
+/**
  * Throws unless both store options are given and well formed. `given`: the other options' names,
  * where a misspelt one ("uri", "tokn") is told as the one missing.
  */

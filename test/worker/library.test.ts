@@ -1000,6 +1000,18 @@ describe("createRateLimiter", () => {
     }
   });
 
+  it("tells an identity option given as a function (the limiter's per-call identity, the middleware's identify) from the identity configuration it names, when built", () => {
+    const rules = [{ name: "a", limit: 1, window: "1m" }];
+    const userOf = () => "user-42";
+    // "must be an object" alone would send the app to make its callback an object
+    expect(() => rateLimit({ rules, identity: userOf } as never)).toThrow(
+      /^slidegate: invalid options: options\.identity: is the identity configuration \(\{ header, unknownKeys, … \}\), not a function: count each request as an identity of your own with options\.identify: \(c\) => …$/,
+    );
+    expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules, identity: userOf } as never)).toThrow(
+      /^slidegate: invalid options: options\.identity: is the identity configuration \(\{ header, unknownKeys, … \}\), not a function: an identity of your own goes with each call: limiter\.limit\(request, \{ identity \}\)$/,
+    );
+  });
+
   it("refuses bad options at once, naming the field", () => {
     // the gateway's answers' CORS: the application's own answers are its to open
     expect(() => createRateLimiter({ url: services.shimUrl, token: "t", rules: [{ name: "a", limit: 1, window: "1m" }], cors: { origins: ["*"] } } as never)).toThrow(
