@@ -165,6 +165,21 @@ describe("the library on Node", () => {
     }
   });
 
+  it("admits exactly the limit to a burst of concurrent limit() calls for one identity, from one limiter and from several, at a cost of their own too", async () => {
+    const s = services();
+    const store = { url: s.shimUrl, token: s.shimToken, prefix: `libnode${randomBytes(6).toString("hex")}`, rules: [{ name: "a", limit: 30, window: "1h", timeout: 30_000 }] };
+    // several limiters, as isolates each hold one, each with its own cache of denied callers
+    const limiters = Array.from({ length: 4 }, () => createRateLimiter(store));
+    const burst = (identity: string, cost?: number) => Promise.all(Array.from({ length: 100 }, (_, i) => limiters[i % limiters.length]!.limit(identity, { cost })));
+    const counted = (results: { reason: string }[]) => {
+      const by: Record<string, number> = {};
+      for (const { reason } of results) by[reason] = (by[reason] ?? 0) + 1;
+      return by;
+    };
+    expect(counted(await burst("ada"))).toEqual({ admitted: 30, "rate-limited": 70 });
+    expect(counted(await burst("grace", 3))).toEqual({ admitted: 10, "rate-limited": 90 });
+  });
+
   // Off Cloudflare, CF-Connecting-IP is the client's own: a caller who writes a new value with
   // each request is a new caller each time, address rules and all. The README says so; an app
   // that missed it must hear it from the limiter, once, not find it in its bill.
