@@ -114,6 +114,22 @@ function binding(env: Record<string, unknown>, name: string): string {
   );
 }
 
+/**
+ * `callback(c)`, one of the app's callbacks named `name`. What it throws is the app's own, and
+ * thrown as it is; but a value that is no Error (a string, undefined) Hono hands no
+ * `app.onError`: it goes past the app to the server, a 500 the app never sees (on Node, an
+ * unhandled rejection where nothing catches `app.fetch`). Such a value is thrown as an Error
+ * that names the callback, the value its cause.
+ */
+function called<T>(name: "identify" | "cost" | "clientIp", callback: (c: Context) => T, c: Context): T {
+  try {
+    return callback(c);
+  } catch (e) {
+    if (e instanceof Error) throw e;
+    throw new Error(`slidegate: options.${name} threw ${shown(e)}, which is no Error (app.onError is handed Errors alone)`, { cause: e });
+  }
+}
+
 /** Throws an error naming the bad option at once: `rateLimit({...})` never builds a middleware that would fail later. */
 export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandler {
   assertOptionsObject(options, "rateLimit()");
@@ -177,7 +193,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   // A cost that is no number at all is the app's mistake, not the request's: an error for
   // app.onError (a 500), where a 400 would tell every client its request was at fault.
   const costOf = (c: Context): number | undefined => {
-    const n: unknown = cost?.(c);
+    const n: unknown = cost ? called("cost", cost, c) : undefined;
     if (n === undefined || typeof n === "number") return n;
     // as limit() says a cost: "3" for a bigint or a Number object would read as the number it is not
     const what = isPromise(n) ? "a Promise (it is called synchronously)" : shown(n);
@@ -187,7 +203,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   // the app's own reading of the address: once there is one, the forgeable header never counts
   const clientIpOf = (c: Context): string | null | undefined => {
     if (!clientIp) return undefined;
-    const ip: unknown = clientIp(c);
+    const ip: unknown = called("clientIp", clientIp, c);
     if (ip === undefined || ip === null) return null;
     if (typeof ip === "string") return ip;
     throw new TypeError(`slidegate: options.clientIp must return a string, undefined or null, not ${isPromise(ip) ? "a Promise (it is called synchronously)" : typeof ip}`);
@@ -197,7 +213,7 @@ export function rateLimit(options: RateLimitMiddlewareOptions): MiddlewareHandle
   // Hono app never wrote
   const identityOf = (c: Context): string | null | undefined => {
     if (!identify) return undefined;
-    const id: unknown = identify(c);
+    const id: unknown = called("identify", identify, c);
     if (id === undefined || id === null || typeof id === "string") return id;
     throw new TypeError(`slidegate: options.identify must return a string, undefined or null, not ${isPromise(id) ? "a Promise (it is called synchronously)" : typeof id}`);
   };

@@ -3,7 +3,7 @@ import type { IncomingMessage } from "node:http";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { afterEach, describe, expect, it } from "vitest";
-import { rateLimit } from "../../src/adapters/hono.ts";
+import { type RateLimitMiddlewareOptions, rateLimit } from "../../src/adapters/hono.ts";
 import { type ServedApp, serveHono } from "../helpers/serve-hono.ts";
 import { services, upstash } from "../helpers/shim.ts";
 
@@ -20,7 +20,7 @@ afterEach(async () => {
  * before it read from the JSON body, as the careless app reads them: as they came. Its
  * app.onError answers a refusal as it is and any other error with its message, as many an app does.
  */
-async function appCountingBody(options: { limit: number }) {
+async function appCountingBody(options: { limit: number; callbacks?: Pick<RateLimitMiddlewareOptions, "identify" | "cost" | "clientIp"> }) {
   const s = services();
   const prefix = `honocb${randomBytes(6).toString("hex")}`;
   const app = new Hono<Env>();
@@ -44,16 +44,19 @@ async function appCountingBody(options: { limit: number }) {
       clientIp: (c) => c.env.incoming.socket.remoteAddress,
       identify: (c) => c.get("body").user as string | undefined,
       cost: (c) => c.get("body").tokens as number | undefined,
+      ...options.callbacks,
     }),
   );
   app.post("/", (c) => c.text("ok"));
-  const http = await serveHono(app);
+  // what app.fetch rejected with: what reached no app.onError
+  const rejected: unknown[] = [];
+  const http = await serveHono(app, (reason) => rejected.push(reason));
   served.push(http);
   const post = async (json: string) => {
     const res = await fetch(http.url, { method: "POST", body: json, headers: { "content-type": "application/json" } });
     return { status: res.status, text: await res.text() };
   };
-  return { post, prefix, errors };
+  return { post, prefix, errors, rejected };
 }
 
 describe("the Hono middleware served over HTTP, with the app's own callbacks", () => {
@@ -85,5 +88,32 @@ describe("the Hono middleware served over HTTP, with the app's own callbacks", (
     const statuses = await Promise.all(Array.from({ length: 60 }, () => post('{"user":"ada"}').then((answer) => answer.status)));
     expect(statuses.filter((status) => status === 200)).toHaveLength(20);
     expect(statuses.filter((status) => status === 429)).toHaveLength(40);
+  });
+
+  it("hands app.onError an Error naming the callback when identify, cost or clientIp throws what is no Error (a string, undefined), the value as its cause, and records nothing", async () => {
+    for (const name of ["identify", "cost", "clientIp"] as const) {
+      for (const thrown of ["user lookup failed", undefined]) {
+        const { post, prefix, errors, rejected } = await appCountingBody({
+          limit: 5,
+          callbacks: {
+            [name]: () => {
+              throw thrown;
+            },
+          },
+        });
+        const answer = await post('{"user":"ada"}');
+        const what = `${name} throwing ${String(thrown)}`;
+        // Hono hands app.onError nothing but an Error: the value went past it, to the server
+        expect(rejected, what).toEqual([]);
+        expect(answer.status, what).toBe(500);
+        expect(errors, what).toHaveLength(1);
+        expect(errors[0], what).toBeInstanceOf(Error);
+        expect((errors[0] as Error).message, what).toBe(
+          `slidegate: options.${name} threw ${thrown === undefined ? "undefined" : JSON.stringify(thrown)}, which is no Error (app.onError is handed Errors alone)`,
+        );
+        expect((errors[0] as Error).cause, what).toBe(thrown);
+        expect(await upstash().keys(`${prefix}:*`), what).toEqual([]);
+      }
+    }
   });
 });
