@@ -3,7 +3,7 @@ import type { GateConfig } from "../config/rate-limits.ts";
 import { storeFailureOf } from "../decision/decide.ts";
 import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
-import { answer, badGateway, internalError, invalidPath } from "../http/answers.ts";
+import { answer, badGateway, incompleteBody, internalError, invalidPath } from "../http/answers.ts";
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import { corsForAnswers } from "../http/cors.ts";
 import { matchPaths } from "../http/query-routes.ts";
@@ -12,7 +12,7 @@ import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createFailureLog } from "./failure-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
-import { createForwarder, OriginError } from "./proxy.ts";
+import { ClientAbort, createForwarder, OriginError } from "./proxy.ts";
 import { createQuietFlush } from "./quiet-flush.ts";
 
 export interface GateOptions {
@@ -109,7 +109,8 @@ const message = (error: unknown) => (error instanceof Error ? error.message : St
  * only on the configuration is settled here, once, so each request runs straight through.
  *
  * Failures are kept apart: the origin unreachable is a 502, the store per the rules' fail
- * mode, and anything else — a bug — a logged 500 `internal-error`. Denials are logged per
+ * mode, a client's upload that broke off a 400 logged as the client's (a warning, not an
+ * error), and anything else — a bug — a logged 500 `internal-error`. Denials are logged per
  * identity, not per request (src/gateway/denial-log.ts), so a flood costs log lines in
  * proportion to its callers, not its requests.
  *
@@ -293,6 +294,15 @@ export function createGate(options: GateOptions): Gate {
     if (!answered.pass) return own(request, answered.response());
     // built only for a request that goes on: a flood of denials builds none. It is made of
     // what the runtime has accepted already (method, headers) and the canonical path.
-    return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields, url);
+    try {
+      return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields, url);
+    } catch (error) {
+      if (!(error instanceof ClientAbort)) throw error;
+      // the client's doing, which any caller can repeat at will: no error line to alert on, and
+      // who it was (already charged: it was admitted). Its answer reaches a client that only
+      // closed its sending side; one that hung up reads none.
+      safeLog("warn", { event: "slidegate.client_aborted", tier: step.caller.tier, tag: step.caller.identity.tag, error: error.message });
+      return own(request, incompleteBody());
+    }
   }
 }

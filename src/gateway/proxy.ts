@@ -37,6 +37,93 @@ export class OriginError extends Error {
 }
 
 /**
+ * The client's upload broke off before the origin answered: the client hung up or closed its
+ * sending side mid-body, or sent framing the runtime cannot read. No failure of the origin's,
+ * though the runtime fails the origin's fetch() with the very error an origin's reset gives.
+ */
+export class ClientAbort extends Error {
+  override name = "ClientAbort";
+}
+
+/**
+ * The most one read of an upload takes: a large upload crosses into JavaScript a few times per
+ * megabyte, not at each of the runtime's 4 KB pieces; one such buffer per upload in flight.
+ */
+const UPLOAD_READ = 64 * 1024;
+
+/** A Content-Length the runtime framed the body by: digits, within what a number holds exactly. */
+const DECIMAL_LENGTH = /^\d{1,15}$/;
+
+/**
+ * `request`'s body as the origin's fetch() is to read it, and a signal aborted when reading the
+ * client's side fails; undefined when the body goes on as it came: a Content-Length of 0 (none
+ * to break off), or one the gate cannot read as the runtime framed the body by.
+ *
+ * Handed on as it came, the body is read by the runtime, which fails the origin's fetch() with
+ * "Network connection lost." whichever side hung up, and sends on a chunked upload whose client
+ * hung up as if it had ended there (an origin took a cut upload for a whole one). Here the
+ * gate reads it, so a failed read is the client's alone, and the fetch is aborted on it: the
+ * origin sees its request cut off. The stream the origin reads is the runtime's own, of the
+ * client's length (a Content-Length goes on as one, not chunked).
+ */
+function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { body: ReadableStream<Uint8Array>; signal: AbortSignal } | undefined {
+  let length: number | undefined;
+  // the runtime reads a chunked body as chunked whatever Content-Length is beside it
+  if (!request.headers.has("transfer-encoding")) {
+    const declared = request.headers.get("content-length");
+    if (declared !== null) {
+      if (!DECIMAL_LENGTH.test(declared)) return undefined;
+      length = Number(declared);
+      if (length === 0) return undefined;
+    }
+  }
+  let reader: ReadableStreamBYOBReader;
+  try {
+    reader = body.getReader({ mode: "byob" });
+  } catch {
+    // a body that is no byte stream: it cannot be read into the gate's buffer, so the runtime reads it
+    return undefined;
+  }
+  const { readable, writable } = length === undefined ? new IdentityTransformStream() : new FixedLengthStream(length);
+  const aborted = new AbortController();
+  void pump(reader, writable.getWriter(), aborted, Math.min(length ?? UPLOAD_READ, UPLOAD_READ));
+  return { body: readable, signal: aborted.signal };
+}
+
+/**
+ * Reads the client's upload from `reader` into `writer`, each piece once the one before is taken (the origin reads the
+ * upload as the client sends it, and no faster), into one buffer used again: a write to the
+ * runtime's stream is done with its bytes once it resolves. A failed read aborts `aborted`; a
+ * failed write (the origin's side gone) cancels the client's body, as the runtime's fetch does.
+ */
+async function pump(reader: ReadableStreamBYOBReader, writer: WritableStreamDefaultWriter<Uint8Array>, aborted: AbortController, size: number): Promise<void> {
+  let buffer = new ArrayBuffer(size);
+  for (;;) {
+    let read: ReadableStreamReadResult<Uint8Array>;
+    try {
+      read = await reader.read(new Uint8Array(buffer));
+    } catch (error) {
+      // aborted, not ended: ending a chunked upload would hand the origin its part as the whole
+      aborted.abort(error);
+      writer.abort(error).catch(() => {});
+      return;
+    }
+    if (read.done) {
+      // a body shorter than its Content-Length fails the close: the runtime's fetch fails on it
+      await writer.close().catch(() => {});
+      return;
+    }
+    try {
+      await writer.write(read.value);
+    } catch (error) {
+      await reader.cancel(error).catch(() => {});
+      return;
+    }
+    buffer = read.value.buffer as ArrayBuffer;
+  }
+}
+
+/**
  * CGI-style origins (PHP, WSGI, Rack) read `X_Forwarded_For` and `X-Forwarded-For` as one
  * header, and PHP `X.Forwarded.For` too (Caddy's FastCGI and FrankenPHP pass the name on as
  * `HTTP_X.FORWARDED.FOR`, and PHP registers a variable's `.` as `_`): names are compared in
@@ -408,6 +495,13 @@ export interface ForwardOptions {
   respelled?: readonly string[];
 }
 
+/** The request to `target` with `body`, watched (see `watchedUpload`) where its length is known to the gate. */
+function withBody(target: string, request: Request, body: ReadableStream<Uint8Array>, headers: Headers): Request {
+  const upload = watchedUpload(request, body);
+  if (!upload) return new Request(target, { method: request.method, headers, body, redirect: "manual" });
+  return new Request(target, { method: request.method, headers, body: upload.body, redirect: "manual", signal: upload.signal });
+}
+
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
 function targetUrl(url: URL, path: string, origin: string | undefined): string {
   // `search` is "" for a bare "?" too, which the client sent (a request URL holds no fragment)
@@ -418,15 +512,17 @@ function targetUrl(url: URL, path: string, origin: string | undefined): string {
 export interface Forwarder {
   /**
    * The request to send to the origin: `path` (canonical) instead of the client's spelling,
-   * the body on any method, and `clientIp` in the client address header.
+   * the body on any method (read by the gate on its way, see `watchedUpload`), and `clientIp`
+   * in the client address header.
    */
   prepare(request: Request, canonical: { url: URL; path: string; clientIp?: string }): Request;
   /**
    * Sends `outbound`; `extra` headers (the rate-limit ones) replace any of the same name on
    * the origin's answer, and are exposed to browser code when the origin answered with CORS.
    * Throws `OriginError` when the origin cannot be reached or answers a status no response can
-   * carry. `asked` is the URL the client asked for: a URL header naming ORIGIN_URL's origin
-   * names its origin instead.
+   * carry, and `ClientAbort` when the client's upload broke off before the origin answered.
+   * `asked` is the URL the client asked for: a URL header naming ORIGIN_URL's origin names its
+   * origin instead.
    */
   send(outbound: Request, extra: Readonly<HeaderFields>, asked: URL): Promise<Response>;
 }
@@ -453,13 +549,15 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       const target = targetUrl(canonical.url, canonical.path, origin);
       // the runtime copies the headers once, into the request's own; then only names present are removed
       const headers = copied ?? request.headers;
-      // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
-      // constructor refuses one with such a method in its init, but takes it over from a
-      // request that has one
       const outbound =
-        request.body !== null && (request.method === "GET" || request.method === "HEAD")
-          ? new Request(new Request(target, request), { headers, redirect: "manual" })
-          : new Request(target, { method: request.method, headers, body: request.body, redirect: "manual" });
+        request.body === null
+          ? new Request(target, { method: request.method, headers, body: null, redirect: "manual" })
+          : request.method === "GET" || request.method === "HEAD"
+            ? // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
+              // constructor refuses one with such a method in its init, but takes it over from a
+              // request that has one. So it goes on as it came, unwatched: no other body can.
+              new Request(new Request(target, request), { headers, redirect: "manual" })
+            : withBody(target, request, request.body, headers);
       if (!copied) for (const name of dropped) outbound.headers.delete(name);
       // The runtime hands a Worker `Accept-Encoding: br, gzip` whatever the client sent, and keeps
       // the client's in `cf.clientAcceptEncoding` ("" for none). Told the runtime's, the origin
@@ -479,7 +577,10 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       try {
         upstream = await fetch(outbound);
       } catch (error) {
-        throw new OriginError(error instanceof Error ? error.message : String(error), { cause: error });
+        const text = error instanceof Error ? error.message : String(error);
+        // aborted by the gate only: reading the client's upload failed before the origin answered
+        if (outbound.body !== null && outbound.signal.aborted) throw new ClientAbort(text, { cause: error });
+        throw new OriginError(text, { cause: error });
       }
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
