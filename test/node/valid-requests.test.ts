@@ -410,6 +410,18 @@ describe("streaming both ways", () => {
   const CHUNKS = 24;
   const steps: { read?: (total: number) => void; wrote?: () => void } = {};
   const server = createHttpServer(async (req, res) => {
+    if (req.url === "/duplex") {
+      // answers each piece of the upload as it reads it, the answer open from the first
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.flushHeaders();
+      let total = 0;
+      req.on("data", (chunk: Buffer) => {
+        total += chunk.length;
+        res.write(`${total}\n`);
+      });
+      req.on("end", () => res.end("done\n"));
+      return;
+    }
     if (req.url === "/events") {
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
       let sent = 1;
@@ -463,6 +475,36 @@ describe("streaming both ways", () => {
       req.write(Buffer.alloc(CHUNK, 1));
     });
     expect(answer).toBe(String(CHUNK * CHUNKS));
+  });
+
+  it("an upload the origin answers as it reads it: each piece goes only once the answer to the one before has come", async () => {
+    // the origin's answer is under way, and the gate has handed it on, while the upload is still coming
+    const url = new URL(base);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest({
+        host: url.hostname,
+        port: url.port,
+        method: "POST",
+        path: "/duplex",
+        agent: false,
+        headers: { "cf-connecting-ip": freshIp(), "transfer-encoding": "chunked" },
+      });
+      req.on("error", reject);
+      req.on("response", (res) => {
+        let text = "";
+        let written = 1;
+        res.on("data", (c: Buffer) => {
+          text += c.toString();
+          if (!text.endsWith(`${written * 1000}\n`)) return;
+          if (written++ < 5) req.write("x".repeat(1000));
+          else req.end();
+        });
+        res.on("end", () => resolve(text));
+      });
+      req.write("x".repeat(1000));
+    });
+    // the count after each piece (a piece may arrive in parts), and the end
+    expect(answer).toMatch(/^(?:\d+\n)*1000\n(?:\d+\n)*2000\n(?:\d+\n)*3000\n(?:\d+\n)*4000\n(?:\d+\n)*5000\ndone\n$/);
   });
 
   it("an event stream: each event reaches the client before the origin writes the next", async () => {
