@@ -51,8 +51,8 @@ export class ClientAbort extends Error {
  */
 const UPLOAD_READ = 64 * 1024;
 
-/** A Content-Length the runtime framed the body by: digits, within what a number holds exactly. */
-const DECIMAL_LENGTH = /^\d{1,15}$/;
+/** A Content-Length the runtime framed the body by: digits, zeros before them or not, of any length. */
+const DECIMAL_LENGTH = /^\d+$/;
 
 /**
  * `request`'s body as the origin's fetch() is to read it, and a signal aborted when reading the
@@ -64,7 +64,7 @@ const DECIMAL_LENGTH = /^\d{1,15}$/;
  * hung up as if it had ended there (an origin took a cut upload for a whole one). Here the
  * gate reads it, so a failed read is the client's alone, and the fetch is aborted on it: the
  * origin sees its request cut off. The stream the origin reads is the runtime's own, of the
- * client's length (a Content-Length goes on as one, not chunked).
+ * client's length (a Content-Length goes on as one, not chunked, up to 2^53 - 1 bytes).
  */
 function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { body: ReadableStream<Uint8Array>; signal: AbortSignal } | undefined {
   let length: number | undefined;
@@ -73,8 +73,12 @@ function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { bo
     const declared = request.headers.get("content-length");
     if (declared !== null) {
       if (!DECIMAL_LENGTH.test(declared)) return undefined;
-      length = Number(declared);
-      if (length === 0) return undefined;
+      const value = Number(declared);
+      if (value === 0) return undefined;
+      // past 2^53 - 1 no stream of that length can be made (nor can any client send as much):
+      // such an upload goes on chunked, watched all the same, or any caller could make an
+      // upstream_error line at will by declaring one and hanging up
+      if (Number.isSafeInteger(value)) length = value;
     }
   }
   let reader: ReadableStreamBYOBReader;

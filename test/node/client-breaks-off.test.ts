@@ -120,6 +120,9 @@ describe("a client that hangs up mid-upload", () => {
   it.each([
     ["a Content-Length it never finishes", "content-length: 100000", Buffer.alloc(1000, 7)],
     ["chunked", "transfer-encoding: chunked", Buffer.from(`3e8\r\n${"x".repeat(1000)}\r\n`)],
+    // the runtime frames the body by either as by any other length
+    ["a Content-Length written with zeros before it, past fifteen digits", "content-length: 0000000000000000100000", Buffer.alloc(1000, 7)],
+    ["a Content-Length past what a number holds exactly", "content-length: 9007199254740993", Buffer.alloc(1000, 7)],
   ])("with %s is logged as client_aborted, never as the origin's failure, and counted once", async (_what, framing, bytes) => {
     const ip = freshIp();
     const path = freshPath("/upload");
