@@ -54,7 +54,10 @@ async function unnamedError(res: Response): Promise<string | undefined> {
   }
   const error = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
   if (typeof error === "string" && error !== "") return undefined;
-  return `the store answered status ${res.status} without an error named as the REST API names one: ${text.slice(0, 200)}`;
+  // shown as JSON.stringify writes it, not as the store's own JSON did: a gateway's escapes
+  // (PHP's \/, Python's \u00e9, Go's \u003c) would hide a token it quotes back from the
+  // failure log, which takes a token out in the forms JSON.stringify gives it
+  return `the store answered status ${res.status} without an error named as the REST API names one: ${JSON.stringify(body).slice(0, 200)}`;
 }
 
 /** The part of the client's requester a store call goes through (a protected field of `Redis`). */

@@ -134,6 +134,32 @@ describe("the library on Node", () => {
     }
   });
 
+  it("never logs a token that a gateway in front of the store quotes back in an error answer written with its own JSON escapes", async () => {
+    // a token is the operator's to choose, up to U+00FF; a gateway's JSON may write "/" as \/
+    // (PHP), "é" as \u00e9 (Python's json), "<" and "&" as \u003c and \u0026 (Go's)
+    const [head, tail] = [randomBytes(8).toString("hex"), randomBytes(8).toString("hex")];
+    const token = `${head}/é<&${tail}`;
+    const escaped = `${head}\\/\\u00e9\\u003c\\u0026${tail}`;
+    const proxy = await startFaultProxy(`http://127.0.0.1:${await freePort()}`);
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      proxy.set({ kind: "status", status: 401, body: `{"message":"no such token: ${escaped}"}` });
+      const l = createRateLimiter({ url: proxy.url, token, prefix: `libnode${randomBytes(6).toString("hex")}`, rules: [{ name: "a", limit: 1, window: "1m", fail: "closed" }] });
+      expect((await l.limit("u")).reason).toBe("failed-closed");
+      const lines = logged.mock.calls.map((c) => String(c[0]));
+      const [line] = lines.filter((l) => l.includes('"slidegate.store_failure"'));
+      // the answer's words are still there, its status too
+      expect(line).toMatch(/\b401\b.*no such token/);
+      for (const l of lines) {
+        expect(l).not.toContain(head);
+        expect(l).not.toContain(tail);
+      }
+    } finally {
+      logged.mockRestore();
+      await proxy.close();
+    }
+  });
+
   it('names what a store that speaks no Upstash REST answered (a gateway\'s 403 {"message": …}, an error that is an object), with its status: never "undefined" or "[object Object]"', async () => {
     // a proxy or an API gateway in front of the store answers in its own words, which the
     // REST client reads as the text of an `error` field it does not find
