@@ -41,6 +41,16 @@ const origin = createServer((req: IncomingMessage, res: ServerResponse) => {
   });
   req.on("aborted", () => (record.end ??= "aborted"));
   req.on("error", () => {});
+  if (path.startsWith("/refuse")) {
+    // an origin that refuses an upload on its headers alone (too large, not signed in), before
+    // the body has come, as nginx's client_max_body_size or an auth check does
+    req.on("end", () => (record.end ??= "ended"));
+    // answered, Node tells of a cut upload no more than by its connection closing
+    req.socket.on("close", () => (record.end ??= req.complete ? "ended" : "aborted"));
+    res.writeHead(413, { "content-type": "text/plain" });
+    res.end("too large\n");
+    return;
+  }
   if (path.startsWith("/stream")) {
     // an answer the origin writes as it goes (a log tail, an event stream), never ending on its own
     res.writeHead(200, { "content-type": "text/plain" });
@@ -186,6 +196,38 @@ describe("a client whose upload breaks off while it still reads", () => {
       expect(seen.get(path)?.end).toBe("aborted");
       expect(await counted(ip)).toBe(1);
       expect(failures(mark)).toEqual([]);
+    } finally {
+      upload.socket.destroy();
+    }
+  });
+});
+
+describe("an origin that answers before the upload has come", () => {
+  it.each([
+    ["finishes its upload", true],
+    ["hangs up", false],
+  ])("has its answer while still sending, and a client that then %s is logged as no one's failure", async (_what, finishes) => {
+    const ip = freshIp();
+    const path = freshPath("/refuse");
+    const mark = logs.length;
+    const upload = await connect();
+    upload.socket.on("error", () => {});
+    try {
+      upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\nContent-Length: 100000\r\n\r\n`);
+      upload.socket.write(Buffer.alloc(1000, 7));
+      // 99 000 bytes still to send: a gate that held the origin's answer until it had the whole
+      // upload would leave a client that reads before it sends on waiting
+      await until("the origin's answer has come", () => upload.received().includes("too large"));
+      expect(upload.received()).toMatch(/^HTTP\/1\.1 413 /);
+      if (finishes) {
+        upload.socket.write(Buffer.alloc(99_000, 7));
+        await until("the answer has ended", () => upload.received().endsWith("\r\n0\r\n\r\n"));
+      } else upload.socket.destroy();
+      // the rest of the upload goes on to the origin, or the origin sees it cut off: never left hanging
+      await until("the origin has seen the upload end", () => seen.get(path)?.end !== undefined);
+      expect(seen.get(path)?.end).toBe(finishes ? "ended" : "aborted");
+      expect(await counted(ip)).toBe(1);
+      expect([...failures(mark), ...since(mark, "slidegate.client_aborted")]).toEqual([]);
     } finally {
       upload.socket.destroy();
     }
