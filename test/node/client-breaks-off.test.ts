@@ -98,6 +98,19 @@ function connect(): Promise<{ socket: Socket; received: () => string }> {
   });
 }
 
+/**
+ * A connection that has sent a POST's head, with `framing` (its Content-Length or
+ * Transfer-Encoding line), and `first`, the start of its upload; an error on it (the gate or
+ * the origin cutting it off) is for the test to read, not a failure of the test itself.
+ */
+async function uploading(path: string, ip: string, framing: string, first: Buffer): Promise<{ socket: Socket; received: () => string }> {
+  const upload = await connect();
+  upload.socket.on("error", () => {});
+  upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
+  upload.socket.write(first);
+  return upload;
+}
+
 /** The Worker's log lines since `mark` (a length of `logs`) naming `event`. */
 const since = (mark: number, event: string) => logs.slice(mark).filter((line) => line.includes(`"${event}"`));
 
@@ -137,9 +150,7 @@ describe("a client that hangs up mid-upload", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = logs.length;
-    const upload = await connect();
-    upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
-    upload.socket.write(bytes);
+    const upload = await uploading(path, ip, framing, bytes);
     // the upload is on its way to the origin when the client hangs up
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     upload.socket.destroy();
@@ -178,9 +189,7 @@ describe("a client whose upload breaks off while it still reads", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = logs.length;
-    const upload = await connect();
-    upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
-    upload.socket.write(bytes);
+    const upload = await uploading(path, ip, framing, bytes);
     // the upload is on its way to the origin when it breaks off
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     breakOff(upload.socket);
@@ -210,11 +219,8 @@ describe("an origin that answers before the upload has come", () => {
     const ip = freshIp();
     const path = freshPath("/refuse");
     const mark = logs.length;
-    const upload = await connect();
-    upload.socket.on("error", () => {});
+    const upload = await uploading(path, ip, "Content-Length: 100000", Buffer.alloc(1000, 7));
     try {
-      upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\nContent-Length: 100000\r\n\r\n`);
-      upload.socket.write(Buffer.alloc(1000, 7));
       // 99 000 bytes still to send: a gate that held the origin's answer until it had the whole
       // upload would leave a client that reads before it sends on waiting
       await until("the origin's answer has come", () => upload.received().includes("too large"));
@@ -242,10 +248,7 @@ describe("an origin that fails mid-upload", () => {
     const ip = freshIp();
     const path = freshPath("/reset");
     const mark = logs.length;
-    const upload = await connect();
-    upload.socket.on("error", () => {});
-    upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\nContent-Length: 100000000\r\n\r\n`);
-    upload.socket.write(Buffer.alloc(2 * RESET_AFTER, 7));
+    const upload = await uploading(path, ip, "Content-Length: 100000000", Buffer.alloc(2 * RESET_AFTER, 7));
     // more upload all along, so a piece is on its way to the origin when the origin resets
     const more = sending ? setInterval(() => upload.socket.write(Buffer.alloc(16 * 1024, 8)), 2) : undefined;
     try {
