@@ -43,5 +43,8 @@ export function describeLimits(config: GateConfig): string[] {
     const origins = cors.origins === "*" ? "every site (*)" : [...cors.origins].join(", ");
     lines.push(`CORS on the gate's own answers (429, 401, 403, 503, …) for ${origins}${cors.credentials ? ", with credentials" : ""}`);
   }
+  if (config.originTimeoutMs !== undefined) {
+    lines.push(`origin time limit: ${duration(config.originTimeoutMs)} for the origin's response head (then 504 origin-timeout); none for its body`);
+  }
   return lines;
 }

@@ -16,12 +16,12 @@ import { matchPaths } from "../http/query-routes.ts";
 import { type Decision, shown } from "../script/limiter.ts";
 
 /** Fields of RATE_LIMITS that only the gateway, which answers for and forwards to an origin, can honour (see `GATEWAY_ONLY`). */
-type GatewayOnly = "cors" | "clientIpHeader" | "passForwardedHeaders";
+type GatewayOnly = "cors" | "clientIpHeader" | "passForwardedHeaders" | "originTimeout";
 
 /**
  * The store, and the same fields as RATE_LIMITS: `rules` (or `tiers`), `identity`, `fail`,
- * `timeout`, lists, … — but `cors`, `clientIpHeader` and `passForwardedHeaders`: the answers
- * are the application's to open to other sites, and it forwards no request.
+ * `timeout`, lists, … — but `cors`, `clientIpHeader`, `passForwardedHeaders` and `originTimeout`:
+ * the answers are the application's to open to other sites, and it forwards no request.
  */
 export interface RateLimiterOptions extends Omit<RateLimits, GatewayOnly> {
   /** the Upstash REST URL (or the slidegate shim's) */
@@ -99,6 +99,8 @@ const GATEWAY_ONLY: Record<GatewayOnly, string> = {
   clientIpHeader:
     "is the header in which the gateway tells its origin the client address; the library forwards no request and never reads the address from it: give clientIp, the address as your runtime knows it (limit(request, { clientIp }), or clientIp: (c) => … in Hono)",
   passForwardedHeaders: "is the gateway's alone: the library forwards no request, so it has no forwarding headers to pass or drop",
+  originTimeout:
+    "is the gateway's alone: the library forwards no request, so it has no origin to wait on; bound your own calls (fetch(url, { signal: AbortSignal.timeout(30_000) }))",
 };
 
 /**

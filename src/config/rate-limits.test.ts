@@ -80,13 +80,67 @@ describe("parseRateLimits", () => {
     const errors = errorsOf({ timeout: "2s", rules: [{ name: "minute", limit: 100, window: "1m", timeout: "500ms" }] });
     expect(errors).toEqual([
       'RATE_LIMITS.rules[0].timeout: must be a number of milliseconds, not the string "500ms": write 500',
-      'RATE_LIMITS.timeout: must be a number of milliseconds, not the string "2s": write 2000',
+      'RATE_LIMITS.timeout: must be a number of milliseconds, not the string "2s": write 2000; timeout is the rate-limit store\'s budget: a time limit on the origin is originTimeout, which takes "2s"',
     ]);
     // a number it may not take is never the one to write
     expect(errorsOf({ timeout: "40s", rules: [{ name: "minute", limit: 100, window: "1m", timeout: "0s" }] })).toEqual([
       'RATE_LIMITS.rules[0].timeout: must be a number of milliseconds from 1 to 30000, not the string "0s" (0 ms)',
-      'RATE_LIMITS.timeout: must be a number of milliseconds from 1 to 30000, not the string "40s" (40000 ms)',
+      'RATE_LIMITS.timeout: must be a number of milliseconds from 1 to 30000, not the string "40s" (40000 ms); timeout is the rate-limit store\'s budget: a time limit on the origin is originTimeout, which takes "40s"',
     ]);
+  });
+
+  it("says of the top-level timeout written as a duration that it is the store's, and that originTimeout is the origin's", () => {
+    expect(errorsOf({ timeout: "30s", rules: [{ name: "minute", limit: 100, window: "1m" }] })).toEqual([
+      'RATE_LIMITS.timeout: must be a number of milliseconds, not the string "30s": write 30000; timeout is the rate-limit store\'s budget: a time limit on the origin is originTimeout, which takes "30s"',
+    ]);
+    // a rule's timeout is its own store budget, and the library (options) has no origin: neither is pointed there
+    expect(errorsOf({ rules: [{ name: "minute", limit: 100, window: "1m", timeout: "2s" }] })[0]).not.toContain("originTimeout");
+    const library = parseRateLimits({ timeout: "2s", rules: [{ name: "minute", limit: 100, window: "1m" }] }, "options");
+    expect(library.ok ? [] : library.errors).toEqual(['options.timeout: must be a number of milliseconds, not the string "2s": write 2000']);
+  });
+
+  it("takes originTimeout as denialCacheMaxAge is written, a duration or milliseconds, and leaves the origin unbounded without it", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    const originTimeoutMs = (originTimeout?: unknown) => {
+      const r = parseRateLimits(originTimeout === undefined ? { rules } : { rules, originTimeout });
+      if (!r.ok) throw new Error(r.errors.join("\n"));
+      return r.config.originTimeoutMs;
+    };
+    expect([originTimeoutMs(), originTimeoutMs("30s"), originTimeoutMs("500ms"), originTimeoutMs("1h"), originTimeoutMs(2500)]).toEqual([undefined, 30_000, 500, 3_600_000, 2500]);
+  });
+
+  it("names originTimeout for each value it refuses, with the duration meant where there is one", () => {
+    const rules = [{ name: "m", limit: 1, window: "1s" }];
+    const said = (originTimeout: unknown) => errorsOf({ rules, originTimeout });
+    const notDuration = 'RATE_LIMITS.originTimeout: must be a duration like "10s", "1m", "500ms" or a number of milliseconds';
+    expect([said(0), said(-5), said(1.5), said("0s"), said("2h"), said(3_600_001)]).toEqual([
+      ["RATE_LIMITS.originTimeout: must be at least 1 ms"],
+      ["RATE_LIMITS.originTimeout: must be at least 1 ms"],
+      ["RATE_LIMITS.originTimeout: must be a whole number of milliseconds"],
+      ["RATE_LIMITS.originTimeout: must be at least 1 ms"],
+      ["RATE_LIMITS.originTimeout: must be at most 1h"],
+      ["RATE_LIMITS.originTimeout: must be at most 3600000 ms (1h)"],
+    ]);
+    expect([said("30 s"), said("1.5s"), said("30"), said(true), said({ seconds: 30 })]).toEqual([
+      [`${notDuration}; did you mean "30s"?`],
+      [`${notDuration}; did you mean "1500ms"?`],
+      [`${notDuration}; did you mean "30ms"?`],
+      [notDuration],
+      [notDuration],
+    ]);
+  });
+
+  it("warns of an originTimeout under a second, which a number of seconds written alone would be, and refuses nothing", () => {
+    const warned = (originTimeout: unknown) => {
+      const r = parseRateLimits({ rules: [{ name: "m", limit: 1, window: "1s" }], originTimeout });
+      if (!r.ok) throw new Error(r.errors.join("\n"));
+      return configurationWarnings(r.config).filter((w) => w.includes("originTimeout"));
+    };
+    expect(warned(30)).toEqual([
+      'originTimeout is 30 ms: a request whose origin takes longer than that to start its answer gets a 504 origin-timeout. A number alone is milliseconds; if you meant seconds, write "30s". Keep it if your origin answers within 30 ms.',
+    ]);
+    expect(warned("999ms")).toHaveLength(1);
+    expect([warned("1s"), warned(30_000), warned(undefined)]).toEqual([[], [], []]);
   });
 
   it("refuses list addresses that readers disagree on, naming the entry, instead of reading 010 as octal", () => {

@@ -76,6 +76,11 @@ export interface GateConfig {
   passForwardedHeaders: boolean;
   /** CORS headers on the gate's own answers; undefined: none */
   cors?: CorsConfig;
+  /**
+   * the longest the gateway waits on the origin for its response head (and for it to take each
+   * piece of an upload), ms; undefined: no time limit of the gate's own (src/gateway/proxy.ts)
+   */
+  originTimeoutMs?: number;
 }
 
 /** Which sites' browser code may read the gate's own answers (src/http/cors.ts). */
@@ -249,6 +254,11 @@ const duration = (max: number, maxText: string) =>
     'must be a duration like "10s", "1m", "500ms" or a number of milliseconds',
   );
 const window = duration(MAX_WINDOW, "366d");
+/**
+ * The longest `originTimeout`: an origin that takes longer to start its answer is no origin a
+ * time limit is set for.
+ */
+const MAX_ORIGIN_TIMEOUT = 3_600_000;
 
 const rule = fields({
   name: NAME,
@@ -325,6 +335,9 @@ const schema = fields({
   timeout: v.optional(TIMEOUT),
   denialCacheSize: v.optional(DENIAL_CACHE_SIZE),
   denialCacheMaxAge: v.optional(duration(3_600_000, "1h")),
+  // a duration as denialCacheMaxAge takes one: "30s" is how a gateway's origin time limit is
+  // written (Envoy, nginx), and a number alone is milliseconds here as in every other field
+  originTimeout: v.optional(duration(MAX_ORIGIN_TIMEOUT, "1h")),
   clock: v.optional(v.picklist(["redis", "edge"], 'must be "redis" or "edge"')),
   ipv6Prefix: v.optional(int(48, 128)),
   caseSensitivePaths: v.optional(v.boolean()),
@@ -684,10 +697,16 @@ export function describe(issue: v.BaseIssue<unknown>, root: string): string {
     const duration = WINDOW.exec(quoted);
     if (issue.type === "number" && last?.key === "timeout" && duration) {
       const ms = Number(duration[1]) * UNITS[duration[2]!]!;
+      // the gateway's top-level timeout sits beside originTimeout, which does take "30s": the
+      // store's budget is not the origin's (the library has no origin, and no originTimeout)
+      const which =
+        root === "RATE_LIMITS" && path === ".timeout"
+          ? `; timeout is the rate-limit store's budget: a time limit on the origin is originTimeout, which takes ${JSON.stringify(quoted)}`
+          : "";
       // a number the timeout would refuse next is no number to write
       return ms >= 1 && ms <= MAX_TIMEOUT
-        ? `${root}${path}: must be a number of milliseconds, not the string ${JSON.stringify(quoted)}: write ${ms}`
-        : `${root}${path}: must be a number of milliseconds from 1 to ${MAX_TIMEOUT}, not the string ${JSON.stringify(quoted)} (${ms} ms)`;
+        ? `${root}${path}: must be a number of milliseconds, not the string ${JSON.stringify(quoted)}: write ${ms}${which}`
+        : `${root}${path}: must be a number of milliseconds from 1 to ${MAX_TIMEOUT}, not the string ${JSON.stringify(quoted)} (${ms} ms)${which}`;
     }
     if (issue.type === "boolean" && (quoted === "true" || quoted === "false"))
       return `${root}${path}: must be true or false, not the string ${JSON.stringify(quoted)}: write it without quotes`;
@@ -766,6 +785,7 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
       clientIpHeader: (c.clientIpHeader ?? DEFAULTS.clientIpHeader).toLowerCase(),
       passForwardedHeaders: c.passForwardedHeaders ?? false,
       cors: c.cors && { origins: c.cors.origins[0] === "*" ? "*" : new Set(c.cors.origins.map((o) => serialisedOrigin(o)!)), credentials: c.cors.credentials ?? false },
+      originTimeoutMs: c.originTimeout,
     },
   };
 }
@@ -795,6 +815,14 @@ export function configurationWarnings(config: GateConfig): string[] {
     );
   }
   warnings.push(...narrowDenyEntries(config));
+  // "originTimeout": 30 is 30 ms, as every number alone in the configuration is, where nginx's
+  // proxy_read_timeout 30 is seconds: every request whose origin takes longer would get a 504
+  const originMs = config.originTimeoutMs;
+  if (originMs !== undefined && originMs < 1000) {
+    warnings.push(
+      `originTimeout is ${originMs} ms: a request whose origin takes longer than that to start its answer gets a 504 origin-timeout. A number alone is milliseconds; if you meant seconds, write "${originMs}s". Keep it if your origin answers within ${originMs} ms.`,
+    );
+  }
   // a list's keys are compared with the key a request carries in identity.header: with none
   // configured the gate reads no key, and the entries match no request, in silence
   if (!config.keyHeader) {

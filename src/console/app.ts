@@ -550,7 +550,7 @@ export const CONSOLE_JS = String.raw`
       ["identity header", cfg.identity.header || "none (client IP)"], ["key required", yes(cfg.identity.required)], ["unknown keys", cfg.identity.unknownKeys],
       ["default tier", cfg.defaultTier], ["fail", cfg.fail], ["timeout", duration(cfg.timeoutMs)], ["denial cache", cfg.denialCacheSize + " identities, " + duration(cfg.denialCacheMaxAgeMs)],
       ["clock", cfg.clock], ["IPv6 prefix", "/" + cfg.ipv6Prefix], ["case-sensitive paths", yes(cfg.caseSensitivePaths)], ["client address, to the origin in", cfg.clientIpHeader],
-      ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["key prefix", cfg.prefix],
+      ["pass forwarded headers", yes(cfg.passForwardedHeaders)], ["origin time limit", cfg.originTimeoutMs === null ? "none" : duration(cfg.originTimeoutMs)], ["key prefix", cfg.prefix],
       ["CORS", cfg.cors ? cfg.cors.origins.join(", ") + (cfg.cors.credentials ? " (credentials)" : "") : "off"],
     ];
     view.replaceChildren(

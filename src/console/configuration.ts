@@ -47,5 +47,6 @@ export function describeConfiguration(config: GateConfig) {
     clientIpHeader: config.clientIpHeader,
     passForwardedHeaders: config.passForwardedHeaders,
     cors: config.cors ? { origins: config.cors.origins === "*" ? ["*"] : [...config.cors.origins], credentials: config.cors.credentials } : null,
+    originTimeoutMs: config.originTimeoutMs ?? null,
   };
 }

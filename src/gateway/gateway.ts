@@ -3,7 +3,7 @@ import type { GateConfig } from "../config/rate-limits.ts";
 import { storeFailureOf } from "../decision/decide.ts";
 import { clientAddress } from "../decision/identity.ts";
 import { createPipeline, type Step } from "../decision/pipeline.ts";
-import { answer, badGateway, incompleteBody, internalError, invalidPath } from "../http/answers.ts";
+import { answer, badGateway, incompleteBody, internalError, invalidPath, originTimeout } from "../http/answers.ts";
 import { canonicalPath, methodsOf, OVERRIDE_HEADERS } from "../http/canonical.ts";
 import { corsForAnswers } from "../http/cors.ts";
 import { matchPaths } from "../http/query-routes.ts";
@@ -12,7 +12,7 @@ import { createDenialLog, type TurnedAway } from "./denial-log.ts";
 import { createFailureLog } from "./failure-log.ts";
 import { createLiveFigures } from "./live-figures.ts";
 import { createMetrics, type Outcome } from "./metrics.ts";
-import { ClientAbort, createForwarder, OriginError } from "./proxy.ts";
+import { ClientAbort, createForwarder, OriginError, OriginTimeout } from "./proxy.ts";
 import { createQuietFlush } from "./quiet-flush.ts";
 
 export interface GateOptions {
@@ -49,6 +49,9 @@ const UNREAD_METHODS: readonly string[] = [];
 
 /** An Expect header asking for 100 Continue (its one defined expectation, in any case). */
 const EXPECTS_CONTINUE = /^\s*100-continue\s*$/i;
+
+/** The longest path an origin_timeout line carries, as the failure log cuts every text it writes. */
+const LOGGED_PATH = 300;
 
 /** The most of an unread upload the gate reads (and drops) after answering on its own. */
 const DRAIN_LIMIT = 1 << 20;
@@ -108,9 +111,10 @@ const message = (error: unknown) => (error instanceof Error ? error.message : St
  * and for a request that passes, the origin (src/gateway/proxy.ts). Everything that depends
  * only on the configuration is settled here, once, so each request runs straight through.
  *
- * Failures are kept apart: the origin unreachable is a 502, the store per the rules' fail
- * mode, a client's upload that broke off a 400 logged as the client's (a warning, not an
- * error), and anything else — a bug — a logged 500 `internal-error`. Denials are logged per
+ * Failures are kept apart: the origin unreachable is a 502, one that does not answer within
+ * `originTimeout` a 504, the store per the rules' fail mode, a client's upload that broke off a
+ * 400 logged as the client's (a warning, not an error), and anything else — a bug — a logged
+ * 500 `internal-error`. Denials are logged per
  * identity, not per request (src/gateway/denial-log.ts), so a flood costs log lines in
  * proportion to its callers, not its requests.
  *
@@ -174,7 +178,13 @@ export function createGate(options: GateOptions): Gate {
   // an origin behind CGI (PHP, WSGI, Rack) reads X_API_Key or X_HTTP_Method_Override as the header
   // the gate read (or did not): those spellings never reach it
   const respelled = [...(config.keyHeader ? [config.keyHeader] : []), ...OVERRIDE_HEADERS];
-  const toOrigin = createForwarder({ origin: options.origin, clientIpHeader: config.clientIpHeader, passForwardedHeaders: config.passForwardedHeaders, respelled });
+  const toOrigin = createForwarder({
+    origin: options.origin,
+    clientIpHeader: config.clientIpHeader,
+    passForwardedHeaders: config.passForwardedHeaders,
+    respelled,
+    originTimeoutMs: config.originTimeoutMs,
+  });
   // the method (and its override headers) is read only when some rule asks for it
   const byMethod = [...config.tiers.values(), config.addressRules].some((rules) => rules.some((r) => r.methods));
   // CORS on the gate's own answers: undefined unless configured, so they cost nothing then
@@ -297,6 +307,20 @@ export function createGate(options: GateOptions): Gate {
     try {
       return await forward(toOrigin.prepare(request, { url, path, clientIp: client.text }), pending, answered.fields, url);
     } catch (error) {
+      if (error instanceof OriginTimeout) {
+        // the origin's failure (an error line, as upstream_error is), said apart from one it
+        // could not be reached by: the time limit, and which route was slow. No origin address:
+        // the path is the client's, as the store failure lines carry it
+        safeLog("error", {
+          event: "slidegate.origin_timeout",
+          tier: step.caller.tier,
+          tag: step.caller.identity.tag,
+          method: request.method,
+          path: path.length > LOGGED_PATH ? `${path.slice(0, LOGGED_PATH)}…` : path,
+          originTimeoutMs: error.limitMs,
+        });
+        return own(request, originTimeout());
+      }
       if (!(error instanceof ClientAbort)) throw error;
       // the client's doing, which any caller can repeat at will: no error line to alert on, and
       // who it was (already charged: it was admitted). Its answer reaches a client that only

@@ -45,6 +45,87 @@ export class ClientAbort extends Error {
   override name = "ClientAbort";
 }
 
+/** The origin did not start its answer within `originTimeout` (see `OriginDeadline`): a 504. */
+export class OriginTimeout extends Error {
+  override name = "OriginTimeout";
+  /** the time limit that passed, ms */
+  readonly limitMs: number;
+  constructor(limitMs: number, options?: ErrorOptions) {
+    super(`the origin sent no response head within ${limitMs} ms`, options);
+    this.limitMs = limitMs;
+  }
+}
+
+/** What a deadline aborts the origin's fetch with: told apart from a failed read of the client's upload, the one other reason. */
+const TIMED_OUT = new Error("originTimeout passed");
+
+/**
+ * The time the gate waits on the origin, bounded by `originTimeout` (`limitMs`): the wait for its
+ * response head once the request has gone, and, for an upload the gate reads (`watchedUpload`),
+ * each wait for the origin to take the next piece of it. A wait on the client's upload is the
+ * client's and is not counted: a client that uploads slowly to a quick origin is no origin
+ * failing, and any caller could make one. Once the head has come (`end`) nothing is timed: a
+ * long download, an event stream, a WebSocket after its 101 go on as long as they do.
+ *
+ * When the time is up, the origin's fetch is aborted with `TIMED_OUT` through `controller`; an
+ * upload the client breaks off aborts the same controller with its own error. The first
+ * reason stays, so the one cause is told whichever comes later.
+ */
+interface OriginDeadline {
+  readonly limitMs: number;
+  readonly controller: AbortController;
+  /** The gate waits on the origin from now: this time counts. */
+  waiting(): void;
+  /** The gate waits on the client from now (the next piece of its upload): this time does not count. */
+  idle(): void;
+  /** The head has come, or the fetch failed otherwise: nothing more to time. */
+  end(): void;
+  /** whether the time was up before anything else aborted the fetch */
+  readonly timedOut: boolean;
+}
+
+/**
+ * One timer at a time: set when a wait on the origin begins, it is set again only if, when it
+ * fires, it finds a wait that began later (an upload's pieces come and go many times a limit).
+ */
+function originDeadline(limitMs: number): OriginDeadline {
+  const controller = new AbortController();
+  // when the present wait on the origin began; undefined while the gate waits on the client
+  let since: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let over = false;
+  const check = () => {
+    timer = undefined;
+    if (over || since === undefined) return;
+    const left = since + limitMs - Date.now();
+    if (left > 0) {
+      timer = setTimeout(check, left);
+      return;
+    }
+    over = true;
+    controller.abort(TIMED_OUT);
+  };
+  return {
+    limitMs,
+    controller,
+    waiting() {
+      if (over || since !== undefined) return;
+      since = Date.now();
+      timer ??= setTimeout(check, limitMs);
+    },
+    idle() {
+      since = undefined;
+    },
+    end() {
+      over = true;
+      if (timer !== undefined) clearTimeout(timer);
+    },
+    get timedOut() {
+      return controller.signal.reason === TIMED_OUT;
+    },
+  };
+}
+
 /**
  * The most one read of an upload takes: a large upload crosses into JavaScript a few times per
  * megabyte, not at each of the runtime's 4 KB pieces; one such buffer per upload in flight.
@@ -66,7 +147,11 @@ const DECIMAL_LENGTH = /^\d+$/;
  * origin sees its request cut off. The stream the origin reads is the runtime's own, of the
  * client's length (a Content-Length goes on as one, not chunked, up to 2^53 - 1 bytes).
  */
-function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { body: ReadableStream<Uint8Array>; signal: AbortSignal } | undefined {
+function watchedUpload(
+  request: Request,
+  body: ReadableStream<Uint8Array>,
+  deadline: OriginDeadline | undefined,
+): { body: ReadableStream<Uint8Array>; signal: AbortSignal } | undefined {
   let length: number | undefined;
   // the runtime reads a chunked body as chunked whatever Content-Length is beside it
   if (!request.headers.has("transfer-encoding")) {
@@ -89,8 +174,9 @@ function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { bo
     return undefined;
   }
   const { readable, writable } = length === undefined ? new IdentityTransformStream() : new FixedLengthStream(length);
-  const aborted = new AbortController();
-  void pump(reader, writable.getWriter(), aborted, Math.min(length ?? UPLOAD_READ, UPLOAD_READ));
+  // one controller for both reasons to abort the fetch (see OriginDeadline)
+  const aborted = deadline?.controller ?? new AbortController();
+  void pump(reader, writable.getWriter(), aborted, Math.min(length ?? UPLOAD_READ, UPLOAD_READ), deadline);
   return { body: readable, signal: aborted.signal };
 }
 
@@ -99,11 +185,20 @@ function watchedUpload(request: Request, body: ReadableStream<Uint8Array>): { bo
  * upload as the client sends it, and no faster), into one buffer used again: a write to the
  * runtime's stream is done with its bytes once it resolves. A failed read aborts `aborted`; a
  * failed write (the origin's side gone) cancels the client's body, as the runtime's fetch does.
+ * The `deadline` is told which side the pump waits on: the client for a read, the origin for a
+ * write and, once the upload is whole, for its answer.
  */
-async function pump(reader: ReadableStreamBYOBReader, writer: WritableStreamDefaultWriter<Uint8Array>, aborted: AbortController, size: number): Promise<void> {
+async function pump(
+  reader: ReadableStreamBYOBReader,
+  writer: WritableStreamDefaultWriter<Uint8Array>,
+  aborted: AbortController,
+  size: number,
+  deadline: OriginDeadline | undefined,
+): Promise<void> {
   let buffer = new ArrayBuffer(size);
   for (;;) {
     let read: ReadableStreamReadResult<Uint8Array>;
+    deadline?.idle();
     try {
       read = await reader.read(new Uint8Array(buffer));
     } catch (error) {
@@ -112,6 +207,7 @@ async function pump(reader: ReadableStreamBYOBReader, writer: WritableStreamDefa
       writer.abort(error).catch(() => {});
       return;
     }
+    deadline?.waiting();
     if (read.done) {
       // a body shorter than its Content-Length fails the close: the runtime's fetch fails on it
       await writer.close().catch(() => {});
@@ -497,13 +593,24 @@ export interface ForwardOptions {
    * header lists, so the origin sees what the request was counted as
    */
   respelled?: readonly string[];
+  /**
+   * the longest the gate waits on the origin for its response head, ms (see `OriginDeadline`);
+   * undefined: no time limit of the gate's own, and nothing of one is made
+   */
+  originTimeoutMs?: number | undefined;
 }
 
-/** The request to `target` with `body`, watched (see `watchedUpload`) where its length is known to the gate. */
-function withBody(target: string, request: Request, body: ReadableStream<Uint8Array>, headers: Headers): Request {
-  const upload = watchedUpload(request, body);
-  if (!upload) return new Request(target, { method: request.method, headers, body, redirect: "manual" });
-  return new Request(target, { method: request.method, headers, body: upload.body, redirect: "manual", signal: upload.signal });
+/**
+ * The request to `target` with `body`, watched (see `watchedUpload`) where its length is known to
+ * the gate. An upload the gate does not watch is the runtime's to send: the `deadline` counts
+ * from now, its sending included.
+ */
+function withBody(target: string, request: Request, body: ReadableStream<Uint8Array>, headers: Headers, deadline: OriginDeadline | undefined): Request {
+  const upload = watchedUpload(request, body, deadline);
+  if (upload) return new Request(target, { method: request.method, headers, body: upload.body, redirect: "manual", signal: upload.signal });
+  if (!deadline) return new Request(target, { method: request.method, headers, body, redirect: "manual" });
+  deadline.waiting();
+  return new Request(target, { method: request.method, headers, body, redirect: "manual", signal: deadline.controller.signal });
 }
 
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
@@ -524,7 +631,8 @@ export interface Forwarder {
    * Sends `outbound`; `extra` headers (the rate-limit ones) replace any of the same name on
    * the origin's answer, and are exposed to browser code when the origin answered with CORS.
    * Throws `OriginError` when the origin cannot be reached or answers a status no response can
-   * carry, and `ClientAbort` when the client's upload broke off before the origin answered.
+   * carry, `OriginTimeout` when it sent no response head within `originTimeoutMs`, and
+   * `ClientAbort` when the client's upload broke off before the origin answered.
    * `asked` is the URL the client asked for: a URL header naming ORIGIN_URL's origin names its
    * origin instead.
    */
@@ -544,6 +652,9 @@ export function createForwarder(options: ForwardOptions): Forwarder {
   const respelled = new Map((options.respelled ?? []).map((name) => [oneSpelling(name), name.toLowerCase()]));
   // without ORIGIN_URL the request went to its own URL: the origin's address is the public one
   const rewriteUrl = options.origin ? createUrlRewriter(options.origin) : undefined;
+  // each outbound request's deadline, from prepare() to send(); none made without originTimeout
+  const timeoutMs = options.originTimeoutMs;
+  const deadlines = timeoutMs === undefined ? undefined : new WeakMap<Request, OriginDeadline>();
 
   return {
     prepare(request, canonical) {
@@ -553,15 +664,25 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       const target = targetUrl(canonical.url, canonical.path, origin);
       // the runtime copies the headers once, into the request's own; then only names present are removed
       const headers = copied ?? request.headers;
+      const deadline = timeoutMs === undefined ? undefined : originDeadline(timeoutMs);
       const outbound =
         request.body === null
-          ? new Request(target, { method: request.method, headers, body: null, redirect: "manual" })
+          ? deadline
+            ? new Request(target, { method: request.method, headers, body: null, redirect: "manual", signal: deadline.controller.signal })
+            : new Request(target, { method: request.method, headers, body: null, redirect: "manual" })
           : request.method === "GET" || request.method === "HEAD"
             ? // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
               // constructor refuses one with such a method in its init, but takes it over from a
               // request that has one. So it goes on as it came, unwatched: no other body can.
-              new Request(new Request(target, request), { headers, redirect: "manual" })
-            : withBody(target, request, request.body, headers);
+              deadline
+              ? new Request(new Request(target, request), { headers, redirect: "manual", signal: deadline.controller.signal })
+              : new Request(new Request(target, request), { headers, redirect: "manual" })
+            : withBody(target, request, request.body, headers, deadline);
+      if (deadline) {
+        // a watched upload's pump tells the deadline when the origin is waited on; else from now
+        if (request.body === null || request.method === "GET" || request.method === "HEAD") deadline.waiting();
+        deadlines!.set(outbound, deadline);
+      }
       if (!copied) for (const name of dropped) outbound.headers.delete(name);
       // The runtime hands a Worker `Accept-Encoding: br, gzip` whatever the client sent, and keeps
       // the client's in `cf.clientAcceptEncoding` ("" for none). Told the runtime's, the origin
@@ -582,10 +703,16 @@ export function createForwarder(options: ForwardOptions): Forwarder {
         upstream = await fetch(outbound);
       } catch (error) {
         const text = error instanceof Error ? error.message : String(error);
-        // aborted by the gate only: reading the client's upload failed before the origin answered
+        const deadline = deadlines?.get(outbound);
+        deadline?.end();
+        // aborted by the gate: the origin's time was up, or (the other reason the signal has)
+        // reading the client's upload failed before the origin answered
+        if (deadline?.timedOut) throw new OriginTimeout(deadline.limitMs, { cause: error });
         if (outbound.body !== null && outbound.signal.aborted) throw new ClientAbort(text, { cause: error });
         throw new OriginError(text, { cause: error });
       }
+      // the head has come (a WebSocket's 101 among them): what follows takes as long as it takes
+      deadlines?.get(outbound)?.end();
       // an interim answer (1xx but a WebSocket's 101) or a status past 599: no Response carries it
       if (!upstream.webSocket && (upstream.status < 200 || upstream.status > 599)) throw new OriginError(`the origin answered with status ${upstream.status}`);
       const urlHeaders: string[] | undefined = rewriteUrl && !upstream.webSocket ? [] : undefined;

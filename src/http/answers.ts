@@ -34,6 +34,8 @@ const storeUnavailable = () => problem(503, "store-unavailable", "Service Unavai
 
 export const badGateway = () => problem(502, "bad-gateway", "Bad Gateway", "The origin could not be reached.");
 
+export const originTimeout = () => problem(504, "origin-timeout", "Gateway Timeout", "The origin did not answer in time.");
+
 export const incompleteBody = () => problem(400, "incomplete-body", "Incomplete Body", "The request body broke off before it was whole.");
 
 export const internalError = () => problem(500, "internal-error", "Internal Error", "The gateway failed on this request; the operator can find it in the logs.");

@@ -118,6 +118,23 @@ describe("npm run check-config", () => {
     expect(missing.stderr).toMatch(/cannot read .*nope\.json/);
   });
 
+  it("lists originTimeout as a time limit on the origin's response head, warns of one under a second, and names the field it refuses", () => {
+    const rules = [{ name: "minute", limit: 100, window: "60s" }];
+    const check = (config: Record<string, unknown>) => run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ...config }));
+    const set = check({ originTimeout: "30s" });
+    expect([set.status, set.stdout]).toEqual([0, expect.stringContaining("origin time limit: 30s for the origin's response head (then 504 origin-timeout); none for its body\n")]);
+    expect(set.stdout).not.toContain("⚠");
+    expect(check({}).stdout).not.toContain("origin time limit");
+    // 30 alone is 30 ms, where a number of seconds was likely meant
+    const short = check({ originTimeout: 30 });
+    expect([short.status, short.stdout]).toEqual([0, expect.stringMatching(/origin time limit: 30ms .*\n⚠ originTimeout is 30 ms: .*write "30s"/s)]);
+    const bad = check({ originTimeout: "30 sec" });
+    expect([bad.status, bad.stderr]).toEqual([
+      1,
+      expect.stringContaining('RATE_LIMITS.originTimeout: must be a duration like "10s", "1m", "500ms" or a number of milliseconds; did you mean "30s"?'),
+    ]);
+  });
+
   it("warns about an IPv6 deny entry narrower than the network the gate counts as one caller, naming it and the network to write, and still exits 0", () => {
     const rules = [{ name: "minute", limit: 100, window: "60s" }];
     const check = (config: Record<string, unknown>) => run("scripts/check-config.ts", ["-"], JSON.stringify({ rules, ...config }));

@@ -570,6 +570,8 @@ describe("the console in a browser", () => {
     expect(await page.locator("#settings tr", { hasText: "key required" }).innerText()).toBe("key required\tno");
     // the header the gate writes the client address in for the origin, not one it reads callers by
     expect(await page.locator("#settings tr", { hasText: "x-forwarded-for" }).innerText()).toBe("client address, to the origin in\tx-forwarded-for");
+    // no originTimeout configured: the gate waits on the origin as long as the client does
+    expect(await page.locator("#settings tr", { hasText: "origin time limit" }).innerText()).toBe("origin time limit\tnone");
     expect(all).not.toContain(ADMIN_TOKEN);
     expect(all).not.toContain(KEY);
     for (const input of await page.locator("input").all()) expect(await input.inputValue()).not.toContain(ADMIN_TOKEN);

@@ -192,6 +192,14 @@ describe("the console's admin routes", () => {
     expect(config.deny).toEqual({ keys: ["ef".repeat(32)], ips: ["198.51.100.7"] });
     expect(config.identity).toEqual({ header: "x-api-key", required: false, unknownKeys: "defaultTier" });
     expect(config.cors).toBeNull();
+    // no time limit on the origin unless one is set
+    expect(config.originTimeoutMs).toBeNull();
+  });
+
+  it("configuration shows the origin's time limit in milliseconds", async () => {
+    const gate = makeGate({ rules: [{ name: "m", limit: 1, window: "1m" }], originTimeout: "30s" }, { adminToken: TOKEN });
+    const config = (await (await admin(gate, "configuration")).json()) as { originTimeoutMs: unknown };
+    expect(config.originTimeoutMs).toBe(30_000);
   });
 
   it("configuration shows the origins the gate's own answers are opened to, as the gate compares them", async () => {

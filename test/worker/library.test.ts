@@ -523,10 +523,10 @@ describe("Hono middleware", () => {
     };
     const middleware = allowed(() => rateLimit({ rules, identfy: () => "u" } as never));
     expect(middleware).toEqual(expect.arrayContaining(["url", "token", "identify", "cost", "clientIp", "rules", "fail"]));
-    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders"]) expect(middleware).not.toContain(refused);
+    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders", "originTimeout"]) expect(middleware).not.toContain(refused);
     const library = allowed(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, failmode: "closed" } as never));
     expect(library).toEqual(expect.arrayContaining(["url", "token", "rules", "fail"]));
-    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders", "identify"]) expect(library).not.toContain(refused);
+    for (const refused of ["cors", "clientIpHeader", "passForwardedHeaders", "originTimeout", "identify"]) expect(library).not.toContain(refused);
     // and the one meant, among the caller's own options too
     const said = (build: () => unknown) => {
       try {
@@ -613,6 +613,15 @@ describe("Hono middleware", () => {
       /options\.clientIpHeader: .*give clientIp/,
     );
     expect(() => onTestStore({ rules, passForwardedHeaders: true } as never)).toThrow(/options\.passForwardedHeaders: is the gateway's alone/);
+  });
+
+  it("refuses originTimeout, which only a gateway that waits on an origin can honour, pointing to a time limit on the app's own calls", () => {
+    const rules = [{ name: "default", limit: 5, window: "10s" }];
+    // taken, it would bound nothing: the library forwards no request
+    expect(() => onTestStore({ rules, originTimeout: "30s" } as never)).toThrow(/options\.originTimeout: is the gateway's alone: .*AbortSignal\.timeout/);
+    expect(() => createRateLimiter({ url: services.shimUrl, token: services.shimToken, rules, originTimeout: 30_000 } as never)).toThrow(
+      /options\.originTimeout: is the gateway's alone/,
+    );
   });
 
   it("refuses an async identify, cost or clientIp when the middleware is built, naming it: each is called synchronously, and would fail every request", () => {
