@@ -59,7 +59,7 @@ export default async function setup(project: TestProject) {
     const slowShimMs = 40;
     const slowShim = keep(await startFaultProxy(shim.url));
     slowShim.set({ kind: "slow", ms: slowShimMs });
-    const verySlowShimMs = 600;
+    const verySlowShimMs = 1500;
     const verySlowShim = keep(await startFaultProxy(shim.url));
     verySlowShim.set({ kind: "slow", ms: verySlowShimMs });
     const faultRedis = keep(await startRedis());

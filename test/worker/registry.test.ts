@@ -726,8 +726,9 @@ describe("key registry", () => {
   });
 
   it("decides a key the registry moves to another tier within one timeout budget, not one per ask", async () => {
-    // every store call answers verySlowShimMs late: one ask fits the budget, two in a row do not
-    const budget = 1000;
+    // every store call answers verySlowShimMs late: one ask fits the budget, with a second
+    // to spare for a loaded machine's round trip, and two in a row do not
+    const budget = 2500;
     expect(services.verySlowShimMs).toBeLessThan(budget);
     expect(2 * services.verySlowShimMs).toBeGreaterThan(budget + 150);
     const prefix = `t${crypto.randomUUID().replace(/-/g, "").slice(0, 12)}`;
