@@ -11,7 +11,9 @@ import { services } from "../helpers/shim.ts";
 const run = (script: string, args: string[], input?: string, env: Record<string, string> = {}) =>
   spawnSync(process.execPath, [script, ...args], { input, encoding: "utf8", env: { ...process.env, ...env }, timeout: 60_000 });
 
-describe("npm run check-config", () => {
+// each CLI run is a whole npm process, spawned synchronously: on a loaded 2-core machine a
+// test of several takes minutes, so the timeout only catches a hang
+describe("npm run check-config", { timeout: 240_000 }, () => {
   it("accepts wrangler.toml's RATE_LIMITS and lists the limits", () => {
     const r = run("scripts/check-config.ts", []);
     expect(r.status).toBe(0);
@@ -247,7 +249,7 @@ describe("npm run check-config", () => {
   });
 });
 
-describe("npm run shim", () => {
+describe("npm run shim", { timeout: 240_000 }, () => {
   it("answers --help with its variables and starts nothing, and refuses an argument instead of ignoring it, even with SHIM_TOKEN set", () => {
     // with a token, a shim that reads no arguments starts serving: the timeout of run() then fails it
     const env = { SHIM_TOKEN: "t", REDIS_URL: services().redisUrl, SHIM_PORT: "0" };

@@ -61,7 +61,9 @@ function run(line: string, env: Record<string, string | undefined> = {}) {
 
 const policyOf = async (key: string) => (await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": key } })).headers.get("RateLimit-Policy");
 
-describe("npm run keys, as the README shows it", () => {
+// each CLI run is a whole npm process, spawned synchronously: on a loaded 2-core machine a
+// test of several takes minutes, so the timeout only catches a hang
+describe("npm run keys, as the README shows it", { timeout: 240_000 }, () => {
   it("runs every command of the README, each changing what the gate decides", async () => {
     expect(commands).toHaveLength(13);
     const results = [];
@@ -581,7 +583,7 @@ async function fakeGate(answer: (route: string, body: Record<string, unknown>) =
   return { port: (server.address() as { port: number }).port, calls, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
-describe("npm run keys, against a hostile file or server", () => {
+describe("npm run keys, against a hostile file or server", { timeout: 240_000 }, () => {
   it("says of an import's batch that failed or went unanswered that it may have landed, and how many before it did", async () => {
     const { createServer } = await import("node:http");
     // checks pass; the first batch lands; the second is written (as a gate does) but its answer never comes
