@@ -235,7 +235,7 @@ describe("an origin that sends no response head within originTimeout", () => {
     }
   }, 30_000);
 
-  it("gets a GET with a body, which the runtime sends as it came, the same 504", async () => {
+  it("gets a GET with a body, once it has it whole, the same 504", async () => {
     const path = freshPath("/hang");
     const mark = short.logs.length;
     const client = await connect(short);
@@ -305,6 +305,28 @@ describe("a client's own time is not the origin's", () => {
       expect([...since(wide, mark, "slidegate.origin_timeout"), ...otherFailures(wide, mark)]).toEqual([]);
     } finally {
       upload.socket.destroy();
+    }
+  }, 30_000);
+});
+
+describe("a client's own time is not the origin's, for a GET with a body too", () => {
+  it("a client that sends a GET's body for longer than the limit, in pieces far apart, gets the answer of an origin that answers once it has it all", async () => {
+    const path = freshPath("/upload");
+    const mark = wide.logs.length;
+    const client = await connect(wide);
+    try {
+      client.socket.write(`GET ${path} HTTP/1.1\r\nHost: ${wide.base.host}\r\nCF-Connecting-IP: ${freshIp()}\r\ncontent-length: 5000\r\n\r\n`);
+      client.socket.write(Buffer.alloc(1000, 7));
+      // five pieces 0.7 s apart: 2.8 s of the client's, nearly three times the limit
+      for (let piece = 1; piece < 5; piece++) {
+        await new Promise((resolve) => setTimeout(resolve, 700));
+        client.socket.write(Buffer.alloc(1000, piece));
+      }
+      await until("the answer has come whole", () => hasAnswer(client.received()));
+      expect(answerIn(client.received())).toEqual({ status: 200, body: { bytes: 5000 } });
+      expect([...since(wide, mark, "slidegate.origin_timeout"), ...otherFailures(wide, mark)]).toEqual([]);
+    } finally {
+      client.socket.destroy();
     }
   }, 30_000);
 });
