@@ -1,8 +1,9 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { type AddressInfo, createConnection, type Socket } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { frameworkGates } from "../helpers/framework-origin.ts";
+import { answerIn, hasAnswer, rawConnection, sendingBody } from "../helpers/raw-client.ts";
 import { until } from "../helpers/until.ts";
 
 // A client that breaks off its request is no failure of the origin's (invariant 7): through the
@@ -88,29 +89,6 @@ const freshIp = () => `100.72.${(++next >> 8) & 255}.${next & 255}`;
 let paths = 0;
 const freshPath = (prefix: string) => `${prefix}/${++paths}`;
 
-/** A raw connection to the gate, with what it has received so far. */
-function connect(): Promise<{ socket: Socket; received: () => string }> {
-  return new Promise((resolve, reject) => {
-    let received = "";
-    const socket = createConnection({ host: base.hostname, port: Number(base.port) }, () => resolve({ socket, received: () => received }));
-    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
-    socket.on("error", reject);
-  });
-}
-
-/**
- * A connection that has sent a POST's head, with `framing` (its Content-Length or
- * Transfer-Encoding line), and `first`, the start of its upload; an error on it (the gate or
- * the origin cutting it off) is for the test to read, not a failure of the test itself.
- */
-async function uploading(path: string, ip: string, framing: string, first: Buffer): Promise<{ socket: Socket; received: () => string }> {
-  const upload = await connect();
-  upload.socket.on("error", () => {});
-  upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
-  upload.socket.write(first);
-  return upload;
-}
-
 /** The Worker's log lines since `mark` (a length of `logs`) naming `event`. */
 const since = (mark: number, event: string) => logs.slice(mark).filter((line) => line.includes(`"${event}"`));
 
@@ -150,7 +128,7 @@ describe("a client that hangs up mid-upload", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = logs.length;
-    const upload = await uploading(path, ip, framing, bytes);
+    const upload = await sendingBody(base, { path, ip, framing, first: bytes });
     // the upload is on its way to the origin when the client hangs up
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     upload.socket.destroy();
@@ -176,10 +154,8 @@ describe("a client that hangs up mid-body of a GET or HEAD", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = logs.length;
-    const upload = await connect();
-    upload.socket.on("error", () => {});
-    upload.socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
-    upload.socket.write(framing.includes("chunked") ? `3e8\r\n${"x".repeat(1000)}\r\n` : Buffer.alloc(1000, 7));
+    const first = framing.includes("chunked") ? `3e8\r\n${"x".repeat(1000)}\r\n` : Buffer.alloc(1000, 7);
+    const upload = await sendingBody(base, { method, path, ip, framing, first });
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     upload.socket.destroy();
 
@@ -193,12 +169,6 @@ describe("a client that hangs up mid-body of a GET or HEAD", () => {
     expect(failures(mark)).toEqual([]);
   });
 });
-
-/** The status line and JSON body of the one answer `received` holds. */
-function answerIn(received: string): { status: number; body: Record<string, unknown> } {
-  const [head, body] = received.split("\r\n\r\n") as [string, string];
-  return { status: Number(head.split(" ")[1]), body: JSON.parse(body) as Record<string, unknown> };
-}
 
 describe("a client whose upload breaks off while it still reads", () => {
   it.each([
@@ -216,12 +186,12 @@ describe("a client whose upload breaks off while it still reads", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = logs.length;
-    const upload = await uploading(path, ip, framing, bytes);
+    const upload = await sendingBody(base, { path, ip, framing, first: bytes });
     // the upload is on its way to the origin when it breaks off
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     breakOff(upload.socket);
     try {
-      await until("the answer has come whole", () => /\r\n\r\n\{.*\}$/s.test(upload.received()));
+      await until("the answer has come whole", () => hasAnswer(upload.received()));
       const got = answerIn(upload.received());
       expect(got).toEqual({
         status: 400,
@@ -246,7 +216,7 @@ describe("an origin that answers before the upload has come", () => {
     const ip = freshIp();
     const path = freshPath("/refuse");
     const mark = logs.length;
-    const upload = await uploading(path, ip, "Content-Length: 100000", Buffer.alloc(1000, 7));
+    const upload = await sendingBody(base, { path, ip, framing: "Content-Length: 100000", first: Buffer.alloc(1000, 7) });
     try {
       // 99 000 bytes still to send: a gate that held the origin's answer until it had the whole
       // upload would leave a client that reads before it sends on waiting
@@ -275,11 +245,11 @@ describe("an origin that fails mid-upload", () => {
     const ip = freshIp();
     const path = freshPath("/reset");
     const mark = logs.length;
-    const upload = await uploading(path, ip, "Content-Length: 100000000", Buffer.alloc(2 * RESET_AFTER, 7));
+    const upload = await sendingBody(base, { path, ip, framing: "Content-Length: 100000000", first: Buffer.alloc(2 * RESET_AFTER, 7) });
     // more upload all along, so a piece is on its way to the origin when the origin resets
     const more = sending ? setInterval(() => upload.socket.write(Buffer.alloc(16 * 1024, 8)), 2) : undefined;
     try {
-      await until("the answer has come whole", () => /\r\n\r\n\{.*\}$/s.test(upload.received()));
+      await until("the answer has come whole", () => hasAnswer(upload.received()));
       expect(answerIn(upload.received()).status).toBe(502);
       expect(await logged(mark, "slidegate.client_aborted", "slidegate.upstream_error", "slidegate.internal_error")).toMatchObject({ event: "slidegate.upstream_error" });
       expect(since(mark, "slidegate.client_aborted")).toEqual([]);
@@ -314,11 +284,11 @@ describe("an upload the client finishes", () => {
       const path = freshPath("/upload");
       const mark = logs.length;
       const { header, wire } = frame(bytes);
-      const upload = await connect();
+      const upload = await rawConnection(base);
       try {
         upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${freshIp()}\r\n${header}\r\n\r\n`);
         upload.socket.write(wire);
-        await until("the answer has come whole", () => /\r\n\r\n\{.*\}$/s.test(upload.received()), 30_000);
+        await until("the answer has come whole", () => hasAnswer(upload.received()), 30_000);
         expect(answerIn(upload.received())).toEqual({ status: 200, body: { bytes: bytes.length } });
         const got = seen.get(path)!;
         expect(got.sha256).toBe(createHash("sha256").update(bytes).digest("hex"));
@@ -342,7 +312,7 @@ describe("a client that hangs up while the origin's answer streams to it", () =>
   ])("after %s is logged as nothing at all: no failure of the origin's, the gate's or the client's", async (_what, method, rest) => {
     const path = freshPath("/stream");
     const mark = logs.length;
-    const client = await connect();
+    const client = await rawConnection(base);
     client.socket.write(`${method} ${path} HTTP/1.1\r\nHost: ${base.host}\r\nCF-Connecting-IP: ${freshIp()}\r\n${rest || "\r\n"}`);
     await until("the first part of the answer has come", () => client.received().includes("the first part"));
     client.socket.destroy();

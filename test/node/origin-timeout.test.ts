@@ -1,8 +1,9 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { type AddressInfo, createConnection, type Socket } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { WebSocket, WebSocketServer } from "ws";
 import { frameworkGates } from "../helpers/framework-origin.ts";
+import { answerIn, hasAnswer, rawConnection, sendingBody } from "../helpers/raw-client.ts";
 import { until } from "../helpers/until.ts";
 
 // originTimeout, through the built Worker in workerd in front of a real origin: the time the gate
@@ -112,36 +113,6 @@ const freshIp = () => `100.73.${(++next >> 8) & 255}.${next & 255}`;
 let paths = 0;
 const freshPath = (prefix: string) => `${prefix}/${++paths}`;
 
-/** A raw connection to `gate`, with what it has received so far; an error on it is the test's to read. */
-function connect(gate: Gate): Promise<{ socket: Socket; received: () => string }> {
-  return new Promise((resolve, reject) => {
-    let received = "";
-    const socket = createConnection({ host: gate.base.hostname, port: Number(gate.base.port) }, () => {
-      socket.off("error", reject);
-      socket.on("error", () => {});
-      resolve({ socket, received: () => received });
-    });
-    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")));
-    socket.on("error", reject);
-  });
-}
-
-/** A connection that has sent a POST's head with `framing` and `first`, the start of its upload. */
-async function uploading(gate: Gate, path: string, ip: string, framing: string, first: Buffer) {
-  const upload = await connect(gate);
-  upload.socket.write(`POST ${path} HTTP/1.1\r\nHost: ${gate.base.host}\r\nCF-Connecting-IP: ${ip}\r\n${framing}\r\n\r\n`);
-  upload.socket.write(first);
-  return upload;
-}
-
-/** The status line and JSON body of the one answer `received` holds. */
-function answerIn(received: string): { status: number; body: Record<string, unknown> } {
-  const [head, body] = received.split("\r\n\r\n") as [string, string];
-  return { status: Number(head.split(" ")[1]), body: JSON.parse(body) as Record<string, unknown> };
-}
-
-const hasAnswer = (received: string) => /\r\n\r\n\{.*\}$/s.test(received);
-
 /** The Worker's log lines since `mark` (a length of its `logs`) naming `event`. */
 const since = (gate: Gate, mark: number, event: string) => gate.logs.slice(mark).filter((line) => line.includes(`"${event}"`));
 
@@ -219,7 +190,7 @@ describe("an origin that sends no response head within originTimeout", () => {
     const ip = freshIp();
     const path = freshPath("/hang");
     const mark = short.logs.length;
-    const upload = await uploading(short, path, ip, "content-length: 1000", Buffer.alloc(1000, 7));
+    const upload = await sendingBody(short.base, { path, ip, framing: "content-length: 1000", first: Buffer.alloc(1000, 7) });
     try {
       await until("the answer has come whole", () => hasAnswer(upload.received()));
       expect(answerIn(upload.received())).toEqual({ status: 504, body: ORIGIN_TIMEOUT });
@@ -238,7 +209,7 @@ describe("an origin that sends no response head within originTimeout", () => {
   it("gets a GET with a body, once it has it whole, the same 504", async () => {
     const path = freshPath("/hang");
     const mark = short.logs.length;
-    const client = await connect(short);
+    const client = await rawConnection(short.base);
     try {
       client.socket.write(`GET ${path} HTTP/1.1\r\nHost: ${short.base.host}\r\nCF-Connecting-IP: ${freshIp()}\r\ncontent-length: 5\r\n\r\nhello`);
       await until("the answer has come whole", () => hasAnswer(client.received()));
@@ -254,7 +225,7 @@ describe("an origin that sends no response head within originTimeout", () => {
     const ip = freshIp();
     const path = freshPath("/upload-stall");
     const mark = short.logs.length;
-    const upload = await uploading(short, path, ip, "content-length: 1000000000", Buffer.alloc(64 * 1024, 7));
+    const upload = await sendingBody(short.base, { path, ip, framing: "content-length: 1000000000", first: Buffer.alloc(64 * 1024, 7) });
     // more all along: the gate never waits on the client, only on the origin to take it
     const more = setInterval(() => upload.socket.write(Buffer.alloc(64 * 1024, 8)), 5);
     try {
@@ -277,7 +248,7 @@ describe("a client's own time is not the origin's", () => {
     const ip = freshIp();
     const path = freshPath("/upload");
     const mark = short.logs.length;
-    const upload = await uploading(short, path, ip, "content-length: 100000", Buffer.alloc(1000, 7));
+    const upload = await sendingBody(short.base, { path, ip, framing: "content-length: 100000", first: Buffer.alloc(1000, 7) });
     await until("the origin has the first 1000 bytes", () => (seen.get(path)?.bytes ?? 0) >= 1000);
     // the gate waits on the client all this while, not on the origin
     await pastTheLimit(5);
@@ -293,7 +264,7 @@ describe("a client's own time is not the origin's", () => {
   it("a client that uploads for longer than the limit, in pieces far apart, gets the answer of an origin that answers once it has it all", async () => {
     const path = freshPath("/upload");
     const mark = wide.logs.length;
-    const upload = await uploading(wide, path, freshIp(), "content-length: 5000", Buffer.alloc(1000, 7));
+    const upload = await sendingBody(wide.base, { path, ip: freshIp(), framing: "content-length: 5000", first: Buffer.alloc(1000, 7) });
     try {
       // five pieces 0.7 s apart: 2.8 s of the client's, nearly three times the limit
       for (let piece = 1; piece < 5; piece++) {
@@ -313,7 +284,7 @@ describe("a client's own time is not the origin's, for a GET with a body too", (
   it("a client that sends a GET's body for longer than the limit, in pieces far apart, gets the answer of an origin that answers once it has it all", async () => {
     const path = freshPath("/upload");
     const mark = wide.logs.length;
-    const client = await connect(wide);
+    const client = await rawConnection(wide.base);
     try {
       client.socket.write(`GET ${path} HTTP/1.1\r\nHost: ${wide.base.host}\r\nCF-Connecting-IP: ${freshIp()}\r\ncontent-length: 5000\r\n\r\n`);
       client.socket.write(Buffer.alloc(1000, 7));
