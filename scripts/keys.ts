@@ -271,14 +271,36 @@ async function refuseHashAsKey(
 ): Promise<void> {
   const key = typeof target.key === "string" ? trimKey(target.key) : undefined;
   if (key === undefined || !/^[0-9a-f]{64}$/i.test(key)) return;
-  try {
-    await call("keys/get", { hash: key.toLowerCase() });
-  } catch (e) {
-    if (e instanceof RefusedError && e.message.startsWith("404 ")) return;
-    throw e;
-  }
   // not repeated: it may be a raw key after all
-  throw new UsageError(refusal);
+  if (await listed(key.toLowerCase())) throw new UsageError(refusal);
+}
+
+/**
+ * Whether the registry lists an entry whose hash is `hash`, asked without sending it: `hash` may
+ * be a raw key, and `keys/get` would put it in the name of a key the store reads. The list is read
+ * from just before its first 8 hex digits instead, so the gate and the store see 32 bits of it;
+ * the entries between there and it (1 in 4 billion of the registry, each) are paged past.
+ */
+async function listed(hash: string): Promise<boolean> {
+  let cursor = hash.slice(0, 8).padEnd(64, "0");
+  // the list starts after its cursor: a hash of eight digits and zeros is asked for as it is
+  if (cursor === hash)
+    return call("keys/get", { hash }).then(
+      () => true,
+      (e: unknown) => (e instanceof RefusedError && e.message.startsWith("404 ") ? false : Promise.reject(e)),
+    );
+  // a registry of a billion keys has a quarter of one between: 100 pages end only a list that is not one
+  for (let pages = 0; pages < 100; pages++) {
+    const page = await call("keys/list", { cursor, limit: 10 });
+    const hashes = Array.isArray(page.entries) ? page.entries.map((entry: { hash?: unknown }) => entry?.hash) : undefined;
+    if (!hashes?.every((h): h is string => typeof h === "string" && KEY_HASH.test(h)) || (page.cursor !== null && (typeof page.cursor !== "string" || page.cursor <= cursor))) {
+      break;
+    }
+    if (hashes.includes(hash)) return true;
+    if (page.cursor === null || page.cursor >= hash) return false;
+    cursor = page.cursor;
+  }
+  throw new RefusedError(`${base} answered keys/list with pages that are not a slidegate gate's list`);
 }
 
 /** Refuses options and arguments the verb does not take, without echoing them (an argument may be a key). */

@@ -1,11 +1,16 @@
 import { spawn, spawnSync } from "node:child_process";
-import { createHash } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Redis from "ioredis";
 import type { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rateLimits, startGateIsolate } from "../helpers/miniflare.ts";
+import { services } from "../helpers/shim.ts";
+import { until } from "../helpers/until.ts";
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex");
 
 // The README's "Managing keys" commands, run as written against the built Worker.
 const ADMIN_TOKEN = "admin-token-for-the-keys-cli-0123456789";
@@ -345,6 +350,36 @@ describe("npm run keys, as the README shows it", { timeout: 240_000 }, () => {
     expect(run(`node scripts/keys.ts set ${hexKey} --tier paid`).json).toMatchObject({ hash: createHash("sha256").update(hexKey).digest("hex") });
     expect(run(`printf '%s\\n' ${hexKey} | node scripts/keys.ts disable -`).code).toBe(0);
     expect((await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": hexKey } })).status).toBe(403);
+  });
+
+  it("asks whether a raw key of 64 hex digits is an entry's hash with no more than its first 8 digits reaching the store, for set and import alike", async () => {
+    const hexKey = randomBytes(32).toString("hex");
+    // an entry listed just before it, and one just after, with the same first 8 digits: the
+    // list is paged from there, and what sits around the key must not be taken for it
+    const near = (last: string) => hexKey.slice(0, 8) + last.repeat(56);
+    writeFileSync(join(dir, "near.csv"), `hash,tier\n${near("0").slice(0, 63)}1,free\n${near("f")},free\n`);
+    expect(run(`node scripts/keys.ts import ${join(dir, "near.csv")}`).code).toBe(0);
+    writeFileSync(join(dir, "hex-keys.csv"), `key,tier\n${hexKey.toUpperCase()},paid\n`);
+    const redis = new Redis(services().redisUrl);
+    const monitor = await redis.monitor();
+    const seen: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => seen.push(args.join(" ").toLowerCase()));
+    try {
+      expect(run(`node scripts/keys.ts set ${hexKey} --tier paid`).json).toMatchObject({ hash: sha256(hexKey) });
+      expect(run(`node scripts/keys.ts import ${join(dir, "hex-keys.csv")}`).code).toBe(0);
+      // the CLI runs while this process is blocked: what the store saw arrives after it
+      // (the file's key, in capitals, is another raw key: its entry is written last)
+      await until("the store has been seen writing both entries", () => seen.some((command) => command.includes(sha256(hexKey.toUpperCase()))));
+      expect(seen.join("\n")).toContain(sha256(hexKey));
+      // neither in hex nor as the base64url hash tag an entry's key names are made of (16 bytes)
+      const tagged = Buffer.from(hexKey.slice(0, 32), "hex").toString("base64url").slice(0, 8).toLowerCase();
+      expect(seen.filter((command) => command.includes(hexKey.slice(0, 9)) || command.includes(tagged))).toEqual([]);
+    } finally {
+      monitor.disconnect();
+      redis.disconnect();
+    }
+    // and a hash the list holds among such neighbours is still found
+    expect(run(`node scripts/keys.ts show ${near("f")}`)).toMatchObject({ code: 2, stderr: expect.stringMatching(/64 hex digits: the hash of an entry the registry holds/) });
   });
 
   it("changes only its own field with tier, label, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
