@@ -500,6 +500,14 @@ describe("parseRateLimits", () => {
     expect(errorsOf([])[0]).toMatch(/^RATE_LIMITS: must be an object/);
   });
 
+  it("refuses a JSON string that names a field twice in one object, where JSON.parse would run with the last", () => {
+    expect(errorsOf('{"rules":[{"name":"api","limit":10,"window":"1m","limit":10000}]}')).toEqual([
+      'RATE_LIMITS.rules[0]: names the field "limit" twice, and only the last would count: write it once',
+    ]);
+    // the same text, each field once, is a configuration
+    expect(parseRateLimits('{"rules":[{"name":"api","limit":10,"window":"1m"}]}').ok).toBe(true);
+  });
+
   it("names a required field that is missing as missing, not as a wrong type", () => {
     expect(errorsOf({ rules: [{ limit: 5, window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].name: is required"]);
     expect(errorsOf({ rules: [{ name: "a", window: "10s" }] })).toEqual(["RATE_LIMITS.rules[0].limit: is required"]);

@@ -5,6 +5,7 @@ import { ambiguousAddress, ipv6Network, transitionRange } from "../decision/iden
 import { canonicalPath, SCRIPT_SUFFIX } from "../http/canonical.ts";
 import { MAX_LIMIT, NAME_PATTERN } from "../script/limiter.ts";
 import { didYouMean } from "./nearest.ts";
+import { repeatedField } from "./repeated-field.ts";
 
 // RATE_LIMITS: parsed and checked once per isolate, normalised into the plain values the
 // per-request path needs. Every error names the field it is about.
@@ -744,6 +745,8 @@ export function parseRateLimits(raw: unknown, root = "RATE_LIMITS"): ConfigResul
     } catch (e) {
       return { ok: false, errors: [`${root}: is not valid JSON (${(e as Error).message})`] };
     }
+    const repeated = repeatedField(raw, root);
+    if (repeated) return { ok: false, errors: [`${repeated.at}: names the field ${JSON.stringify(repeated.field)} twice, and only the last would count: write it once`] };
   }
   if (Array.isArray(value)) return { ok: false, errors: [`${root}: must be an object, not an array`] };
   // before the schema: it would drop such keys silently, and "in" would find them anyway
