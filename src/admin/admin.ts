@@ -1,6 +1,7 @@
 import { errors } from "@upstash/redis/cloudflare";
 import { didYouMean } from "../config/nearest.ts";
 import { type GateConfig, pathPattern, type Rule, tooDense } from "../config/rate-limits.ts";
+import { repeatedField } from "../config/repeated-field.ts";
 import { consolePage } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { readKey } from "../decision/api-key.ts";
@@ -518,13 +519,18 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     const [parameter] = new URL(request.url).searchParams.keys();
     if (parameter !== undefined) return badRequest(`query parameter ${echo(parameter)}: admin routes take their fields in the JSON body, not in the query.`);
     let body: Record<string, unknown>;
+    let text: string;
     try {
-      body = await request.json();
+      text = await request.text();
+      body = JSON.parse(text);
     } catch {
       return badRequest('The body must be JSON like {"key":"…"} or {"ip":"…"}.');
     }
     if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest('The body must be a JSON object like {"key":"…"} or {"ip":"…"}.');
     if (nestsDeeper(body, MAX_BODY_DEPTH)) return badRequest(`The body nests deeper than ${MAX_BODY_DEPTH} levels of objects and arrays, which no admin route takes.`);
+    // JSON.parse keeps the last of the two: {"tier":"paid",…,"tier":"free"} would set the one not read first
+    const repeated = repeatedField(text, "body");
+    if (repeated) return badRequest(`${repeated.at.slice(0, 128)}: names the field ${echo(repeated.field)} twice; send it once.`);
     const unknown = route.takes && unknownFields(body, [...NAMED_BY[route.who], ...route.takes]);
     if (unknown) return badRequest(unknown);
     // Without identity.header the gate reads no API key from any request: a key named here would

@@ -493,6 +493,30 @@ describe("a field or query parameter a route does not take", () => {
   });
 });
 
+describe("a body that names a field twice in one object", () => {
+  it("is refused with 400 naming the object and the field, and the route writes nothing, where JSON.parse would take the last", async () => {
+    const gate = makeGate(
+      {
+        identity: { header: "x-api-key" },
+        tiers: { free: { rules: [{ name: "m", limit: 2, window: "1m" }] }, paid: { rules: [{ name: "m", limit: 20, window: "1m" }] } },
+        defaultTier: "free",
+      },
+      { adminToken: ADMIN },
+    );
+    const bodies: [string, string, string][] = [
+      ["keys/set", '{"key":"sk-twice","tier":"paid","tier":"free"}', 'body: names the field "tier" twice'],
+      ["keys/import", '{"entries":[{"key":"sk-twice","tier":"free"},{"key":"sk-other","tier":"paid","key":"sk-twice"}]}', 'body.entries[1]: names the field "key" twice'],
+    ];
+    for (const [route, body, detail] of bodies) {
+      const res = await call(gate, route, { ip: freshIp(), body });
+      expect(res.status, route).toBe(400);
+      expect(res.headers.get("Content-Type"), route).toBe("application/problem+json");
+      expect(((await res.json()) as { detail: string }).detail, route).toBe(`${detail}; send it once.`);
+    }
+    for (const key of ["sk-twice", "sk-other"]) expect((await call(gate, "keys/get", { ip: freshIp(), body: { key } })).status, key).toBe(404);
+  });
+});
+
 describe("a body nested deeper than any route reads", () => {
   it("is refused with 400 saying so, not a 500, and the route writes nothing", async () => {
     const gate = makeGate({ identity: { header: "x-api-key" }, timeout: 10_000, rules: [{ name: "m", limit: 2, window: "1m" }] }, { adminToken: ADMIN });
