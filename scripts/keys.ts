@@ -278,22 +278,23 @@ async function refuseHashAsKey(
 /**
  * Whether the registry lists an entry whose hash is `hash`, asked without sending it: `hash` may
  * be a raw key, and `keys/get` would put it in the name of a key the store reads. The list is read
- * from just before its first 8 hex digits instead, so the gate and the store see 32 bits of it;
- * the entries between there and it (1 in 4 billion of the registry, each) are paged past.
+ * from just before its first 8 hex digits instead (after the last hash of the 8 digits before
+ * them, or from the start), so the gate and the store see 32 bits of it; the entries between there
+ * and it (1 in 4 billion of the registry, each) are paged past.
  */
 async function listed(hash: string): Promise<boolean> {
-  let cursor = hash.slice(0, 8).padEnd(64, "0");
-  // the list starts after its cursor: a hash of eight digits and zeros is asked for as it is
-  if (cursor === hash)
-    return call("keys/get", { hash }).then(
-      () => true,
-      (e: unknown) => (e instanceof RefusedError && e.message.startsWith("404 ") ? false : Promise.reject(e)),
-    );
+  // the list starts after its cursor: from the first 8 digits padded with zeros, it would start
+  // after a hash that is those digits and zeros, which only a keys/get of it whole could find
+  const before = Number.parseInt(hash.slice(0, 8), 16) - 1;
+  let cursor = before < 0 ? undefined : before.toString(16).padStart(8, "0").padEnd(64, "f");
   // a registry of a billion keys has a quarter of one between: 100 pages end only a list that is not one
   for (let pages = 0; pages < 100; pages++) {
     const page = await call("keys/list", { cursor, limit: 10 });
     const hashes = Array.isArray(page.entries) ? page.entries.map((entry: { hash?: unknown }) => entry?.hash) : undefined;
-    if (!hashes?.every((h): h is string => typeof h === "string" && KEY_HASH.test(h)) || (page.cursor !== null && (typeof page.cursor !== "string" || page.cursor <= cursor))) {
+    if (
+      !hashes?.every((h): h is string => typeof h === "string" && KEY_HASH.test(h)) ||
+      (page.cursor !== null && (typeof page.cursor !== "string" || !KEY_HASH.test(page.cursor) || (cursor !== undefined && page.cursor <= cursor)))
+    ) {
       break;
     }
     if (hashes.includes(hash)) return true;

@@ -382,6 +382,27 @@ describe("npm run keys, as the README shows it", { timeout: 240_000 }, () => {
     expect(run(`node scripts/keys.ts show ${near("f")}`)).toMatchObject({ code: 2, stderr: expect.stringMatching(/64 hex digits: the hash of an entry the registry holds/) });
   });
 
+  it("asks about a raw key of 8 hex digits and 56 zeros, where a list from its first 8 digits would start after it, without the store seeing more than those 8", async () => {
+    const zeroKey = randomBytes(4).toString("hex") + "0".repeat(56);
+    const redis = new Redis(services().redisUrl);
+    const monitor = await redis.monitor();
+    const seen: string[] = [];
+    monitor.on("monitor", (_time: string, args: string[]) => seen.push(args.join(" ").toLowerCase()));
+    try {
+      expect(run(`node scripts/keys.ts set ${zeroKey} --tier paid`).json).toMatchObject({ hash: sha256(zeroKey) });
+      await until("the store has been seen writing its entry", () => seen.some((command) => command.includes(sha256(zeroKey))));
+      const tagged = Buffer.from(zeroKey.slice(0, 32), "hex").toString("base64url").slice(0, 8).toLowerCase();
+      expect(seen.filter((command) => command.includes(zeroKey.slice(0, 9)) || command.includes(tagged))).toEqual([]);
+    } finally {
+      monitor.disconnect();
+      redis.disconnect();
+    }
+    // and one that is an entry's hash is still refused as a raw key
+    writeFileSync(join(dir, "zero-hash.csv"), `hash,tier\n${zeroKey},free\n`);
+    expect(run(`node scripts/keys.ts import ${join(dir, "zero-hash.csv")}`).code).toBe(0);
+    expect(run(`node scripts/keys.ts show ${zeroKey}`)).toMatchObject({ code: 2, stderr: expect.stringMatching(/64 hex digits: the hash of an entry the registry holds/) });
+  });
+
   it("changes only its own field with tier, label, disable and enable: another operator's change just before its write stays, and a key deleted then stays deleted", async () => {
     const { createServer } = await import("node:http");
     const adminCall = async (route: string, body: unknown) =>
