@@ -613,49 +613,6 @@ function withBody(target: string, request: Request, body: ReadableStream<Uint8Ar
   return new Request(target, { method: request.method, headers, body, redirect: "manual", signal: deadline.controller.signal });
 }
 
-/** Each GET or HEAD whose body `cloneWatched` watches, and its watcher, settled once the client's side has ended. */
-const watchedClones = new WeakMap<Request, Promise<void>>();
-
-/**
- * A GET or HEAD with a body (a search query, say) to `target`, watched as `watchedUpload` watches
- * any other upload. The Request constructor refuses a body on such a method in its init, and takes
- * one over only from a request that has it, so the gate cannot stand between the client's body
- * and the origin: the origin gets a clone, whose body the runtime tees off the client's, and the
- * gate reads the other branch (dropping it) to learn how the client's side ends. Unwatched, a
- * client that hung up was the origin's "Network connection lost.", and one that sent slowly used
- * up the origin's time: either a line of the origin's failing that any caller could write.
- * The runtime pulls the client's body no faster than the origin's branch takes it (checked: a
- * client sending 200 MB to an origin that read none got less of it in than with the body sent
- * on unwatched), so reading the other branch holds no more of it in the gate. For the same reason
- * a wait on the watched branch may be the origin's, slow to take the body, and is not counted:
- * only the wait for the answer once the client has sent the body whole is (see OriginDeadline).
- */
-function cloneWatched(target: string, request: Request, headers: Headers, deadline: OriginDeadline | undefined): Request {
-  // one controller for both reasons to abort the fetch (see OriginDeadline)
-  const aborted = deadline?.controller ?? new AbortController();
-  // the clone takes one branch, and the request's own body is the other from then on (the stream
-  // it had before is locked to the tee)
-  const forOrigin = request.clone();
-  const outbound = new Request(new Request(target, forOrigin), { headers, redirect: "manual", signal: aborted.signal });
-  watchedClones.set(outbound, watchClient(request.body!, aborted, deadline));
-  return outbound;
-}
-
-/**
- * Reads `body` (a branch the origin does not get) to its end, the wait on it the client's; a failed
- * read aborts `aborted`, as `pump` does, and the end starts the wait on the origin's answer.
- */
-async function watchClient(body: ReadableStream<Uint8Array>, aborted: AbortController, deadline: OriginDeadline | undefined): Promise<void> {
-  const reader = body.getReader();
-  try {
-    for (;;) if ((await reader.read()).done) break;
-  } catch (error) {
-    aborted.abort(error);
-    return;
-  }
-  deadline?.waiting();
-}
-
 /** Where a request goes: `origin` + path + query, or (no origin) its own origin + path + query. */
 function targetUrl(url: URL, path: string, origin: string | undefined): string {
   // `search` is "" for a bare "?" too, which the client sent (a request URL holds no fragment)
@@ -714,11 +671,16 @@ export function createForwarder(options: ForwardOptions): Forwarder {
             ? new Request(target, { method: request.method, headers, body: null, redirect: "manual", signal: deadline.controller.signal })
             : new Request(target, { method: request.method, headers, body: null, redirect: "manual" })
           : request.method === "GET" || request.method === "HEAD"
-            ? cloneWatched(target, request, headers, deadline)
+            ? // A GET or HEAD with a body (a search query, say) is the origin's to read: the Request
+              // constructor refuses one with such a method in its init, but takes it over from a
+              // request that has one. So it goes on as it came, unwatched: no other body can.
+              deadline
+              ? new Request(new Request(target, request), { headers, redirect: "manual", signal: deadline.controller.signal })
+              : new Request(new Request(target, request), { headers, redirect: "manual" })
             : withBody(target, request, request.body, headers, deadline);
       if (deadline) {
-        // a body's watcher tells the deadline when the origin is waited on; without one, from now
-        if (request.body === null) deadline.waiting();
+        // a watched upload's pump tells the deadline when the origin is waited on; else from now
+        if (request.body === null || request.method === "GET" || request.method === "HEAD") deadline.waiting();
         deadlines!.set(outbound, deadline);
       }
       if (!copied) for (const name of dropped) outbound.headers.delete(name);
@@ -742,10 +704,6 @@ export function createForwarder(options: ForwardOptions): Forwarder {
       } catch (error) {
         const text = error instanceof Error ? error.message : String(error);
         const deadline = deadlines?.get(outbound);
-        // A clone's body fails its fetch on the client's hang-up by the runtime's own read, beside
-        // the watcher's: the watcher is given its turn to say so, or that was the origin's failure.
-        const watcher = watchedClones.get(outbound);
-        if (watcher && !outbound.signal.aborted) await Promise.race([watcher, new Promise((resolve) => setTimeout(resolve, 0))]);
         deadline?.end();
         // aborted by the gate: the origin's time was up, or (the other reason the signal has)
         // reading the client's upload failed before the origin answered
