@@ -64,6 +64,35 @@ function run(line: string, env: Record<string, string | undefined> = {}) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr, json };
 }
 
+/**
+ * The commands the test store ran (in lower case) while `commands` ran, once `last`, a text the
+ * last of them writes, has been seen: the CLI runs while this process is blocked, so what the
+ * store saw arrives after it.
+ */
+async function storeCommandsDuring(commands: () => void, last: string): Promise<string[]> {
+  const redis = new Redis(services().redisUrl);
+  const monitor = await redis.monitor();
+  const seen: string[] = [];
+  monitor.on("monitor", (_time: string, args: string[]) => seen.push(args.join(" ").toLowerCase()));
+  try {
+    commands();
+    await until(`the store has been seen running ${last}`, () => seen.some((command) => command.includes(last)));
+    return seen;
+  } finally {
+    monitor.disconnect();
+    redis.disconnect();
+  }
+}
+
+/**
+ * The commands among `seen` that carry more of `hexKey` than its first 8 digits: 9 of them, or 8
+ * characters of the base64url hash tag its first 16 bytes would make of an entry's key names.
+ */
+function carrying(seen: string[], hexKey: string): string[] {
+  const tagged = Buffer.from(hexKey.slice(0, 32), "hex").toString("base64url").slice(0, 8).toLowerCase();
+  return seen.filter((command) => command.includes(hexKey.slice(0, 9).toLowerCase()) || command.includes(tagged));
+}
+
 const policyOf = async (key: string) => (await gate.dispatchFetch(`${url}/`, { headers: { "x-api-key": key } })).headers.get("RateLimit-Policy");
 
 // each CLI run is a whole npm process, spawned synchronously: on a loaded 2-core machine a
@@ -360,43 +389,23 @@ describe("npm run keys, as the README shows it", { timeout: 240_000 }, () => {
     writeFileSync(join(dir, "near.csv"), `hash,tier\n${near("0").slice(0, 63)}1,free\n${near("f")},free\n`);
     expect(run(`node scripts/keys.ts import ${join(dir, "near.csv")}`).code).toBe(0);
     writeFileSync(join(dir, "hex-keys.csv"), `key,tier\n${hexKey.toUpperCase()},paid\n`);
-    const redis = new Redis(services().redisUrl);
-    const monitor = await redis.monitor();
-    const seen: string[] = [];
-    monitor.on("monitor", (_time: string, args: string[]) => seen.push(args.join(" ").toLowerCase()));
-    try {
+    const seen = await storeCommandsDuring(() => {
       expect(run(`node scripts/keys.ts set ${hexKey} --tier paid`).json).toMatchObject({ hash: sha256(hexKey) });
       expect(run(`node scripts/keys.ts import ${join(dir, "hex-keys.csv")}`).code).toBe(0);
-      // the CLI runs while this process is blocked: what the store saw arrives after it
       // (the file's key, in capitals, is another raw key: its entry is written last)
-      await until("the store has been seen writing both entries", () => seen.some((command) => command.includes(sha256(hexKey.toUpperCase()))));
-      expect(seen.join("\n")).toContain(sha256(hexKey));
-      // neither in hex nor as the base64url hash tag an entry's key names are made of (16 bytes)
-      const tagged = Buffer.from(hexKey.slice(0, 32), "hex").toString("base64url").slice(0, 8).toLowerCase();
-      expect(seen.filter((command) => command.includes(hexKey.slice(0, 9)) || command.includes(tagged))).toEqual([]);
-    } finally {
-      monitor.disconnect();
-      redis.disconnect();
-    }
+    }, sha256(hexKey.toUpperCase()));
+    expect(seen.join("\n")).toContain(sha256(hexKey));
+    expect(carrying(seen, hexKey)).toEqual([]);
     // and a hash the list holds among such neighbours is still found
     expect(run(`node scripts/keys.ts show ${near("f")}`)).toMatchObject({ code: 2, stderr: expect.stringMatching(/64 hex digits: the hash of an entry the registry holds/) });
   });
 
   it("asks about a raw key of 8 hex digits and 56 zeros, where a list from its first 8 digits would start after it, without the store seeing more than those 8", async () => {
     const zeroKey = randomBytes(4).toString("hex") + "0".repeat(56);
-    const redis = new Redis(services().redisUrl);
-    const monitor = await redis.monitor();
-    const seen: string[] = [];
-    monitor.on("monitor", (_time: string, args: string[]) => seen.push(args.join(" ").toLowerCase()));
-    try {
+    const seen = await storeCommandsDuring(() => {
       expect(run(`node scripts/keys.ts set ${zeroKey} --tier paid`).json).toMatchObject({ hash: sha256(zeroKey) });
-      await until("the store has been seen writing its entry", () => seen.some((command) => command.includes(sha256(zeroKey))));
-      const tagged = Buffer.from(zeroKey.slice(0, 32), "hex").toString("base64url").slice(0, 8).toLowerCase();
-      expect(seen.filter((command) => command.includes(zeroKey.slice(0, 9)) || command.includes(tagged))).toEqual([]);
-    } finally {
-      monitor.disconnect();
-      redis.disconnect();
-    }
+    }, sha256(zeroKey));
+    expect(carrying(seen, zeroKey)).toEqual([]);
     // and one that is an entry's hash is still refused as a raw key
     writeFileSync(join(dir, "zero-hash.csv"), `hash,tier\n${zeroKey},free\n`);
     expect(run(`node scripts/keys.ts import ${join(dir, "zero-hash.csv")}`).code).toBe(0);
