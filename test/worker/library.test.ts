@@ -399,6 +399,23 @@ describe("Hono middleware", () => {
     expect(other.headers.get("RateLimit")).toBe('"global";r=96;t=60');
   });
 
+  it("stacked on one request, keeps the fail-open mark on a request a store failure let through: an outage under a global and a route limit is never an unmarked admission", async () => {
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      // the shim refuses a wrong token: every decision of both middlewares a store failure, and fail "open" lets it through
+      const failing = (rules: RateLimits["rules"]) => rateLimit({ url: services.shimUrl, token: `${services.shimToken}-but-wrong`, prefix: prefix(), rules });
+      const app = new Hono();
+      app.use(failing([{ name: "global", limit: 100, window: "1m" }]));
+      app.use("/login", failing([{ name: "login", limit: 2, window: "1m" }]));
+      app.post("/login", (c) => c.text("in"));
+      const res = await app.fetch(request("/login", { method: "POST", ip: "198.51.100.36" }));
+      expect(res.status).toBe(200);
+      expect(res.headers.get("X-Slidegate-Fail-Open")).toBe("store-unavailable");
+    } finally {
+      logged.mockRestore();
+    }
+  });
+
   it("refuses to count one request twice in one log: stacked middlewares that name a rule alike on one prefix are an error naming the rule, apart ones are not", async () => {
     const store = { url: services.shimUrl, token: services.shimToken, prefix: prefix() };
     const errors: string[] = [];
