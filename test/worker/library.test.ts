@@ -416,6 +416,40 @@ describe("Hono middleware", () => {
     }
   });
 
+  it("stacked on one request, reports the shadow rules of both: a route's shadow rule is not hidden by the global one's", async () => {
+    const app = new Hono();
+    app.use(
+      onTestStore({
+        rules: [
+          { name: "global", limit: 100, window: "1m" },
+          { name: "global-trial", limit: 1, window: "1m", shadow: true },
+        ],
+      }),
+    );
+    app.use(
+      "/login",
+      onTestStore({
+        rules: [
+          { name: "login", limit: 5, window: "1m" },
+          { name: "login-trial", limit: 1, window: "1m", shadow: true },
+        ],
+      }),
+    );
+    app.post("/login", (c) => c.text("in"));
+    const call = () => app.fetch(request("/login", { method: "POST", ip: "198.51.100.37" }));
+    await call();
+    // both shadow rules would refuse the second: each middleware's report reaches the response
+    const second = await call();
+    expect(second.status).toBe(200);
+    const names = (header: string) => (second.headers.get(header) ?? "").split(/,\s*/).filter(Boolean);
+    expect(names("X-Slidegate-Shadow-Denied").sort()).toEqual(["global-trial", "login-trial"]);
+    expect(
+      names("X-Slidegate-Shadow")
+        .map((item) => item.split(";")[0])
+        .sort(),
+    ).toEqual(['"global-trial"', '"login-trial"']);
+  });
+
   it("refuses to count one request twice in one log: stacked middlewares that name a rule alike on one prefix are an error naming the rule, apart ones are not", async () => {
     const store = { url: services.shimUrl, token: services.shimToken, prefix: prefix() };
     const errors: string[] = [];
