@@ -403,6 +403,32 @@ describe("faults between the Worker and Redis", () => {
       }
     });
 
+    it("an unblock of an address: its next request is decided by the store, and admitted", async () => {
+      const RATE_LIMITS = rateLimits({ denialCacheMaxAge: "10m", rules: [{ name: "default", limit: 10, window: "10m" }] });
+      const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+      try {
+        const caller = fresh();
+        const tag = await identify("i", ipIdentity(caller["cf-connecting-ip"], 64));
+        const blockKey = `${(JSON.parse(RATE_LIMITS) as { prefix: string }).prefix}:{${tag.tag}}:block`;
+        const direct = new Redis(redis.url);
+        const block = await adminCall(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 });
+        await block.arrayBuffer();
+        expect(block.status).toBe(200);
+        expect(await direct.exists(blockKey)).toBe(1);
+        // the isolate now holds the block for the cache's whole life (10 m), not the store's answer
+        expect((await ask({ isolates: [gate] }, caller)).status).toBe(403);
+        const unblock = await during({ kind: "lost-reply" }, () => adminCall(gate, "unblock", { ip: caller["cf-connecting-ip"] }), signIn);
+        await unblock.arrayBuffer();
+        expect(unblock.status).toBe(503);
+        // the unblock landed: the block is gone from Redis
+        expect(await direct.exists(blockKey)).toBe(0);
+        direct.disconnect();
+        expect((await ask({ isolates: [gate] }, caller)).status).toBe(200);
+      } finally {
+        await gate.dispose();
+      }
+    });
+
     it("a block the store refused outright during an outage keeps the caller's remembered 429: a failed change that only restricts loosens nothing", async () => {
       const RATE_LIMITS = rateLimits({ fail: "open", denialCacheMaxAge: "10m", rules: [{ name: "default", limit: 1, window: "10m" }] });
       const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
