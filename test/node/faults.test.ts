@@ -287,6 +287,36 @@ describe("faults between the Worker and Redis", () => {
     for (const line of written) expect(line).not.toContain(token.slice(0, 8));
   });
 
+  it("an admin route whose own call the store answers with an error page quoting the token: 503 store-unavailable, the store's words and the token nowhere in the answer", async () => {
+    const ADMIN_TOKEN = randomBytes(32).toString("hex");
+    const RATE_LIMITS = rateLimits({ identity: { header: "x-api-key" }, rules: [{ name: "default", limit: LIMIT, window: "10m" }] });
+    const gate = await startGateIsolate({ UPSTASH_REDIS_REST_URL: proxy.url, UPSTASH_REDIS_REST_TOKEN: token, RATE_LIMITS, ADMIN_TOKEN }, () => {});
+    // the sign-in's calls (its count, by script, and the take-back) are answered: the route's own reach the error page
+    proxy.set({ kind: "echo", status: 401, pad: 0 }, (call) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call));
+    const routes = [
+      ["usage", { ip: "203.0.113.9" }],
+      ["reset", { ip: "203.0.113.9" }],
+      ["unblock", { ip: "203.0.113.9" }],
+      ["keys/list", {}],
+    ] as const;
+    try {
+      for (const [route, payload] of routes) {
+        const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "198.51.100.79" },
+          body: JSON.stringify(payload),
+        });
+        const body = await res.text();
+        expect([route, res.status, (JSON.parse(body) as { type?: string }).type]).toEqual([route, 503, "urn:slidegate:store-unavailable"]);
+        expect(body, route).not.toContain(ECHO_PREFIX);
+        expect(body, route).not.toContain(token.slice(0, 8));
+      }
+    } finally {
+      proxy.set({ kind: "none" });
+      await gate.dispose();
+    }
+  });
+
   /** Each admin route's status and problem type while the store answers `fault` to every call but the sign-in's (its count, by script, and the take-back). */
   async function adminAnswers(fault: Fault, routes: readonly (readonly [string, unknown])[]) {
     const lines: string[] = [];
