@@ -224,6 +224,24 @@ describe("faults between the Worker and Redis", () => {
     expect(await ask(keyed, { ...fresh(), "x-api-key": "tiered-key" })).toMatchObject({ status: 200, failOpen: false });
   });
 
+  it("a store that moves a key to another tier on every call: a failure closed when any tier it was moved through fails closed, not by the last tier's rules alone", async () => {
+    // the decision sends the default tier's rules (fail closed), is told "roomy" (fail open), and
+    // is told so again until it gives up: the key may be the default tier's for all it knows
+    const RATE_LIMITS = rateLimits({
+      fail: "open",
+      identity: { header: "x-api-key", unknownKeys: "defaultTier" },
+      defaultTier: "default",
+      tiers: {
+        default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", fail: "closed" }] },
+        roomy: { rules: [{ name: "per-key", limit: LIMIT, window: "10m" }] },
+      },
+    });
+    const answer = await withIsolate(RATE_LIMITS, (gate) =>
+      during({ kind: "reply", result: [5, "roomy"] }, () => ask({ isolates: [gate] }, { ...fresh(), "x-api-key": `moving-${randomBytes(8).toString("hex")}` })),
+    );
+    expect(answer).toMatchObject({ status: 503, failOpen: false });
+  });
+
   it("the store says a key is unknown to a call for a key that has a tier without the registry (unknownKeys defaultTier): a failure by the fail mode, never a 401 the isolate keeps", async () => {
     // the script answers { 3 } only for a key nobody configured with unknownKeys other than
     // "defaultTier": here every key has the default tier, so that answer is no script's
