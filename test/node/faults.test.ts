@@ -772,6 +772,33 @@ describe("faults between the Worker and Redis", () => {
       expect(answer.ms).toBeLessThan(WITHIN);
     });
 
+    it("through the Worker, an API key the registry moves to a tier of a shorter timeout, its address's call unanswered at that deadline: the address rule's fail closed decides, 503", async () => {
+      // the address's call went beside the key's first with the long budget; the key's calls are
+      // answered (admitted, in "quick"), the address's never: the decision stops waiting at the
+      // short timeout, and that failure is the address rule's, which fails closed
+      const RATE_LIMITS = rateLimits({
+        fail: "open",
+        identity: { header: "x-api-key" },
+        defaultTier: "default",
+        tiers: {
+          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
+          quick: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: SHORT }] },
+        },
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
+      });
+      const key = `quick-${randomBytes(8).toString("hex")}`;
+      const keyTag = await registerKey(RATE_LIMITS, key, "quick");
+      const answer = await withIsolate(RATE_LIMITS, (gate) =>
+        during(
+          NEVER,
+          () => ask({ isolates: [gate] }, { ...fresh(), "x-api-key": key }),
+          (body) => body.includes(keyTag),
+        ),
+      );
+      expect(answer).toMatchObject({ status: 503, failOpen: false });
+      expect(answer.ms).toBeLessThan(WITHIN);
+    });
+
     it("through the Worker, an API key the registry moves to a tier whose rules allow more time: its address's call, sent beside the key's first, has the new tier's budget", async () => {
       // the isolate takes the key for the default tier (1 s) and sends its address's call
       // beside the key's; the registry answers that the key is in "roomy" (5 s), and the
