@@ -91,6 +91,22 @@ describe("allow and deny lists", () => {
     expect(await statuses(gate, 2, "/", { ip: "203.0.113.3" })).toEqual([200, 429]);
   });
 
+  it("denies a caller both lists hold: a denied address inside an allowed range, an allowed key from a denied address, a denied key from an allowed address", async () => {
+    const gate = makeGate({
+      identity: { header: "x-api-key" },
+      rules: [{ name: "tight", limit: 1, window: "1m" }],
+      deny: { ips: ["192.0.2.66", "198.51.100.0/24"], keys: [await sha256Hex("stolen-key")] },
+      allow: { ips: ["192.0.2.0/24"], keys: [await sha256Hex("partner-key")] },
+    });
+    for (const call of [{ ip: "192.0.2.66" }, { ip: "198.51.100.9", key: "partner-key" }, { ip: "192.0.2.10", key: "stolen-key" }]) {
+      const res = await gate(request("/", call));
+      expect(res.status, JSON.stringify(call)).toBe(403);
+      expect(await res.json()).toMatchObject({ type: "urn:slidegate:forbidden" });
+    }
+    // the allow list still lets the rest of its range through, past the limit
+    expect(await statuses(gate, 3, "/", { ip: "192.0.2.10" })).toEqual([200, 200, 200]);
+  });
+
   it("refuses list entries that are not addresses, naming the field", async () => {
     expect(() => makeGate({ rules: [{ name: "a", limit: 1, window: "1s" }], deny: { ips: ["10.0.0.0/8", "not-an-ip"] } })).toThrow(
       'RATE_LIMITS.deny.ips[1]: "not-an-ip" is not an IP address or CIDR range',
