@@ -718,6 +718,22 @@ describe("faults between the Worker and Redis", () => {
     const NEVER = { kind: "slow", ms: 10_000 } as const;
     const SHORT = 1000;
     const LONG = 5000;
+    type Budget = { fail?: "open" | "closed"; timeout: number };
+    /**
+     * RATE_LIMITS of API keys, failing open unless a rule says otherwise: a "default" tier and
+     * others, each of one rule "per-key", and an address rule "per-address", each rule with the
+     * budget given.
+     */
+    const keyTiers = (defaultTier: Budget, others: Record<string, Budget>, address: Budget) =>
+      rateLimits({
+        fail: "open",
+        identity: { header: "x-api-key" },
+        defaultTier: "default",
+        tiers: Object.fromEntries(
+          Object.entries({ default: defaultTier, ...others }).map(([tier, budget]) => [tier, { rules: [{ name: "per-key", limit: LIMIT, window: "10m", ...budget }] }]),
+        ),
+        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", ...address }],
+      });
     const WITHIN = 3000;
 
     it.each([
@@ -753,16 +769,7 @@ describe("faults between the Worker and Redis", () => {
     it("through the Worker, an API key the registry moves, while its address's call runs, to a tier whose rule fails closed with the short timeout: 503 at the short timeout", async () => {
       // the isolate sends the default tier's rules (5 s) and its address's beside them; the
       // registry answers that the key is in "quick" (1 s), and nothing answers after that
-      const RATE_LIMITS = rateLimits({
-        fail: "open",
-        identity: { header: "x-api-key" },
-        defaultTier: "default",
-        tiers: {
-          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
-          quick: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", fail: "closed", timeout: SHORT }] },
-        },
-        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", timeout: LONG }],
-      });
+      const RATE_LIMITS = keyTiers({ timeout: LONG }, { quick: { fail: "closed", timeout: SHORT } }, { timeout: LONG });
       const key = `moved-${randomBytes(8).toString("hex")}`;
       const keyTag = await registerKey(RATE_LIMITS, key, "quick");
       // the key's first call (in the default tier) reaches the store, which moves the key
@@ -776,16 +783,7 @@ describe("faults between the Worker and Redis", () => {
       // the address's call went beside the key's first with the long budget; the key's calls are
       // answered (admitted, in "quick"), the address's never: the decision stops waiting at the
       // short timeout, and that failure is the address rule's, which fails closed
-      const RATE_LIMITS = rateLimits({
-        fail: "open",
-        identity: { header: "x-api-key" },
-        defaultTier: "default",
-        tiers: {
-          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
-          quick: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: SHORT }] },
-        },
-        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
-      });
+      const RATE_LIMITS = keyTiers({ timeout: LONG }, { quick: { timeout: SHORT } }, { fail: "closed", timeout: LONG });
       const key = `quick-${randomBytes(8).toString("hex")}`;
       const keyTag = await registerKey(RATE_LIMITS, key, "quick");
       const answer = await withIsolate(RATE_LIMITS, (gate) =>
@@ -803,16 +801,7 @@ describe("faults between the Worker and Redis", () => {
       // the isolate takes the key for the default tier (1 s) and sends its address's call
       // beside the key's; the registry answers that the key is in "roomy" (5 s), and the
       // address's call answers after 2.5 s: well within the decision's budget as it stands
-      const RATE_LIMITS = rateLimits({
-        fail: "open",
-        identity: { header: "x-api-key" },
-        defaultTier: "default",
-        tiers: {
-          default: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: SHORT }] },
-          roomy: { rules: [{ name: "per-key", limit: LIMIT, window: "10m", timeout: LONG }] },
-        },
-        addressRules: [{ name: "per-address", limit: LIMIT, window: "10m", fail: "closed", timeout: LONG }],
-      });
+      const RATE_LIMITS = keyTiers({ timeout: SHORT }, { roomy: { timeout: LONG } }, { fail: "closed", timeout: LONG });
       const key = `roomy-${randomBytes(8).toString("hex")}`;
       await registerKey(RATE_LIMITS, key, "roomy");
       // the key's calls reach the store at once; the address's is slow
