@@ -2,7 +2,7 @@ import { errors } from "@upstash/redis/cloudflare";
 import { didYouMean } from "../config/nearest.ts";
 import { type GateConfig, pathPattern, type Rule, tooDense } from "../config/rate-limits.ts";
 import { repeatedField } from "../config/repeated-field.ts";
-import { consolePage } from "../console/page.ts";
+import { consolePage, secureConsoleUrl } from "../console/page.ts";
 import { consoleRoutes } from "../console/routes.ts";
 import { readKey } from "../decision/api-key.ts";
 import { ambiguousAddress, type Identity, identify, ipIdentity, keyIdentity, parseAddress } from "../decision/identity.ts";
@@ -495,8 +495,8 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
   // with a body, as every other answer of the gate's own: an answer without one waits for the
   // upload to be drained before it is sent (src/gateway/gateway.ts), and a client that uploads
   // piece by piece, waiting to be answered, would wait for ever
-  const toConsole = (method: string) =>
-    new Response(method === "HEAD" ? null : `${ADMIN_PREFIX}\n`, { status: 308, headers: { Location: ADMIN_PREFIX, "Content-Type": "text/plain; charset=utf-8" } });
+  const toConsole = (method: string, location: string = ADMIN_PREFIX) =>
+    new Response(method === "HEAD" ? null : `${location}\n`, { status: 308, headers: { Location: location, "Content-Type": "text/plain; charset=utf-8" } });
 
   return async (request, path) => {
     if (failures.due()) failures.flush();
@@ -506,7 +506,10 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     // at its one spelling only: under another ("//evil.example/%252e%252e/__slidegate/" is one
     // to the gate), a page that built its calls from its own path would send them elsewhere
     if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) {
-      if (new URL(request.url).pathname !== ADMIN_PREFIX) return toConsole(request.method);
+      const url = new URL(request.url);
+      if (url.pathname !== ADMIN_PREFIX) return toConsole(request.method);
+      const secure = secureConsoleUrl(url);
+      if (secure) return toConsole(request.method, secure);
       return consolePage(request.method);
     }
     const refused = await signIn(request);

@@ -1,3 +1,4 @@
+import ipaddr from "ipaddr.js";
 import { CONSOLE_JS } from "./app.ts";
 import { CONSOLE_CSS } from "./style.ts";
 
@@ -87,6 +88,31 @@ function pageHeaders(): Promise<Headers> {
       "Cross-Origin-Opener-Policy": "same-origin",
     }))();
   return headers;
+}
+
+/** Whether a URL's host is this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x), as `npm run keys` reads it. */
+function isLoopback(hostname: string): boolean {
+  const bare = hostname.replace(/^\[(.*)\]$/, "$1");
+  if (bare.toLowerCase() === "localhost") return true;
+  return ipaddr.isValid(bare) && ipaddr.process(bare).range() === "loopback";
+}
+
+/**
+ * Where a browser that asked for the page over plain HTTP from another machine is sent — the
+ * page's https:// URL — or undefined: served as asked. The operator types the admin token into
+ * the page, which sends it with every call to its own origin: from an http:// page it would
+ * cross the network in clear, which `npm run keys` refuses to do. A redirect of the page (a GET,
+ * before any token) sends none; the admin calls, already carrying it, are answered as sent.
+ * This machine (npm run dev's gate, a tunnel's end) is served over HTTP.
+ *
+ * @example
+ * secureConsoleUrl(new URL("http://api.example.com/__slidegate/")); // "https://api.example.com/__slidegate/"
+ * secureConsoleUrl(new URL("http://127.0.0.1:8787/__slidegate/"));  // undefined
+ */
+export function secureConsoleUrl(url: URL): string | undefined {
+  if (url.protocol === "https:" || isLoopback(url.hostname)) return undefined;
+  // the port was HTTP's: HTTPS is on its own
+  return `https://${url.hostname}${url.pathname}`;
 }
 
 export async function consolePage(method: string): Promise<Response> {

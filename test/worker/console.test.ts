@@ -66,6 +66,28 @@ describe("the console page", () => {
     }
   });
 
+  it("is never served over plain HTTP to another machine: it sends the browser to its https:// URL before a token can be typed in it", async () => {
+    const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: TOKEN });
+    for (const url of ["http://gate.example/__slidegate/", "http://gate.example:8080/__slidegate/?x=1", "http://192.0.2.10/__slidegate/", "http://[2001:db8::1]/__slidegate/"]) {
+      for (const method of ["GET", "HEAD"]) {
+        const res = await gate(new Request(url, { method }));
+        const text = await res.text();
+        const secure = new URL(url);
+        secure.protocol = "https:";
+        secure.port = "";
+        secure.search = "";
+        expect([url, method, res.status, res.headers.get("location")]).toEqual([url, method, 308, secure.href]);
+        expect(text).not.toContain("<form");
+      }
+    }
+    // this machine (npm run dev, a tunnel's end): nothing crosses a network
+    for (const url of ["http://127.0.0.1:8787/__slidegate/", "http://localhost:8787/__slidegate/", "http://[::1]:8787/__slidegate/", "https://gate.example/__slidegate/"]) {
+      const res = await gate(new Request(url));
+      expect([url, res.status]).toEqual([url, 200]);
+      expect(await res.text()).toContain("<title>slidegate console</title>");
+    }
+  });
+
   it("answers 404 like every admin path when the admin API is off", async () => {
     const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] });
     const res = await gate(new Request("https://gate.example/__slidegate/"));
