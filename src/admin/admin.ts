@@ -508,7 +508,7 @@ export function createAdmin(options: AdminOptions): (request: Request, path: str
     if (path.length === ADMIN_PREFIX.length && (request.method === "GET" || request.method === "HEAD")) {
       const url = new URL(request.url);
       if (url.pathname !== ADMIN_PREFIX) return toConsole(request.method);
-      const secure = secureConsoleUrl(url);
+      const secure = secureConsoleUrl(url, request.headers.get("cf-connecting-ip"));
       if (secure) return toConsole(request.method, secure);
       return consolePage(request.method);
     }

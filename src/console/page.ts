@@ -90,9 +90,9 @@ function pageHeaders(): Promise<Headers> {
   return headers;
 }
 
-/** Whether a URL's host is this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x), as `npm run keys` reads it. */
-function isLoopback(hostname: string): boolean {
-  const bare = hostname.replace(/^\[(.*)\]$/, "$1");
+/** Whether a host (a name, an address, an IPv6 address in brackets) is this machine: localhost, 127.0.0.0/8, ::1 (or ::ffff:127.x), as `npm run keys` reads it. */
+function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[(.*)\]$/, "$1");
   if (bare.toLowerCase() === "localhost") return true;
   return ipaddr.isValid(bare) && ipaddr.process(bare).range() === "loopback";
 }
@@ -103,14 +103,17 @@ function isLoopback(hostname: string): boolean {
  * the page, which sends it with every call to its own origin: from an http:// page it would
  * cross the network in clear, which `npm run keys` refuses to do. A redirect of the page (a GET,
  * before any token) sends none; the admin calls, already carrying it, are answered as sent.
- * This machine (npm run dev's gate, a tunnel's end) is served over HTTP.
+ * A browser on this machine is served over HTTP: the URL names it (npm run dev's gate, a
+ * tunnel's end), or the client address does (wrangler dev rewrites the URL to the host of a
+ * route in wrangler.toml, http://api.example.com/…, and gives CF-Connecting-IP as 127.0.0.1;
+ * Cloudflare gives the visitor's, never this machine's).
  *
  * @example
- * secureConsoleUrl(new URL("http://api.example.com/__slidegate/")); // "https://api.example.com/__slidegate/"
- * secureConsoleUrl(new URL("http://127.0.0.1:8787/__slidegate/"));  // undefined
+ * secureConsoleUrl(new URL("http://api.example.com/__slidegate/"), "203.0.113.7"); // "https://api.example.com/__slidegate/"
+ * secureConsoleUrl(new URL("http://127.0.0.1:8787/__slidegate/"), "127.0.0.1");   // undefined
  */
-export function secureConsoleUrl(url: URL): string | undefined {
-  if (url.protocol === "https:" || isLoopback(url.hostname)) return undefined;
+export function secureConsoleUrl(url: URL, client: string | null): string | undefined {
+  if (url.protocol === "https:" || isLoopback(url.hostname) || (client !== null && isLoopback(client))) return undefined;
   // the port was HTTP's: HTTPS is on its own
   return `https://${url.hostname}${url.pathname}`;
 }

@@ -70,7 +70,7 @@ describe("the console page", () => {
     const gate = makeGate({ rules: [{ name: "m", limit: 5, window: "1m" }] }, { adminToken: TOKEN });
     for (const url of ["http://gate.example/__slidegate/", "http://gate.example:8080/__slidegate/?x=1", "http://192.0.2.10/__slidegate/", "http://[2001:db8::1]/__slidegate/"]) {
       for (const method of ["GET", "HEAD"]) {
-        const res = await gate(new Request(url, { method }));
+        const res = await gate(new Request(url, { method, headers: { "cf-connecting-ip": "203.0.113.7" } }));
         const text = await res.text();
         const secure = new URL(url);
         secure.protocol = "https:";
@@ -80,10 +80,19 @@ describe("the console page", () => {
         expect(text).not.toContain("<form");
       }
     }
-    // this machine (npm run dev, a tunnel's end): nothing crosses a network
-    for (const url of ["http://127.0.0.1:8787/__slidegate/", "http://localhost:8787/__slidegate/", "http://[::1]:8787/__slidegate/", "https://gate.example/__slidegate/"]) {
-      const res = await gate(new Request(url));
-      expect([url, res.status]).toEqual([url, 200]);
+    // this machine (npm run dev, a tunnel's end): nothing crosses a network. wrangler dev gives a
+    // route's host in the URL (http://api.example.com/…) and the browser's address as 127.0.0.1
+    const served: [string, string][] = [
+      ["http://127.0.0.1:8787/__slidegate/", "127.0.0.1"],
+      ["http://localhost:8787/__slidegate/", "::1"],
+      ["http://[::1]:8787/__slidegate/", "::1"],
+      ["http://api.example.com/__slidegate/", "127.0.0.1"],
+      ["http://api.example.com/__slidegate/", "::ffff:127.0.0.1"],
+      ["https://gate.example/__slidegate/", "203.0.113.7"],
+    ];
+    for (const [url, client] of served) {
+      const res = await gate(new Request(url, { headers: { "cf-connecting-ip": client } }));
+      expect([url, client, res.status]).toEqual([url, client, 200]);
       expect(await res.text()).toContain("<title>slidegate console</title>");
     }
   });
