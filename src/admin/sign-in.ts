@@ -93,10 +93,13 @@ export function createSignIn(options: SignInOptions): (request: Request) => Prom
   /**
    * The authentication gate: undefined when the token is right and the address is not over
    * its failure limit, else the answer (429 while over it, 401 for a wrong token, counted).
-   * A request without any Authorization header guesses nothing: 401 at once, uncounted.
+   * A request without Bearer credentials guesses nothing: 401 at once, uncounted. That holds for
+   * another scheme too: a browser sends the Basic credentials it holds for the API behind the gate
+   * by itself, to any URL of that host another site's page names (an image of /__slidegate/x),
+   * and counted, ten of those would shut the operator's own address out of the admin API.
    */
   async function authenticate(request: Request, tag: string, now: number): Promise<Response | undefined> {
-    if (!request.headers.has("authorization")) return unauthorized(false);
+    if (!BEARER.test(request.headers.get("authorization") ?? "")) return unauthorized(false);
     // recorded first: a token is compared only once its attempt is counted (a check, then a
     // record, would let a burst of guesses all pass the check before any was recorded)
     let attempt: ReturnType<typeof decisionOf>;
