@@ -128,9 +128,18 @@ function originDeadline(limitMs: number): OriginDeadline {
 
 /**
  * The most one read of an upload takes: a large upload crosses into JavaScript a few times per
- * megabyte, not at each of the runtime's 4 KB pieces; one such buffer per upload in flight.
+ * megabyte, not at each of the runtime's 4 KB pieces.
  */
 const UPLOAD_READ = 64 * 1024;
+
+/**
+ * The buffer an upload is first read into: each upload in flight holds its buffer while it waits
+ * on the client, so one that sends a little and then stalls or trickles holds this much, not
+ * `UPLOAD_READ` (in workerd, each stalled upload's 64 KiB buffer was 64 KiB more of the process's
+ * resident memory). A read that brings less takes a grown buffer back to this size, the larger
+ * one left to the garbage collector, so a burst and then a trickle does not keep 64 KiB either.
+ */
+const UPLOAD_READ_FIRST = 4 * 1024;
 
 /** A Content-Length the runtime framed the body by: digits, zeros before them or not, of any length. */
 const DECIMAL_LENGTH = /^\d+$/;
@@ -183,8 +192,11 @@ function watchedUpload(
 /**
  * Reads the client's upload from `reader` into `writer`, each piece once the one before is taken (the origin reads the
  * upload as the client sends it, and no faster), into one buffer used again: a write to the
- * runtime's stream is done with its bytes once it resolves. A failed read aborts `aborted`; a
- * failed write (the origin's side gone) cancels the client's body, as the runtime's fetch does.
+ * runtime's stream is done with its bytes once it resolves. The buffer starts at
+ * `UPLOAD_READ_FIRST` and doubles, up to `most`, each time a read fills it (a client sending
+ * faster than it is read); a read that brings less than `UPLOAD_READ_FIRST` (a client trickling)
+ * takes it back there. A failed read aborts `aborted`; a failed write (the origin's side gone)
+ * cancels the client's body, as the runtime's fetch does.
  * The `deadline` is told which side the pump waits on: the client for a read, the origin for a
  * write and, once the upload is whole, for its answer.
  */
@@ -192,10 +204,11 @@ async function pump(
   reader: ReadableStreamBYOBReader,
   writer: WritableStreamDefaultWriter<Uint8Array>,
   aborted: AbortController,
-  size: number,
+  most: number,
   deadline: OriginDeadline | undefined,
 ): Promise<void> {
-  let buffer = new ArrayBuffer(size);
+  const least = Math.min(UPLOAD_READ_FIRST, most);
+  let buffer = new ArrayBuffer(least);
   for (;;) {
     let read: ReadableStreamReadResult<Uint8Array>;
     deadline?.idle();
@@ -219,7 +232,11 @@ async function pump(
       await reader.cancel(error).catch(() => {});
       return;
     }
-    buffer = read.value.buffer as ArrayBuffer;
+    const size = read.value.buffer.byteLength;
+    const got = read.value.byteLength;
+    if (got === size && size < most) buffer = new ArrayBuffer(Math.min(size * 2, most));
+    else if (got < least && size > least) buffer = new ArrayBuffer(least);
+    else buffer = read.value.buffer as ArrayBuffer;
   }
 }
 
