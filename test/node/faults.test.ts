@@ -22,6 +22,14 @@ const TIMEOUT = 2000;
 const MARGIN = 3000;
 const LIMIT = 5;
 
+/** An admin route called on `gate` with `adminToken`, from client address `ip`. */
+const adminCall = (gate: Miniflare, adminToken: string, route: string, payload: unknown, ip: string) =>
+  gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${adminToken}`, "cf-connecting-ip": ip },
+    body: JSON.stringify(payload),
+  });
+
 /** the store's token, which a store or a proxy in front of it may quote back */
 const token = randomBytes(16).toString("hex");
 let redis: LocalRedis;
@@ -319,11 +327,7 @@ describe("faults between the Worker and Redis", () => {
     ] as const;
     try {
       for (const [route, payload] of routes) {
-        const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "198.51.100.79" },
-          body: JSON.stringify(payload),
-        });
+        const res = await adminCall(gate, ADMIN_TOKEN, route, payload, "198.51.100.79");
         const body = await res.text();
         expect([route, res.status, (JSON.parse(body) as { type?: string }).type]).toEqual([route, 503, "urn:slidegate:store-unavailable"]);
         expect(body, route).not.toContain(ECHO_PREFIX);
@@ -345,11 +349,7 @@ describe("faults between the Worker and Redis", () => {
     proxy.set(fault, (call) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call));
     try {
       for (const [route, payload] of routes) {
-        const res = await gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "198.51.100.77" },
-          body: JSON.stringify(payload),
-        });
+        const res = await adminCall(gate, ADMIN_TOKEN, route, payload, "198.51.100.77");
         const problem = (await res.json()) as { type?: string };
         answers.push(`${route} ${res.status} ${problem.type}`);
       }
@@ -419,12 +419,7 @@ describe("faults between the Worker and Redis", () => {
     const ADMIN_TOKEN = randomBytes(32).toString("hex");
     // the sign-in's calls reach the store and come back; the route's own lose their answers
     const signIn = (call: string) => /^\["(evalsha|eval|zremrangebyrank)"/i.test(call);
-    const adminCall = (gate: Miniflare, route: string, payload: unknown) =>
-      gate.dispatchFetch(`http://gate.example/__slidegate/${route}`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "cf-connecting-ip": "198.51.100.78" },
-        body: JSON.stringify(payload),
-      });
+    const call = (gate: Miniflare, route: string, payload: unknown) => adminCall(gate, ADMIN_TOKEN, route, payload, "198.51.100.78");
     /** two requests of `headers` on `gate` under a limit of 1: the second's 429 is remembered for the cache's whole life */
     async function denied(gate: Miniflare, headers: Record<string, string>) {
       expect((await ask({ isolates: [gate] }, headers)).status).toBe(200);
@@ -437,7 +432,7 @@ describe("faults between the Worker and Redis", () => {
       try {
         const caller = fresh();
         await denied(gate, caller);
-        const reset = await during({ kind: "lost-reply" }, () => adminCall(gate, "reset", { ip: caller["cf-connecting-ip"] }), signIn);
+        const reset = await during({ kind: "lost-reply" }, () => call(gate, "reset", { ip: caller["cf-connecting-ip"] }), signIn);
         await reset.arrayBuffer();
         expect(reset.status).toBe(503);
         // the reset landed: the caller's window is gone from Redis
@@ -459,13 +454,13 @@ describe("faults between the Worker and Redis", () => {
         const tag = await identify("i", ipIdentity(caller["cf-connecting-ip"], 64));
         const blockKey = `${(JSON.parse(RATE_LIMITS) as { prefix: string }).prefix}:{${tag.tag}}:block`;
         const direct = new Redis(redis.url);
-        const block = await adminCall(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 });
+        const block = await call(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 });
         await block.arrayBuffer();
         expect(block.status).toBe(200);
         expect(await direct.exists(blockKey)).toBe(1);
         // the isolate now holds the block for the cache's whole life (10 m), not the store's answer
         expect((await ask({ isolates: [gate] }, caller)).status).toBe(403);
-        const unblock = await during({ kind: "lost-reply" }, () => adminCall(gate, "unblock", { ip: caller["cf-connecting-ip"] }), signIn);
+        const unblock = await during({ kind: "lost-reply" }, () => call(gate, "unblock", { ip: caller["cf-connecting-ip"] }), signIn);
         await unblock.arrayBuffer();
         expect(unblock.status).toBe(503);
         // the unblock landed: the block is gone from Redis
@@ -485,7 +480,7 @@ describe("faults between the Worker and Redis", () => {
         await denied(gate, caller);
         const STORE_DOWN = { kind: "status", status: 503 } as const;
         // the operator blocks the caller as the store goes down: nothing lands
-        const block = await during(STORE_DOWN, () => adminCall(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 }), signIn);
+        const block = await during(STORE_DOWN, () => call(gate, "block", { ip: caller["cf-connecting-ip"], seconds: 600 }), signIn);
         await block.arrayBuffer();
         expect(block.status).toBe(503);
         // still down: the isolate's remembered denial is all that stands between the caller and a fail-open admission
@@ -510,7 +505,7 @@ describe("faults between the Worker and Redis", () => {
           // keys/update's write is a script, as the sign-in's calls are: spared by what it writes
           const disable = await during(
             STORE_DOWN,
-            () => adminCall(gate, route, route === "keys/import" ? { entries: [{ key, disabled: true }] } : { key, disabled: true }),
+            () => call(gate, route, route === "keys/import" ? { entries: [{ key, disabled: true }] } : { key, disabled: true }),
             (call) => signIn(call) && !call.includes('"disabled"'),
           );
           await disable.arrayBuffer();
@@ -535,7 +530,7 @@ describe("faults between the Worker and Redis", () => {
         const key = `import-${randomBytes(8).toString("hex")}`;
         const caller = { ...fresh(), "x-api-key": key };
         await denied(gate, caller);
-        const imported = await during({ kind: "lost-reply" }, () => adminCall(gate, "keys/import", { entries: [{ key, tier: "roomy" }] }), signIn);
+        const imported = await during({ kind: "lost-reply" }, () => call(gate, "keys/import", { entries: [{ key, tier: "roomy" }] }), signIn);
         await imported.arrayBuffer();
         expect(imported.status).toBe(503);
         expect((await ask({ isolates: [gate] }, caller)).status).toBe(200);
